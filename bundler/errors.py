@@ -1,0 +1,74 @@
+"""One exception hierarchy; each class carries the exit code of SPEC section 8.
+
+Messages are one line and name the file or member and the rule broken. The CLI's
+entry point is the only place that turns these into exit codes.
+"""
+
+from __future__ import annotations
+
+
+class BundlerError(Exception):
+    """Base of every error the toolkit raises on purpose."""
+
+    exit_code = 3
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(BundlerError):
+    """Bad options or arguments (exit 2)."""
+
+    exit_code = 2
+
+
+class InputError(BundlerError):
+    """Unreadable, unsafe or malformed input; item not found (exit 3)."""
+
+    exit_code = 3
+
+
+class CanonicalJSONError(InputError):
+    """A document JCS cannot represent, or bytes that are not valid JSON."""
+
+
+class DigestError(InputError):
+    """A malformed digest string."""
+
+
+class SchemaError(InputError):
+    """A document that breaks its JSON Schema."""
+
+
+class StoreError(InputError):
+    """A store file that breaks the store rules (SPEC section 3)."""
+
+
+class ArchiveError(InputError):
+    """An archive that is unreadable, unsafe or malformed (SPEC sections 4.1 and 5)."""
+
+
+class OutputError(InputError):
+    """An output path that cannot be written safely (exists, symlink, missing parent)."""
+
+
+class StrictFailure(BundlerError):
+    """`--strict` found something that would be unavailable (exit 1)."""
+
+    exit_code = 1
+
+
+class PermissionDenied(BundlerError):
+    """The principal lacks `report.export` or is unknown (exit 4)."""
+
+    exit_code = 4
+
+
+class StorageError(BundlerError):
+    """Object storage unreachable, refused, or returned bytes that do not check (exit 5)."""
+
+    exit_code = 5
