@@ -1,0 +1,672 @@
+"""Export one issued report into a reproducibility bundle (SPEC sections 3, 4, 7, 8).
+
+Data flows one way: the store reader yields validated documents, ``_Collector`` decides
+for every referenced item whether it goes in or is listed (unavailable or redacted, once
+each), and ``BagWriter`` streams the members into a deterministic tar.zst in one pass.
+Nothing is written at the target name until the archive is complete and fsynced.
+
+Member order (documented in docs/format.md, relied on by no reader for correctness):
+the top directory, then under data/ the report body and envelope, the suite, the
+scorers, the dataset manifests, the check results, the case files, the example bodies,
+the payload blobs, and ``bundle.json``; then the tag files bagit.txt, bag-info.txt,
+manifest-sha256.txt, bundle-head.json (and bundle-head.json.sig), tagmanifest-sha256.txt.
+Directories are written just before their first member.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import zstandard
+
+from bundler import TOOL_NAME, __version__, bag, canonical
+from bundler.digests import bytes_digest, json_digest, parse_digest
+from bundler.errors import OutputError, PermissionDenied, StoreError, StrictFailure
+from bundler.merkle import TreeBuilder
+from bundler.store import (
+    MAX_DOCUMENT_BYTES,
+    CaseLine,
+    Document,
+    ScorerVersion,
+    Store,
+    open_source,
+)
+
+BUNDLE_SCHEMA = "evalbook.reproducibility_bundle.v1"
+HEAD_SCHEMA = "evalbook.bundle_head.v1"
+MAX_CASES = 20_000
+INLINE_PAYLOAD_MAX_BYTES = 262_144
+DEFAULT_LEVEL = 3
+READ_BODY = "dataset.read_body"
+EXPORT = "report.export"
+
+
+class Reason(str, Enum):
+    """Reasons of SPEC section 4.3, with their exact strings."""
+
+    PAYLOAD_AT_SSO = "payload_at_sso"
+    REMOVED_BY_RETENTION = "removed_by_retention"
+    SCORER_VERSION_MISSING = "scorer_version_missing"
+    SCORER_DIGEST_MISMATCH = "scorer_digest_mismatch"
+    CASE_LIMIT = "case_limit"
+    DIGEST_MISMATCH = "digest_mismatch"
+    MISSING_FROM_STORE = "missing_from_store"
+    NO_DATASET_READ_BODY = "no_dataset_read_body"
+    TRACE_CAPTURE_POLICY = "trace_capture_policy"
+
+
+REDACTION_REASONS = frozenset({Reason.NO_DATASET_READ_BODY, Reason.TRACE_CAPTURE_POLICY})
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the exporter has done so far; passed to the progress callback."""
+
+    files: int
+    bytes: int
+    cases: int
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    store_root: str
+    report_id: str
+    principal: str
+    exported_at: datetime
+    out: Path | None = None
+    level: int = DEFAULT_LEVEL
+    strict: bool = False
+    sign: Callable[[bytes], str] | None = None  # signs bundle-head.json bytes (SSHSIG armor)
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    path: Path
+    report_id: str
+    bundle_digest: str
+    report_digest: str
+    archive_sha256: str
+    archive_size: int
+    bundle: dict[str, Any]
+
+    def summary(self) -> dict[str, Any]:
+        """The machine-readable summary printed by ``export --json``."""
+        return export_summary(self)
+
+
+def format_timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def resolve_output(out: Path | None, report_id: str) -> Path:
+    """The archive path; refuse an existing file, a symlink, or a missing parent."""
+    path = out if out is not None else Path.cwd() / f"evalbook-bundle-{report_id}.tar.zst"
+    if path.is_symlink():
+        raise OutputError(f"{path}: is a symlink; refusing to write through it")
+    if path.exists():
+        raise OutputError(f"{path}: already exists; refusing to overwrite")
+    if not path.parent.is_dir():
+        raise OutputError(f"{path.parent}: output directory does not exist")
+    return path
+
+
+# --------------------------------------------------------------------------- collecting
+
+
+@dataclass
+class _PayloadUse:
+    """Every way the exported cases refer to one payload digest."""
+
+    digest: str
+    size: int
+    kinds: list[str] = field(default_factory=list)
+    locations: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Ledger:
+    """Unavailable and redacted entries, one per item."""
+
+    unavailable: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    redacted: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    def list_unavailable(
+        self, kind: str, ref: str, digest: str | None, reason: Reason, detail: str | None = None
+    ) -> None:
+        key = (kind, ref)
+        if key not in self.unavailable and key not in self.redacted:
+            self.unavailable[key] = {
+                "kind": kind,
+                "ref": ref,
+                "digest": digest,
+                "reason": reason.value,
+                "detail": detail,
+            }
+
+    def redact(self, kind: str, ref: str, digest: str, reason: Reason) -> None:
+        key = (kind, ref)
+        self.unavailable.pop(key, None)
+        self.redacted.setdefault(key, {"kind": kind, "ref": ref, "digest": digest, "reason": reason.value})
+
+    def sorted_unavailable(self) -> list[dict[str, Any]]:
+        return [self.unavailable[k] for k in sorted(self.unavailable)]
+
+    def sorted_redacted(self) -> list[dict[str, Any]]:
+        return [self.redacted[k] for k in sorted(self.redacted)]
+
+
+@dataclass
+class _CheckCases:
+    check_id: str
+    result: Document | None
+    lines: list[CaseLine] | None  # None: the case file is absent
+    total: int
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+class _HashingFile:
+    """A file sink that also computes the archive's own sha256 and size."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self._fh = fh
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        self._fh.write(data)
+        return len(data)
+
+
+class BagWriter:
+    """Streams bag members into a tar; tracks directories, manifests and Payload-Oxum."""
+
+    def __init__(self, tar: Any, top: str, progress: Callable[[Progress], None] | None) -> None:
+        self._tar = tar
+        self.top = top
+        self._dirs: set[str] = set()
+        self.manifest: dict[str, str] = {}
+        self.payload_bytes = 0
+        self._progress = progress
+        self._cases = 0
+        tar.add_dir(top)
+        self._dirs.add(top)
+
+    def _ensure_dirs(self, relpath: str) -> None:
+        parts = relpath.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            directory = self.top + "/" + "/".join(parts[:i])
+            if directory not in self._dirs:
+                self._tar.add_dir(directory)
+                self._dirs.add(directory)
+
+    def add(self, relpath: str, data: bytes, *, sha256_hex: str | None = None) -> str:
+        """Add a file at ``relpath`` (relative to the bag root); returns its sha256 hex."""
+        self._ensure_dirs(relpath)
+        self._tar.add_file(f"{self.top}/{relpath}", data)
+        hex_digest = sha256_hex or hashlib.sha256(data).hexdigest()
+        if relpath.startswith("data/"):
+            self.manifest[relpath] = hex_digest
+            self.payload_bytes += len(data)
+        if self._progress is not None:
+            self._progress(Progress(len(self.manifest), self._tar.offset, self._cases))
+        return hex_digest
+
+    def count_cases(self, n: int) -> None:
+        self._cases += n
+
+
+class _Collector:
+    """Decides what goes into the bundle and what is listed, then writes it."""
+
+    def __init__(self, store: Store, body: Document, permissions: frozenset[str]) -> None:
+        self.store = store
+        self.body = body
+        self.report = body.value
+        self.read_body = READ_BODY in permissions
+        self.ledger = _Ledger()
+        self._manifest_checks: dict[str, str] = {}  # evidence manifest digest -> check id
+
+    # -- suite, scorers, datasets ------------------------------------------------------
+
+    def suite(self, writer: BagWriter) -> dict[str, Any]:
+        ref = self.report["suite_ref"]
+        item = f"{ref['id']}@{ref['version']}"
+        doc = self.store.suite(ref["id"], ref["version"])
+        path = None
+        if doc is None:
+            self.ledger.list_unavailable("suite", item, ref["digest"], Reason.MISSING_FROM_STORE)
+        elif (observed := json_digest(doc.value)) != ref["digest"]:
+            self.ledger.list_unavailable("suite", item, ref["digest"], Reason.DIGEST_MISMATCH, observed)
+        else:
+            path = f"data/suite/{ref['id']}/{ref['version']}.json"
+            writer.add(path, doc.data)
+        return {"suite_id": ref["id"], "version": ref["version"], "digest": ref["digest"], "path": path}
+
+    def scorers(self, writer: BagWriter) -> list[dict[str, Any]]:
+        pinned: dict[tuple[str, int], list[str]] = {}
+        for check in self.report["checks"]:
+            ref = check["scorer_ref"]
+            pinned.setdefault((ref["id"], ref["version"]), []).append(ref["digest"])
+        exported = []
+        for (scorer_id, version), digests in sorted(pinned.items()):
+            item = f"{scorer_id}@{version}"
+            scorer = self.store.scorer(scorer_id, version)
+            if scorer is None:
+                self.ledger.list_unavailable("scorer", item, digests[0], Reason.SCORER_VERSION_MISSING)
+            elif scorer.digest is None:
+                self.ledger.list_unavailable(
+                    "scorer", item, digests[0], Reason.MISSING_FROM_STORE, scorer.missing_file
+                )
+            elif any(d != scorer.digest for d in digests):
+                self.ledger.list_unavailable(
+                    "scorer", item, digests[0], Reason.SCORER_DIGEST_MISMATCH, scorer.digest
+                )
+            else:
+                exported.append(self._write_scorer(writer, scorer))
+        return exported
+
+    @staticmethod
+    def _write_scorer(writer: BagWriter, scorer: ScorerVersion) -> dict[str, Any]:
+        base = f"data/scorers/{scorer.scorer_id}/{scorer.version}"
+        writer.add(f"{base}/scorer.json", scorer.descriptor.data)
+        for f in scorer.files:
+            writer.add(f"{base}/{f.relpath}", f.data)
+        return {"scorer_id": scorer.scorer_id, "version": scorer.version, "digest": scorer.digest, "path": base}
+
+    def dataset_manifests(self, writer: BagWriter) -> dict[tuple[str, int], dict[str, Any]]:
+        datasets: dict[tuple[str, int], dict[str, Any]] = {}
+        for ref in sorted(self.report["dataset_refs"], key=lambda r: (r["id"], r["version"])):
+            item = f"{ref['id']}@{ref['version']}"
+            doc = self.store.dataset_manifest(ref["id"], ref["version"])
+            if doc is None:
+                self.ledger.list_unavailable("dataset", item, ref["digest"], Reason.MISSING_FROM_STORE)
+                continue
+            if (observed := json_digest(doc.value)) != ref["digest"]:
+                self.ledger.list_unavailable("dataset", item, ref["digest"], Reason.DIGEST_MISMATCH, observed)
+                continue
+            path = f"data/datasets/{ref['id']}/{ref['version']}/manifest.json"
+            writer.add(path, doc.data)
+            datasets[(ref["id"], ref["version"])] = {
+                "entry": {
+                    "dataset_id": ref["id"],
+                    "version": ref["version"],
+                    "digest": ref["digest"],
+                    "path": path,
+                    "examples": [],
+                },
+                "digests": {e["example_id"]: e["digest"] for e in doc.value["examples"]},
+                "removed": self.store.retention(ref["id"], ref["version"]),
+            }
+        return datasets
+
+    # -- checks and cases --------------------------------------------------------------
+
+    def read_checks(self) -> list[_CheckCases]:
+        """Check results and cases in report order, cut at MAX_CASES exported cases."""
+        budget = MAX_CASES
+        out = []
+        for check in self.report["checks"]:
+            check_id = check["check_id"]
+            result = self.store.check_result(self.report["report_id"], check_id)
+            if result is None:
+                self.ledger.list_unavailable("check", check_id, None, Reason.MISSING_FROM_STORE)
+            elif result.value["required"] != check["required"]:
+                raise StoreError(
+                    f"{self.store.source.describe(result.relpath)}: required does not match the report"
+                )
+            cases = self.store.iter_cases(self.report["report_id"], check_id)
+            if cases is None:
+                self.ledger.list_unavailable("cases", check_id, None, Reason.MISSING_FROM_STORE)
+                out.append(_CheckCases(check_id, result, None, 0))
+                continue
+            kept: list[CaseLine] = []
+            total = 0
+            for line in cases:
+                total += 1
+                if budget > 0:
+                    kept.append(line)
+                    budget -= 1
+            if total > len(kept):
+                self.ledger.list_unavailable(
+                    "cases", check_id, None, Reason.CASE_LIMIT, str(total - len(kept))
+                )
+            out.append(_CheckCases(check_id, result, kept, total))
+        return out
+
+    def write_checks(self, writer: BagWriter, checks: list[_CheckCases]) -> tuple[list[dict[str, Any]], TreeBuilder]:
+        entries = []
+        tree = TreeBuilder()
+        for c in checks:
+            entry: dict[str, Any] = {"check_id": c.check_id, "digest": None, "path": None}
+            if c.result is not None:
+                entry["path"] = f"data/checks/{c.check_id}.json"
+                entry["digest"] = "sha256:" + writer.add(entry["path"], c.result.data)
+            entries.append(entry)
+        for c, entry in zip(checks, entries, strict=True):
+            if c.lines is None:
+                entry["cases"] = {"path": None, "digest": None, "total": 0, "exported": 0}
+                continue
+            data = b"".join(line.data + b"\n" for line in c.lines)
+            path = f"data/cases/{c.check_id}.jsonl"
+            entry["cases"] = {
+                "path": path,
+                "digest": "sha256:" + writer.add(path, data),
+                "total": c.total,
+                "exported": len(c.lines),
+            }
+            for line in c.lines:
+                tree.append(line.data)
+            writer.count_cases(len(c.lines))
+        return entries, tree
+
+    # -- examples and payloads ---------------------------------------------------------
+
+    def write_examples(
+        self, writer: BagWriter, checks: list[_CheckCases], datasets: dict[tuple[str, int], dict[str, Any]]
+    ) -> None:
+        used: set[tuple[str, int, str]] = set()
+        for c in checks:
+            for line in c.lines or ():
+                example = line.value["example"]
+                used.add((example["dataset_id"], example["version"], example["example_id"]))
+        for dataset_id, version, example_id in sorted(used):
+            item = f"{dataset_id}@{version}/{example_id}"
+            dataset = datasets.get((dataset_id, version))
+            if dataset is None:
+                self.ledger.list_unavailable(
+                    "example", item, None, Reason.MISSING_FROM_STORE,
+                    f"dataset {dataset_id}@{version} is not in the bundle",
+                )
+                continue
+            expected = dataset["digests"].get(example_id)
+            if expected is None:
+                self.ledger.list_unavailable(
+                    "example", item, None, Reason.MISSING_FROM_STORE,
+                    f"not in the manifest of {dataset_id}@{version}",
+                )
+                continue
+            path = None
+            if not self.read_body:
+                self.ledger.redact("example", item, expected, Reason.NO_DATASET_READ_BODY)
+            elif example_id in dataset["removed"]:
+                self.ledger.list_unavailable("example", item, expected, Reason.REMOVED_BY_RETENTION)
+            else:
+                data = self.store.example(dataset_id, version, example_id)
+                if data is None:
+                    self.ledger.list_unavailable("example", item, expected, Reason.MISSING_FROM_STORE)
+                elif (observed := bytes_digest(data)) != expected:
+                    self.ledger.list_unavailable("example", item, expected, Reason.DIGEST_MISMATCH, observed)
+                else:
+                    path = f"data/datasets/{dataset_id}/{version}/examples/{example_id}.json"
+                    writer.add(path, data, sha256_hex=parse_digest(expected))
+            dataset["entry"]["examples"].append({"example_id": example_id, "digest": expected, "path": path})
+
+    def payload_uses(self, checks: list[_CheckCases]) -> dict[str, _PayloadUse]:
+        uses: dict[str, _PayloadUse] = {}
+        for c in checks:
+            for line in c.lines or ():
+                refs = [line.value["output"]] if line.value["output"] else []
+                for ref in refs + line.value["evidence"]:
+                    use = uses.setdefault(ref["digest"], _PayloadUse(ref["digest"], ref["size"]))
+                    use.kinds.append(ref["kind"])
+                    use.locations.add(ref["location"])
+        return uses
+
+    def write_payloads(self, writer: BagWriter, uses: dict[str, _PayloadUse]) -> list[dict[str, Any]]:
+        """Blobs of outputs, artifacts and evidence manifests; one decision per digest.
+
+        Redaction wins over everything; a digest referred to inline anywhere is taken
+        from blobs/ (or listed as missing or mismatched); one referred to only at SSO is
+        ``payload_at_sso``.
+        """
+        wanted: dict[str, str] = {}  # digest -> "payload" | "manifest"
+        for digest, use in sorted(uses.items()):
+            trace = "trace" in use.kinds or "traces" in use.locations
+            if trace:
+                self.ledger.redact("trace", digest, digest, Reason.TRACE_CAPTURE_POLICY)
+            elif "output" in use.kinds and not self.read_body:
+                self.ledger.redact("output", digest, digest, Reason.NO_DATASET_READ_BODY)
+            elif "inline" in use.locations:
+                wanted[digest] = use.kinds[0]
+            else:
+                self.ledger.list_unavailable(use.kinds[0], digest, digest, Reason.PAYLOAD_AT_SSO)
+        for check in self.report["checks"]:
+            for ref in check["evidence_refs"]:
+                if ref["kind"] == "manifest":
+                    wanted.setdefault(ref["digest"], "evidence_manifest")
+                    self._manifest_checks[ref["digest"]] = check["check_id"]
+        payloads = []
+        for digest in sorted(wanted):
+            kind = wanted[digest]
+            hex_digest = parse_digest(digest)
+            data = self.store.blob(hex_digest, max_size=MAX_DOCUMENT_BYTES)
+            if data is None:
+                self.ledger.list_unavailable(kind, digest, digest, Reason.MISSING_FROM_STORE)
+                continue
+            if (observed := bytes_digest(data)) != digest:
+                self.ledger.list_unavailable(kind, digest, digest, Reason.DIGEST_MISMATCH, observed)
+                continue
+            if kind == "evidence_manifest":
+                manifest = self.store.parse_evidence_manifest(Document(f"blobs/sha256/{hex_digest}", data, None))
+                if manifest["check_id"] != self._manifest_checks[digest]:
+                    raise StoreError(
+                        f"{self.store.source.describe('blobs/sha256/' + hex_digest)}: evidence manifest "
+                        f"names check {manifest['check_id']!r}, referenced by {self._manifest_checks[digest]!r}"
+                    )
+            path = f"data/blobs/sha256/{hex_digest}"
+            writer.add(path, data, sha256_hex=hex_digest)
+            payloads.append({"digest": digest, "size": len(data), "path": path})
+        return payloads
+
+
+# ------------------------------------------------------------------------------ export
+
+
+def export_bundle(config: ExportConfig, progress: Callable[[Progress], None] | None = None) -> ExportResult:
+    """Export ``config.report_id`` from ``config.store_root`` into a bundle archive.
+
+    Raises PermissionDenied (exit 4) when the principal lacks ``report.export``,
+    InputError/StoreError/OutputError (exit 3) for bad input or an unusable output
+    path, StrictFailure (exit 1) under ``strict`` when anything would be unavailable.
+    Nothing is left at the target name unless the export succeeds.
+    """
+    store = Store(open_source(config.store_root))
+    access = store.access()
+    permissions = access.get(config.principal)
+    if permissions is None:
+        raise PermissionDenied(f"principal {config.principal!r} is not in access.json; export refused")
+    if EXPORT not in permissions:
+        raise PermissionDenied(f"principal {config.principal!r} lacks {EXPORT}; export refused")
+    body = store.report_body(config.report_id)
+    envelope = store.envelope(config.report_id)
+    target = resolve_output(config.out, config.report_id)
+
+    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    temp = Path(temp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            sink = _HashingFile(fh)
+            bundle = _write_archive(sink, store, body, envelope, permissions, config, progress)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if config.strict and bundle["unavailable"]:
+            reasons = sorted({u["reason"] for u in bundle["unavailable"]})
+            raise StrictFailure(
+                f"--strict: {len(bundle['unavailable'])} item(s) would be unavailable "
+                f"({', '.join(reasons)}); nothing written"
+            )
+        try:
+            os.link(temp, target)
+        except FileExistsError as exc:
+            raise OutputError(f"{target}: appeared during export; refusing to overwrite") from exc
+        _fsync_dir(target.parent)
+    finally:
+        temp.unlink(missing_ok=True)
+    return ExportResult(
+        path=target,
+        report_id=config.report_id,
+        bundle_digest=json_digest(bundle),
+        report_digest=bundle["report"]["digest"],
+        archive_sha256="sha256:" + sink.sha256.hexdigest(),
+        archive_size=sink.size,
+        bundle=bundle,
+    )
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_archive(
+    sink: _HashingFile,
+    store: Store,
+    body: Document,
+    envelope: Document,
+    permissions: frozenset[str],
+    config: ExportConfig,
+    progress: Callable[[Progress], None] | None,
+) -> dict[str, Any]:
+    from bundler.tarwriter import TarWriter
+
+    exported_at = format_timestamp(config.exported_at)
+    mtime = int(config.exported_at.timestamp())
+    compressor = zstandard.ZstdCompressor(level=config.level, write_checksum=True, threads=1)
+    with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:
+        tar = TarWriter(zout, mtime=mtime)
+        top = f"evalbook-bundle-{config.report_id}"
+        writer = BagWriter(tar, top, progress)
+        collector = _Collector(store, body, permissions)
+        writer.add("data/report/body.json", body.data)
+        writer.add("data/report/envelope.json", envelope.data)
+        suite = collector.suite(writer)
+        scorers = collector.scorers(writer)
+        datasets = collector.dataset_manifests(writer)
+        checks = collector.read_checks()
+        check_entries, tree = collector.write_checks(writer, checks)
+        collector.write_examples(writer, checks, datasets)
+        payloads = collector.write_payloads(writer, collector.payload_uses(checks))
+        bundle: dict[str, Any] = {
+            "schema": BUNDLE_SCHEMA,
+            "exported_at": exported_at,
+            "exporter": {
+                "tool": TOOL_NAME,
+                "version": __version__,
+                "principal": config.principal,
+                "permissions": sorted(permissions),
+            },
+            "limits": {"max_cases": MAX_CASES, "inline_payload_max_bytes": INLINE_PAYLOAD_MAX_BYTES},
+            "report": {
+                "report_id": config.report_id,
+                "evaluation_id": body.value["evaluation_id"],
+                "digest": body.sha256,
+                "path": "data/report/body.json",
+                "envelope": {
+                    "path": "data/report/envelope.json",
+                    "digest": envelope.sha256,
+                    "status": envelope.value["status"],
+                },
+            },
+            "suite": suite,
+            "scorers": scorers,
+            "datasets": [d["entry"] for _, d in sorted(datasets.items())],
+            "checks": check_entries,
+            "payloads": payloads,
+            "unavailable": collector.ledger.sorted_unavailable(),
+            "redacted": collector.ledger.sorted_redacted(),
+            "cases_tree": {"tree_size": tree.size, "root": tree.root().hex()},
+        }
+        bundle_bytes = canonical.dumps(bundle)
+        writer.add("data/bundle.json", bundle_bytes)
+        write_tag_files(writer, bundle, bundle_bytes, config.sign)
+        tar.close()
+    return bundle
+
+
+def bundle_head(bundle: dict[str, Any], bundle_digest: str) -> dict[str, Any]:
+    """The bundle head of SPEC 11.2, derived from bundle.json alone."""
+    report = bundle["report"] if "report" in bundle else bundle["run"]
+    return {
+        "schema": HEAD_SCHEMA,
+        "bundle_digest": bundle_digest,
+        "report_id": report.get("report_id", report.get("run_id")),
+        "report_digest": report["digest"],
+        "exported_at": bundle["exported_at"],
+        "cases_tree": bundle["cases_tree"],
+    }
+
+
+def write_tag_files(
+    writer: BagWriter, bundle: dict[str, Any], bundle_bytes: bytes, sign: Callable[[bytes], str] | None
+) -> None:
+    """bagit.txt, bag-info.txt, the manifests and the bundle head, in that order."""
+    bundle_digest = bytes_digest(bundle_bytes)
+    tags: dict[str, str] = {}
+    tags[bag.BAGIT] = writer.add(bag.BAGIT, bag.BAGIT_TXT)
+    info = bag.bag_info(
+        [
+            ("Bag-Software-Agent", f"{TOOL_NAME} {__version__}"),
+            ("Bagging-Date", bundle["exported_at"][:10]),
+            ("Bundle-Digest", bundle_digest),
+            ("Bundle-Schema", bundle["schema"]),
+            ("External-Identifier", str(bundle_head(bundle, bundle_digest)["report_id"])),
+            ("Payload-Oxum", bag.payload_oxum(writer.payload_bytes, len(writer.manifest))),
+            ("Report-Digest", bundle_head(bundle, bundle_digest)["report_digest"]),
+        ]
+    )
+    tags[bag.BAG_INFO] = writer.add(bag.BAG_INFO, info)
+    tags[bag.MANIFEST] = writer.add(bag.MANIFEST, bag.manifest(writer.manifest))
+    head_bytes = canonical.dumps(bundle_head(bundle, bundle_digest))
+    tags[HEAD_FILE] = writer.add(HEAD_FILE, head_bytes)
+    if sign is not None:
+        tags[HEAD_SIG_FILE] = writer.add(HEAD_SIG_FILE, sign(head_bytes).encode("ascii"))
+    writer.add(bag.TAG_MANIFEST, bag.manifest(tags))
+
+
+HEAD_FILE = "bundle-head.json"
+HEAD_SIG_FILE = "bundle-head.json.sig"
+
+
+def export_summary(result: ExportResult) -> dict[str, Any]:
+    bundle = result.bundle
+    by_reason: dict[str, dict[str, int]] = {"unavailable": {}, "redacted": {}}
+    for group in ("unavailable", "redacted"):
+        for item in bundle[group]:
+            by_reason[group][item["reason"]] = by_reason[group].get(item["reason"], 0) + 1
+    return {
+        "path": str(result.path),
+        "report_id": result.report_id,
+        "bundle_digest": result.bundle_digest,
+        "report_digest": result.report_digest,
+        "archive_sha256": result.archive_sha256,
+        "archive_size": result.archive_size,
+        "exported_at": bundle["exported_at"],
+        "counts": {
+            "scorers": len(bundle["scorers"]),
+            "datasets": len(bundle["datasets"]),
+            "examples": sum(1 for d in bundle["datasets"] for e in d["examples"] if e["path"]),
+            "checks": len(bundle["checks"]),
+            "cases_total": sum(c["cases"]["total"] for c in bundle["checks"]),
+            "cases_exported": sum(c["cases"]["exported"] for c in bundle["checks"]),
+            "payloads": len(bundle["payloads"]),
+            "unavailable": len(bundle["unavailable"]),
+            "redacted": len(bundle["redacted"]),
+        },
+        "unavailable_by_reason": dict(sorted(by_reason["unavailable"].items())),
+        "redacted_by_reason": dict(sorted(by_reason["redacted"].items())),
+    }

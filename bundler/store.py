@@ -1,0 +1,392 @@
+"""Strict reader of an EvalBook store root (SPEC section 3).
+
+A store root is read through a ``StoreSource``: a local directory here, an ``s3://``
+prefix through ``bundler.storage.S3StoreSource``. The reader knows every path it needs
+(nothing is listed), validates each document against its schema and the
+stored-canonical rule where SPEC requires it, and reports a bad file as one
+``StoreError`` line naming the file (and line, for JSON Lines). Absent items return
+``None`` so the exporter can list them; only payloads are streamed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
+
+from bundler import canonical, schemas
+from bundler.digests import SCORER_TAG, FramedHasher, bytes_digest, json_digest
+from bundler.errors import CanonicalJSONError, InputError, StoreError
+
+IDENTIFIER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+INLINE_PAYLOAD_MAX_BYTES = 262_144
+# Store documents are indexes and descriptors; a cap keeps a hostile store from
+# exhausting memory. Case files are streamed line by line and capped per line.
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+MAX_CASE_LINE_BYTES = 16 * 1024 * 1024
+CHUNK = 1024 * 1024
+
+
+def check_identifier(value: str, *, what: str, source: str) -> str:
+    """Return ``value`` if it is a valid store identifier, else raise StoreError."""
+    if not isinstance(value, str) or IDENTIFIER_RE.match(value) is None:
+        raise StoreError(
+            f"{source}: invalid {what} {value!r} "
+            "(identifiers match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$)"
+        )
+    return value
+
+
+def check_relative_path(value: str, *, source: str) -> str:
+    """A scorer file path: identifier segments joined by '/', nothing that escapes."""
+    segments = value.split("/") if isinstance(value, str) else []
+    if not segments or any(IDENTIFIER_RE.match(s) is None for s in segments):
+        raise StoreError(
+            f"{source}: invalid file path {value!r} "
+            "(each segment must be an identifier; no '..', '.', empty segments or '\\')"
+        )
+    return value
+
+
+class StoreSource(Protocol):
+    """Where store files come from. ``relpath`` is a validated POSIX relative path."""
+
+    def describe(self, relpath: str) -> str:
+        """The file's name for messages (a path or an s3:// URL)."""
+        ...
+
+    def read_bytes(self, relpath: str, *, max_size: int) -> bytes | None:
+        """The whole file, or None when absent; StoreError when over ``max_size``."""
+        ...
+
+    def open_stream(self, relpath: str) -> tuple[BinaryIO, int] | None:
+        """A stream of the file and its size, or None when absent."""
+        ...
+
+
+class LocalStoreSource:
+    """A store root on the local file system.
+
+    Every file must resolve inside the root: a symlink that points out of the store is
+    refused, and so is anything that is not a regular file.
+    """
+
+    def __init__(self, root: Path) -> None:
+        if not root.is_dir():
+            raise StoreError(f"{root}: store root is not a directory")
+        self.root = root
+        self._real_root = root.resolve()
+
+    def describe(self, relpath: str) -> str:
+        return str(self.root / relpath)
+
+    def _resolve(self, relpath: str) -> Path | None:
+        path = self.root / relpath
+        try:
+            real = path.resolve(strict=True)
+        except FileNotFoundError:
+            return None
+        except (OSError, RuntimeError) as exc:
+            raise StoreError(f"{path}: cannot resolve ({exc})") from exc
+        if not real.is_relative_to(self._real_root):
+            raise StoreError(f"{path}: resolves outside the store root (symlink escape)")
+        try:
+            mode = real.stat().st_mode
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot stat ({exc.strerror})") from exc
+        if not stat.S_ISREG(mode):
+            raise StoreError(f"{path}: not a regular file")
+        return real
+
+    def read_bytes(self, relpath: str, *, max_size: int) -> bytes | None:
+        real = self._resolve(relpath)
+        if real is None:
+            return None
+        try:
+            with open(real, "rb") as fh:
+                data = fh.read(max_size + 1)
+        except OSError as exc:
+            raise StoreError(f"{self.describe(relpath)}: cannot read ({exc.strerror})") from exc
+        if len(data) > max_size:
+            raise StoreError(f"{self.describe(relpath)}: larger than {max_size} bytes")
+        return data
+
+    def open_stream(self, relpath: str) -> tuple[BinaryIO, int] | None:
+        real = self._resolve(relpath)
+        if real is None:
+            return None
+        try:
+            fh = open(real, "rb")  # noqa: SIM115 - the caller closes it
+            return fh, os.fstat(fh.fileno()).st_size
+        except OSError as exc:
+            raise StoreError(f"{self.describe(relpath)}: cannot read ({exc.strerror})") from exc
+
+
+def open_source(root: str) -> StoreSource:
+    """A store source for a local directory or an ``s3://bucket/prefix`` root."""
+    if root.startswith("s3://"):
+        from bundler import storage  # boto3 is imported only when a bucket is used
+
+        return storage.S3StoreSource.from_url(root)
+    return LocalStoreSource(Path(root))
+
+
+@dataclass(frozen=True)
+class Document:
+    """A store JSON document: its exact bytes and the parsed value."""
+
+    relpath: str
+    data: bytes
+    value: Any
+
+    @property
+    def sha256(self) -> str:
+        return bytes_digest(self.data)
+
+
+@dataclass(frozen=True)
+class CaseLine:
+    """One case: its 1-based line number, canonical bytes (no newline) and value."""
+
+    line: int
+    data: bytes
+    value: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ScorerFile:
+    relpath: str  # relative to the scorer version directory, e.g. "files/judge.txt"
+    data: bytes
+
+
+@dataclass(frozen=True)
+class ScorerVersion:
+    scorer_id: str
+    version: int
+    descriptor: Document
+    files: tuple[ScorerFile, ...]
+    digest: str | None  # None when a listed file is missing
+    missing_file: str | None
+
+    @property
+    def relpath(self) -> str:
+        return f"scorers/{self.scorer_id}/{self.version}"
+
+
+class Store:
+    """Typed, validated access to one store root."""
+
+    def __init__(self, source: StoreSource) -> None:
+        self.source = source
+
+    # -- generic documents ---------------------------------------------------------
+
+    def _parse(self, relpath: str, data: bytes, *, schema: str | None, stored_canonical: bool) -> Any:
+        where = self.source.describe(relpath)
+        try:
+            if stored_canonical:
+                value = canonical.loads_canonical(data, source=where)
+            else:
+                value = canonical.loads(data, source=where)
+        except CanonicalJSONError as exc:
+            raise StoreError(exc.message) from exc
+        if schema is not None:
+            schemas.validate(schema, value, source=where)
+        return value
+
+    def document(
+        self, relpath: str, *, schema: str | None, stored_canonical: bool
+    ) -> Document | None:
+        """Read, parse and validate a JSON document; None when the file is absent."""
+        data = self.source.read_bytes(relpath, max_size=MAX_DOCUMENT_BYTES)
+        if data is None:
+            return None
+        return Document(relpath, data, self._parse(relpath, data, schema=schema, stored_canonical=stored_canonical))
+
+    # -- the stores ----------------------------------------------------------------
+
+    def access(self) -> dict[str, frozenset[str]]:
+        """Principals and their permissions from ``access.json`` (required)."""
+        doc = self.document("access.json", schema="access", stored_canonical=False)
+        if doc is None:
+            raise StoreError(f"{self.source.describe('access.json')}: missing (who may export is unknown)")
+        return {p: frozenset(perms) for p, perms in doc.value["principals"].items()}
+
+    def report_body(self, report_id: str) -> Document:
+        """The issued report body; InputError when the report does not exist."""
+        check_identifier(report_id, what="report id", source="--report")
+        relpath = f"reports/{report_id}/body.json"
+        doc = self.document(relpath, schema="report-body", stored_canonical=True)
+        if doc is None:
+            raise InputError(f"report {report_id!r} not found ({self.source.describe(relpath)} is absent)")
+        if doc.value["report_id"] != report_id:
+            raise StoreError(
+                f"{self.source.describe(relpath)}: report_id {doc.value['report_id']!r} "
+                f"does not match its directory {report_id!r}"
+            )
+        return doc
+
+    def envelope(self, report_id: str) -> Document:
+        relpath = f"reports/{report_id}/envelope.json"
+        doc = self.document(relpath, schema="envelope", stored_canonical=False)
+        if doc is None:
+            raise StoreError(f"{self.source.describe(relpath)}: missing (every report has an envelope)")
+        return doc
+
+    def check_result(self, report_id: str, check_id: str) -> Document | None:
+        relpath = f"reports/{report_id}/checks/{check_id}.json"
+        doc = self.document(relpath, schema="check-result", stored_canonical=False)
+        if doc is not None and doc.value["check_id"] != check_id:
+            raise StoreError(
+                f"{self.source.describe(relpath)}: check_id {doc.value['check_id']!r} "
+                f"does not match its file name"
+            )
+        return doc
+
+    def case_file_exists(self, report_id: str, check_id: str) -> bool:
+        opened = self.source.open_stream(f"reports/{report_id}/cases/{check_id}.jsonl")
+        if opened is None:
+            return False
+        opened[0].close()
+        return True
+
+    def iter_cases(self, report_id: str, check_id: str) -> Iterator[CaseLine] | None:
+        """Stream the cases of one check, validating each line; None when absent."""
+        relpath = f"reports/{report_id}/cases/{check_id}.jsonl"
+        opened = self.source.open_stream(relpath)
+        if opened is None:
+            return None
+        return self._case_lines(relpath, opened[0], check_id)
+
+    def _case_lines(self, relpath: str, stream: BinaryIO, check_id: str) -> Iterator[CaseLine]:
+        where = self.source.describe(relpath)
+        with stream:
+            for number, raw in enumerate(_iter_lines(stream, where), start=1):
+                line_where = f"{where}:{number}"
+                if not raw:
+                    raise StoreError(f"{line_where}: empty line (one case per line)")
+                try:
+                    value = canonical.loads_canonical(raw, source=line_where)
+                except CanonicalJSONError as exc:
+                    raise StoreError(exc.message) from exc
+                schemas.validate("case", value, source=line_where)
+                if value["check_id"] != check_id:
+                    raise StoreError(
+                        f"{line_where}: case check_id {value['check_id']!r} does not match file {check_id!r}"
+                    )
+                yield CaseLine(number, raw, value)
+
+    def suite(self, suite_id: str, version: int) -> Document | None:
+        return self.document(f"suites/{suite_id}/{version}.json", schema="suite", stored_canonical=True)
+
+    def scorer(self, scorer_id: str, version: int) -> ScorerVersion | None:
+        """A scorer version with its framed digest (SPEC 3.5); None when absent."""
+        base = f"scorers/{scorer_id}/{version}"
+        desc = self.document(f"{base}/scorer.json", schema="scorer", stored_canonical=True)
+        if desc is None:
+            return None
+        where = self.source.describe(f"{base}/scorer.json")
+        paths = [check_relative_path(p, source=where) for p in desc.value["files"]]
+        hasher = FramedHasher(SCORER_TAG)
+        hasher.add("scorer.json", desc.data)
+        files: list[ScorerFile] = []
+        missing: str | None = None
+        for path in sorted(paths, key=lambda p: p.encode("utf-8")):
+            data = self.source.read_bytes(f"{base}/files/{path}", max_size=MAX_DOCUMENT_BYTES)
+            if data is None:
+                missing = f"files/{path}"
+                break
+            hasher.add(f"files/{path}", data)
+            files.append(ScorerFile(f"files/{path}", data))
+        digest = None if missing else hasher.digest()
+        return ScorerVersion(scorer_id, version, desc, tuple(files), digest, missing)
+
+    def dataset_manifest(self, dataset_id: str, version: int) -> Document | None:
+        doc = self.document(
+            f"datasets/{dataset_id}/{version}/manifest.json",
+            schema="dataset-manifest",
+            stored_canonical=True,
+        )
+        if doc is not None:
+            ids = [e["example_id"] for e in doc.value["examples"]]
+            if ids != sorted(ids) or len(set(ids)) != len(ids):
+                raise StoreError(
+                    f"{self.source.describe(doc.relpath)}: examples must be unique and sorted by example_id"
+                )
+        return doc
+
+    def retention(self, dataset_id: str, version: int) -> dict[str, dict[str, Any]]:
+        """example_id -> retention line, for bodies that retention removed."""
+        relpath = f"datasets/{dataset_id}/{version}/retention.jsonl"
+        opened = self.source.open_stream(relpath)
+        if opened is None:
+            return {}
+        where = self.source.describe(relpath)
+        removed: dict[str, dict[str, Any]] = {}
+        with opened[0] as stream:
+            for number, raw in enumerate(_iter_lines(stream, where), start=1):
+                line_where = f"{where}:{number}"
+                try:
+                    value = canonical.loads(raw, source=line_where)
+                except CanonicalJSONError as exc:
+                    raise StoreError(exc.message) from exc
+                schemas.validate("retention-line", value, source=line_where)
+                removed[value["example_id"]] = value
+        return removed
+
+    def example(self, dataset_id: str, version: int, example_id: str) -> bytes | None:
+        return self.source.read_bytes(
+            f"datasets/{dataset_id}/{version}/examples/{example_id}.json",
+            max_size=MAX_DOCUMENT_BYTES,
+        )
+
+    def blob(self, hex_digest: str, *, max_size: int) -> bytes | None:
+        """An inline payload or evidence manifest from ``blobs/``; None when absent.
+
+        Returns at most ``max_size + 1`` bytes' worth of evidence that the blob is too
+        large: a larger file is reported through StoreError by the source, so callers
+        pass a limit and treat the error as a digest mismatch.
+        """
+        return self.source.read_bytes(f"blobs/sha256/{hex_digest}", max_size=max_size)
+
+    def evidence_manifest(self, hex_digest: str) -> Document | None:
+        relpath = f"blobs/sha256/{hex_digest}"
+        data = self.source.read_bytes(relpath, max_size=MAX_DOCUMENT_BYTES)
+        if data is None:
+            return None
+        return Document(relpath, data, None)
+
+    def parse_evidence_manifest(self, doc: Document) -> dict[str, Any]:
+        """Validate an evidence manifest whose digest already matched (SPEC 3.1)."""
+        value = self._parse(doc.relpath, doc.data, schema="evidence-manifest", stored_canonical=False)
+        keys = [(e["digest"], e["kind"]) for e in value["evidence"]]
+        if keys != sorted(set(keys)):
+            raise StoreError(
+                f"{self.source.describe(doc.relpath)}: evidence entries must be unique "
+                "and sorted by (digest, kind)"
+            )
+        return dict(value)
+
+    @staticmethod
+    def json_digest_of(doc: Document) -> str:
+        return json_digest(doc.value)
+
+
+def _iter_lines(stream: BinaryIO, where: str) -> Iterator[bytes]:
+    """Split a JSON Lines stream on LF; a final line without LF is accepted."""
+    pending = b""
+    while True:
+        chunk = stream.read(CHUNK)
+        if not chunk:
+            break
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        yield from lines
+        if len(pending) > MAX_CASE_LINE_BYTES:
+            raise StoreError(f"{where}: a line longer than {MAX_CASE_LINE_BYTES} bytes")
+    if pending:
+        yield pending

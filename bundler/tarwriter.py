@@ -1,0 +1,135 @@
+"""Deterministic POSIX pax tar writer (SPEC section 4.1).
+
+Members are regular files and directories only, mode 0644/0755, uid/gid 0, empty owner
+names, one fixed mtime. A name that does not fit the ustar name/prefix fields gets a pax
+extended header carrying only its ``path``. The archive ends with two zero blocks padded
+to a whole 10,240-byte record. The same calls always give the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+BLOCK = 512
+RECORD = 20 * BLOCK
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+PAX_HEADER_NAME = "././@PaxHeader"
+
+
+class Sink(Protocol):
+    def write(self, data: bytes, /) -> int | None: ...
+
+
+def _octal(value: int, width: int) -> bytes:
+    text = b"%0*o" % (width - 1, value)
+    if len(text) > width - 1:
+        raise ValueError(f"value {value} does not fit a {width}-byte octal field")
+    return text + b"\0"
+
+
+def _split_ustar(name: bytes) -> tuple[bytes, bytes] | None:
+    """(prefix, name) for the ustar fields, or None when a pax path is needed."""
+    if len(name) <= 100:
+        return b"", name
+    for i in range(min(len(name) - 1, 155), 0, -1):
+        if name[i : i + 1] == b"/" and len(name) - i - 1 <= 100:
+            return name[:i], name[i + 1 :]
+    return None
+
+
+def _header(name: bytes, prefix: bytes, *, size: int, mode: int, typeflag: bytes, mtime: int) -> bytes:
+    fields = [
+        name.ljust(100, b"\0"),
+        _octal(mode, 8),
+        _octal(0, 8),
+        _octal(0, 8),
+        _octal(size, 12),
+        _octal(mtime, 12),
+        b" " * 8,
+        typeflag,
+        b"\0" * 100,
+        b"ustar\x0000",
+        b"\0" * 32,
+        b"\0" * 32,
+        _octal(0, 8),
+        _octal(0, 8),
+        prefix.ljust(155, b"\0"),
+        b"\0" * 12,
+    ]
+    block = bytearray(b"".join(fields))
+    assert len(block) == BLOCK
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def _pax_record(key: str, value: str) -> bytes:
+    payload = f" {key}={value}\n".encode()
+    length = len(payload) + 1
+    while len(str(length)) + len(payload) != length:
+        length = len(str(length)) + len(payload)
+    return str(length).encode() + payload
+
+
+def _padding(size: int) -> bytes:
+    return b"\0" * (-size % BLOCK)
+
+
+class TarWriter:
+    """Writes members to ``sink`` in the order they are added."""
+
+    def __init__(self, sink: Sink, *, mtime: int) -> None:
+        self._sink = sink
+        self._mtime = mtime
+        self._offset = 0
+        self._closed = False
+
+    @property
+    def offset(self) -> int:
+        return self._offset
+
+    def _write(self, data: bytes) -> None:
+        self._sink.write(data)
+        self._offset += len(data)
+
+    def _begin(self, path: str, *, size: int, mode: int, typeflag: bytes) -> None:
+        raw = path.encode("utf-8")
+        split = None if not raw.isascii() else _split_ustar(raw)
+        if split is None:
+            record = _pax_record("path", path)
+            self._write(
+                _header(PAX_HEADER_NAME.encode(), b"", size=len(record), mode=FILE_MODE, typeflag=b"x",
+                        mtime=self._mtime)
+            )
+            self._write(record + _padding(len(record)))
+            split = (b"", raw[:100])
+        self._write(_header(split[1], split[0], size=size, mode=mode, typeflag=typeflag, mtime=self._mtime))
+
+    def add_dir(self, path: str) -> None:
+        """A directory member; ``path`` has no trailing slash."""
+        self._begin(path + "/", size=0, mode=DIR_MODE, typeflag=b"5")
+
+    def add_file(self, path: str, data: bytes) -> None:
+        self.add_file_chunks(path, len(data), (data,))
+
+    def add_file_chunks(self, path: str, size: int, chunks: Iterable[bytes]) -> None:
+        """A regular file of exactly ``size`` bytes fed in chunks."""
+        self._begin(path, size=size, mode=FILE_MODE, typeflag=b"0")
+        written = 0
+        for chunk in chunks:
+            written += len(chunk)
+            if written > size:
+                raise ValueError(f"{path}: more bytes than the declared {size}")
+            self._write(chunk)
+        if written != size:
+            raise ValueError(f"{path}: {written} bytes written, {size} declared")
+        self._write(_padding(size))
+
+    def close(self) -> None:
+        """Two zero blocks, then zeros to the end of the 10,240-byte record."""
+        if self._closed:
+            return
+        self._write(b"\0" * (2 * BLOCK))
+        self._write(b"\0" * (-self._offset % RECORD))
+        self._closed = True
