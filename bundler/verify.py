@@ -1,0 +1,962 @@
+"""Offline verification of a reproducibility bundle (SPEC section 5).
+
+``verify_bundle`` reads the bundle once (``bag_reader``), then checks the ten claim
+groups and returns a ``Verification``: every claim proven, unprovable (listed, with its
+reason) or failed (path, expected and observed). It raises only when no verdict is
+possible: an unreadable or unsafe archive, or a malformed bundle.json.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, BinaryIO
+
+from bundler import bag, canonical, schemas
+from bundler.archive_reader import DEFAULT_MAX_BYTES
+from bundler.bag_reader import BagContents, open_members, read_bag
+from bundler.digests import SCORER_TAG, FramedHasher, bytes_digest, is_digest
+from bundler.errors import ArchiveError, BundlerError, CanonicalJSONError, SchemaError
+from bundler.export import (
+    BUNDLE_SCHEMA,
+    HEAD_FILE,
+    HEAD_SIG_FILE,
+    READ_BODY,
+    bundle_head,
+)
+from bundler.merkle import TreeBuilder
+
+GROUPS = {
+    1: "bagit",
+    2: "bundle",
+    3: "report",
+    4: "suite",
+    5: "scorers",
+    6: "datasets",
+    7: "checks",
+    8: "cases",
+    9: "evidence",
+    10: "accounting",
+}
+PAYLOAD_KINDS = {"output", "trace", "artifact"}
+
+
+class State(str, Enum):
+    PROVEN = "proven"
+    UNPROVABLE = "unprovable"
+    FAILED = "failed"
+
+
+class Verdict(str, Enum):
+    VERIFIED = "verified"
+    FAILED = "failed"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One thing the verifier checked and how it ended."""
+
+    group: int
+    subject: str
+    state: State
+    path: str | None = None
+    expected: str | None = None
+    observed: str | None = None
+    reason: str | None = None
+    detail: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "group_name": GROUPS[self.group],
+            "subject": self.subject,
+            "state": self.state.value,
+            "path": self.path,
+            "expected": self.expected,
+            "observed": self.observed,
+            "reason": self.reason,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """What the result is anchored to, beyond the bundle's own consistency."""
+
+    expected_bundle_digest: str | None = None
+    expected_report_digest: str | None = None
+    signer: str | None = None  # "ID, key SHA256:..." when a signature was checked
+
+    @property
+    def self_consistent_only(self) -> bool:
+        return not (self.expected_bundle_digest or self.expected_report_digest or self.signer)
+
+    def describe(self) -> str:
+        parts = []
+        if self.signer:
+            parts.append(f"signed by {self.signer}")
+        if self.expected_bundle_digest:
+            parts.append(f"expected bundle digest {self.expected_bundle_digest}")
+        if self.expected_report_digest:
+            parts.append(f"expected report digest {self.expected_report_digest}")
+        if not parts:
+            return "none: this result shows self-consistency only, not who made the bundle"
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Verification:
+    source: str
+    verdict: Verdict
+    kind: str | None = None  # the bundle schema
+    bundle_digest: str | None = None
+    report_id: str | None = None
+    report_digest: str | None = None
+    anchor: Anchor = field(default_factory=Anchor)
+    strict: bool = False
+    claims: tuple[Claim, ...] = ()
+    error: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)  # kind-specific facts (eval-banana)
+
+    @property
+    def exit_code(self) -> int:
+        return {Verdict.VERIFIED: 0, Verdict.FAILED: 1, Verdict.ERROR: 3}[self.verdict]
+
+    def counts(self) -> dict[str, int]:
+        counter = Counter(c.state.value for c in self.claims)
+        return {s.value: counter.get(s.value, 0) for s in State}
+
+    def unprovable_by_reason(self) -> dict[str, int]:
+        counter = Counter(c.reason or "unknown" for c in self.claims if c.state is State.UNPROVABLE)
+        return dict(sorted(counter.items()))
+
+    def failures(self) -> list[Claim]:
+        return [c for c in self.claims if c.state is State.FAILED]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": "evalbook.verification.v1",
+            "source": self.source,
+            "verdict": self.verdict.value,
+            "bundle_schema": self.kind,
+            "bundle_digest": self.bundle_digest,
+            "report_id": self.report_id,
+            "report_digest": self.report_digest,
+            "anchor": {
+                "expected_bundle_digest": self.anchor.expected_bundle_digest,
+                "expected_report_digest": self.anchor.expected_report_digest,
+                "signer": self.anchor.signer,
+                "self_consistent_only": self.anchor.self_consistent_only,
+                "description": self.anchor.describe(),
+            },
+            "strict": self.strict,
+            "counts": self.counts(),
+            "unprovable_by_reason": self.unprovable_by_reason(),
+            "error": self.error,
+            "summary": self.summary,
+            "claims": [c.to_json() for c in self.claims],
+        }
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    expect_bundle_digest: str | None = None
+    expect_report_digest: str | None = None
+    strict: bool = False
+    max_bytes: int = DEFAULT_MAX_BYTES
+    # Called with the head bytes and the signature text (embedded or sidecar); returns the
+    # signer description, or raises BundlerError for a bad signature.
+    check_signature: Callable[[bytes, str | None], str] | None = None
+    signature_text: str | None = None  # a sidecar signature, when given
+
+
+class Claims:
+    """Collects claims; helpers keep each check one line at the call site."""
+
+    def __init__(self) -> None:
+        self.items: list[Claim] = []
+
+    def proven(self, group: int, subject: str, **kw: Any) -> None:
+        self.items.append(Claim(group, subject, State.PROVEN, **kw))
+
+    def unprovable(self, group: int, subject: str, reason: str, **kw: Any) -> None:
+        self.items.append(Claim(group, subject, State.UNPROVABLE, reason=reason, **kw))
+
+    def failed(self, group: int, subject: str, detail: str, **kw: Any) -> None:
+        self.items.append(Claim(group, subject, State.FAILED, detail=detail, **kw))
+
+    def compare(self, group: int, subject: str, expected: str | None, observed: str | None, *, path: str | None = None, detail: str = "digest differs") -> bool:
+        if expected == observed:
+            self.proven(group, subject, path=path, expected=expected, observed=observed)
+            return True
+        self.failed(group, subject, detail, path=path, expected=expected, observed=observed)
+        return False
+
+
+# ------------------------------------------------------------------------------ entry
+
+
+def verify_bundle(
+    location: str,
+    options: VerifyOptions,
+    *,
+    stream: BinaryIO | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Verification:
+    """Verify an archive, a bag directory or an open archive stream.
+
+    Never raises for a bad bundle: an unsafe or unreadable archive or a malformed
+    bundle.json gives verdict ``error`` with the one-line reason.
+    """
+    try:
+        members = open_members(location, max_bytes=options.max_bytes, stream=stream)
+        contents = read_bag(members, source=location, progress=progress)
+        return verify_contents(contents, options)
+    except BundlerError as exc:
+        return Verification(source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict)
+
+
+def verify_contents(contents: BagContents, options: VerifyOptions) -> Verification:
+    """Check the claims over a bag already read. Raises BundlerError when no verdict is possible."""
+    bundle = _load_bundle(contents)
+    if bundle.get("schema") == BUNDLE_SCHEMA:
+        claims, facts = _EvalBookVerifier(contents, bundle, options).run()
+    else:
+        from bundler import ebverify  # eval-banana bundles (SPEC section 10.2)
+
+        claims, facts = ebverify.verify_eb_bundle(contents, bundle, options)
+    anchor, signer_claims = _anchor_claims(contents, bundle, options)
+    claims.items.extend(signer_claims)
+    final = list(claims.items)
+    if options.strict:
+        final = [
+            Claim(c.group, c.subject, State.FAILED, c.path, c.expected, c.observed, c.reason,
+                  f"--strict: unprovable ({c.reason})")
+            if c.state is State.UNPROVABLE
+            else c
+            for c in final
+        ]
+    verdict = Verdict.FAILED if any(c.state is State.FAILED for c in final) else Verdict.VERIFIED
+    return Verification(
+        source=contents.source,
+        verdict=verdict,
+        kind=bundle["schema"],
+        bundle_digest=facts["bundle_digest"],
+        report_id=facts["report_id"],
+        report_digest=facts["report_digest"],
+        anchor=anchor,
+        strict=options.strict,
+        claims=tuple(final),
+        summary=facts.get("summary", {}),
+    )
+
+
+def _load_bundle(contents: BagContents) -> dict[str, Any]:
+    """bundle.json parsed and schema-valid, or ArchiveError (verdict error)."""
+    data = contents.kept.get("data/bundle.json")
+    where = f"{contents.source}: data/bundle.json"
+    if data is None:
+        raise ArchiveError(f"{where}: missing (no verdict possible)")
+    try:
+        value = canonical.loads(data, source=where)
+    except CanonicalJSONError as exc:
+        raise ArchiveError(f"malformed bundle.json: {exc.message}") from exc
+    if not isinstance(value, dict):
+        raise ArchiveError(f"{where}: not a JSON object")
+    schema_name = {
+        BUNDLE_SCHEMA: "bundle",
+        "evalbook.eval_banana_bundle.v1": "eb-bundle",
+    }.get(value.get("schema"))  # type: ignore[arg-type]
+    if schema_name is None:
+        raise ArchiveError(f"{where}: unknown bundle schema {value.get('schema')!r}")
+    try:
+        schemas.validate(schema_name, value, source=where)
+    except SchemaError as exc:
+        raise ArchiveError(f"malformed bundle.json: {exc.message}") from exc
+    return value
+
+
+def _anchor_claims(
+    contents: BagContents, bundle: dict[str, Any], options: VerifyOptions
+) -> tuple[Anchor, list[Claim]]:
+    claims = Claims()
+    signer = None
+    if options.check_signature is not None:
+        head = contents.kept.get(HEAD_FILE)
+        sig_text = options.signature_text
+        if sig_text is None and HEAD_SIG_FILE in contents.kept:
+            sig_text = contents.kept[HEAD_SIG_FILE].decode("utf-8", "replace")
+        if head is None:
+            claims.failed(2, "signature", "bundle-head.json is missing, nothing to check the signature against")
+        else:
+            try:
+                signer = options.check_signature(head, sig_text)
+                claims.proven(2, "signature", path=HEAD_FILE, observed=signer)
+            except BundlerError as exc:
+                claims.failed(2, "signature", exc.message, path=HEAD_SIG_FILE)
+    anchor = Anchor(options.expect_bundle_digest, options.expect_report_digest, signer)
+    return anchor, claims.items
+
+
+# ------------------------------------------------------------------- common bag claims
+
+
+def check_bagit(contents: BagContents, claims: Claims, *, bundle_digest: str, report_digest: str | None) -> None:
+    """Claim group 1 for any of our bags: bagit.txt, manifests, Payload-Oxum, bag-info."""
+    files = contents.files
+    if contents.kept.get(bag.BAGIT) == bag.BAGIT_TXT:
+        claims.proven(1, "bagit.txt declares BagIt 1.0, UTF-8", path=bag.BAGIT)
+    else:
+        claims.failed(1, "bagit.txt declares BagIt 1.0, UTF-8", "missing or different from the BagIt 1.0 declaration", path=bag.BAGIT)
+    manifests: dict[str, dict[str, str]] = {}
+    for name in (bag.MANIFEST, bag.TAG_MANIFEST):
+        data = contents.kept.get(name)
+        if data is None:
+            claims.failed(1, f"{name} present", "missing", path=name)
+            manifests[name] = {}
+            continue
+        try:
+            manifests[name] = bag.parse_manifest(data, source=name)
+        except ArchiveError as exc:
+            claims.failed(1, f"{name} well-formed", exc.message, path=name)
+            manifests[name] = {}
+    data_files = {p for p in files if p.startswith("data/")}
+    listed = manifests[bag.MANIFEST]
+    _match_manifest(claims, listed, data_files, files, bag.MANIFEST)
+    tag_files = {p for p in files if not p.startswith("data/") and p != bag.TAG_MANIFEST}
+    _match_manifest(claims, manifests[bag.TAG_MANIFEST], tag_files, files, bag.TAG_MANIFEST)
+    info_bytes = contents.kept.get(bag.BAG_INFO)
+    if info_bytes is None:
+        claims.failed(1, "bag-info.txt present", "missing", path=bag.BAG_INFO)
+        return
+    try:
+        info = bag.parse_bag_info(info_bytes, source=bag.BAG_INFO)
+    except ArchiveError as exc:
+        claims.failed(1, "bag-info.txt well-formed", exc.message, path=bag.BAG_INFO)
+        return
+    oxum = bag.payload_oxum(sum(files[p].size for p in data_files), len(data_files))
+    claims.compare(1, "Payload-Oxum", oxum, info.get("Payload-Oxum"), path=bag.BAG_INFO, detail="Payload-Oxum does not match the data/ files")
+    claims.compare(1, "bag-info Bundle-Digest", bundle_digest, info.get("Bundle-Digest"), path=bag.BAG_INFO, detail="Bundle-Digest is not the digest of bundle.json")
+    if report_digest is not None:
+        claims.compare(1, "bag-info Report-Digest", report_digest, info.get("Report-Digest"), path=bag.BAG_INFO, detail="Report-Digest differs from bundle.json")
+
+
+def _match_manifest(claims: Claims, listed: dict[str, str], present: set[str], files: dict[str, Any], name: str) -> None:
+    bad = []
+    for path in sorted(listed):
+        if path not in files:
+            claims.failed(1, f"{name} entry", "listed but not in the bag", path=path, expected="sha256:" + listed[path])
+        elif files[path].sha256 != listed[path]:
+            claims.failed(1, f"{name} entry", "file does not match its manifest digest", path=path,
+                          expected="sha256:" + listed[path], observed="sha256:" + files[path].sha256)
+            bad.append(path)
+    for path in sorted(present - set(listed)):
+        claims.failed(1, f"{name} entry", f"file is not listed in {name}", path=path, observed="sha256:" + files[path].sha256)
+        bad.append(path)
+    if not bad and set(listed) <= set(files):
+        claims.proven(1, f"{name}: {len(listed)} files match")
+
+
+def check_bundle_document(contents: BagContents, claims: Claims, bundle: dict[str, Any], options: VerifyOptions) -> str:
+    """Claim group 2: bundle.json stored canonical, its digest, the bundle head. Returns the digest."""
+    data = contents.kept["data/bundle.json"]
+    digest = bytes_digest(canonical.dumps(bundle))
+    if canonical.dumps(bundle) == data:
+        claims.proven(2, "bundle.json is schema-valid and stored canonical", path="data/bundle.json", observed=digest)
+    else:
+        claims.failed(2, "bundle.json is stored canonical", "bytes differ from the JCS form", path="data/bundle.json")
+    if options.expect_bundle_digest is not None:
+        claims.compare(2, "bundle digest equals --expect-bundle-digest", options.expect_bundle_digest, digest, path="data/bundle.json",
+                       detail="the bundle is not the one expected")
+    head = contents.kept.get(HEAD_FILE)
+    if head is None:
+        claims.failed(2, "bundle-head.json present", "missing", path=HEAD_FILE)
+    else:
+        expected_head = canonical.dumps(bundle_head(bundle, digest))
+        if head == expected_head:
+            claims.proven(2, "bundle-head.json agrees with bundle.json", path=HEAD_FILE)
+        else:
+            claims.failed(2, "bundle-head.json agrees with bundle.json", "head differs from the one bundle.json gives",
+                          path=HEAD_FILE, expected=bytes_digest(expected_head), observed=bytes_digest(head))
+    return digest
+
+
+def parse_kept(contents: BagContents, path: str, *, canonical_required: bool) -> tuple[Any, str | None]:
+    """(value, problem) of a kept JSON file; value None when it does not parse."""
+    data = contents.kept.get(path)
+    if data is None:
+        return None, "missing from the bag"
+    try:
+        value = canonical.loads_canonical(data, source=path) if canonical_required else canonical.loads(data, source=path)
+    except CanonicalJSONError as exc:
+        return None, exc.message
+    return value, None
+
+
+# ------------------------------------------------------------------ EvalBook bundles
+
+
+@dataclass
+class _Listing:
+    """The unavailable and redacted entries, indexed."""
+
+    entries: list[dict[str, Any]]
+    by_key: dict[tuple[str, str], dict[str, Any]]
+    by_digest: dict[str, list[dict[str, Any]]]
+
+    @classmethod
+    def of(cls, bundle: dict[str, Any]) -> _Listing:
+        entries = [dict(e, group="unavailable") for e in bundle["unavailable"]]
+        entries += [dict(e, group="redacted", detail=None) for e in bundle["redacted"]]
+        by_key: dict[tuple[str, str], dict[str, Any]] = {}
+        by_digest: dict[str, list[dict[str, Any]]] = {}
+        for e in entries:
+            by_key.setdefault((e["kind"], e["ref"]), e)
+            if e["digest"] is not None:
+                by_digest.setdefault(e["digest"], []).append(e)
+        return cls(entries, by_key, by_digest)
+
+    def get(self, kind: str, ref: str) -> dict[str, Any] | None:
+        return self.by_key.get((kind, ref))
+
+    def payload(self, digest: str) -> dict[str, Any] | None:
+        for e in self.by_digest.get(digest, []):
+            if e["kind"] in PAYLOAD_KINDS and e["ref"] == digest:
+                return e
+        return None
+
+
+class _EvalBookVerifier:
+    def __init__(self, contents: BagContents, bundle: dict[str, Any], options: VerifyOptions) -> None:
+        self.c = contents
+        self.bundle = bundle
+        self.options = options
+        self.claims = Claims()
+        self.listing = _Listing.of(bundle)
+        self.report: dict[str, Any] | None = None
+        self.named: set[str] = {"data/bundle.json"}
+        # Filled while checking cases: digest -> [(kind, location, check_id)]
+        self.case_refs: dict[str, list[tuple[str, str, str]]] = {}
+        self.cases_by_check: dict[str, list[dict[str, Any]]] = {}
+        self.examples_used: set[tuple[str, int, str]] = set()
+        self.read_body = READ_BODY in bundle["exporter"]["permissions"]
+
+    def run(self) -> tuple[Claims, dict[str, Any]]:
+        digest = check_bundle_document(self.c, self.claims, self.bundle, self.options)
+        check_bagit(self.c, self.claims, bundle_digest=digest, report_digest=self.bundle["report"]["digest"])
+        expected_top = f"evalbook-bundle-{self.bundle['report']['report_id']}"
+        if self.c.top != expected_top:
+            self.claims.failed(1, "top directory names the report", "top directory does not match report_id",
+                               expected=expected_top, observed=self.c.top)
+        self.check_report()
+        self.check_suite()
+        self.check_scorers()
+        manifests = self.check_datasets()
+        self.check_checks_and_cases()
+        self.check_examples(manifests)
+        self.check_payloads()
+        self.check_evidence_refs()
+        self.check_accounting(manifests)
+        return self.claims, {
+            "bundle_digest": digest,
+            "report_id": self.bundle["report"]["report_id"],
+            "report_digest": self.bundle["report"]["digest"],
+        }
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def file_digest(self, path: str | None) -> str | None:
+        if path is None or path not in self.c.files:
+            return None
+        return "sha256:" + self.c.files[path].sha256
+
+    def present(self, path: str | None) -> bool:
+        return path is not None and path in self.c.files
+
+    def listed_or_failed(self, group: int, kind: str, ref: str, subject: str, *, path: str | None = None) -> None:
+        entry = self.listing.get(kind, ref)
+        if entry is not None:
+            self.claims.unprovable(group, subject, entry["reason"], path=path, expected=entry["digest"], detail=entry["detail"])
+        else:
+            self.claims.failed(group, subject, "neither in the bundle nor listed as unavailable or redacted", path=path)
+
+    # -- claim 3: report ---------------------------------------------------------------
+
+    def check_report(self) -> None:
+        entry = self.bundle["report"]
+        path = entry["path"]
+        self.named.update({path, entry["envelope"]["path"]})
+        observed = self.file_digest(path)
+        self.claims.compare(3, "report body sha256", entry["digest"], observed, path=path)
+        if self.options.expect_report_digest is not None:
+            self.claims.compare(3, "report digest equals --expect-report-digest", self.options.expect_report_digest, observed,
+                                path=path, detail="the report is not the one expected")
+        value, problem = parse_kept(self.c, path, canonical_required=True)
+        if value is None:
+            self.claims.failed(3, "report body is canonical JSON", problem or "unreadable", path=path)
+            return
+        try:
+            schemas.validate("report-body", value, source=path)
+        except SchemaError as exc:
+            self.claims.failed(3, "report body is schema-valid", exc.message, path=path)
+            return
+        self.claims.proven(3, "report body is canonical and schema-valid", path=path)
+        self.report = value
+        if value["report_id"] != entry["report_id"] or value["evaluation_id"] != entry["evaluation_id"]:
+            self.claims.failed(3, "report ids agree with bundle.json", "report_id or evaluation_id differs", path=path,
+                               expected=entry["report_id"], observed=value["report_id"])
+        env = entry["envelope"]
+        self.claims.compare(3, "envelope sha256", env["digest"], self.file_digest(env["path"]), path=env["path"])
+        env_value, problem = parse_kept(self.c, env["path"], canonical_required=False)
+        if env_value is None or not isinstance(env_value, dict):
+            self.claims.failed(3, "envelope is JSON", problem or "not an object", path=env["path"])
+        else:
+            try:
+                schemas.validate("envelope", env_value, source=env["path"])
+                self.claims.compare(3, "envelope status", env["status"], env_value["status"], path=env["path"], detail="status differs from bundle.json")
+            except SchemaError as exc:
+                self.claims.failed(3, "envelope is schema-valid", exc.message, path=env["path"])
+
+    # -- claim 4: suite ----------------------------------------------------------------
+
+    def check_suite(self) -> None:
+        if self.report is None:
+            return
+        ref = self.report["suite_ref"]
+        entry = self.bundle["suite"]
+        item = f"{ref['id']}@{ref['version']}"
+        if (entry["suite_id"], entry["version"], entry["digest"]) != (ref["id"], ref["version"], ref["digest"]):
+            self.claims.failed(4, f"suite {item}", "bundle.json's suite differs from the report's suite_ref",
+                               expected=ref["digest"], observed=entry["digest"])
+        if entry["path"] is None:
+            self.listed_or_failed(4, "suite", item, f"suite {item}")
+            return
+        self.named.add(entry["path"])
+        value, problem = parse_kept(self.c, entry["path"], canonical_required=True)
+        if value is None:
+            self.claims.failed(4, f"suite {item}", problem or "unreadable", path=entry["path"], expected=ref["digest"])
+            return
+        self.claims.compare(4, f"suite {item} JSON digest", ref["digest"], bytes_digest(canonical.dumps(value)), path=entry["path"])
+
+    # -- claim 5: scorers --------------------------------------------------------------
+
+    def check_scorers(self) -> None:
+        if self.report is None:
+            return
+        pinned: dict[str, set[str]] = {}
+        for check in self.report["checks"]:
+            ref = check["scorer_ref"]
+            pinned.setdefault(f"{ref['id']}@{ref['version']}", set()).add(ref["digest"])
+        exported = {f"{s['scorer_id']}@{s['version']}": s for s in self.bundle["scorers"]}
+        for item in sorted(pinned):
+            entry = exported.get(item)
+            if entry is None:
+                self.listed_or_failed(5, "scorer", item, f"scorer {item}")
+                continue
+            observed = self.scorer_digest(entry)
+            for digest in sorted(pinned[item]):
+                self.claims.compare(5, f"scorer {item} framed digest", digest, observed, path=entry["path"])
+            if entry["digest"] not in pinned[item]:
+                self.claims.failed(5, f"scorer {item}", "bundle.json's scorer digest is not the pinned one",
+                                   expected=sorted(pinned[item])[0], observed=entry["digest"])
+        for item in sorted(set(exported) - set(pinned)):
+            self.claims.failed(5, f"scorer {item}", "exported scorer that no report check pins", path=exported[item]["path"])
+
+    def scorer_digest(self, entry: dict[str, Any]) -> str | None:
+        base = entry["path"]
+        desc_path = f"{base}/scorer.json"
+        self.named.add(desc_path)
+        value, problem = parse_kept(self.c, desc_path, canonical_required=True)
+        if value is None or not isinstance(value, dict) or not isinstance(value.get("files"), list):
+            self.claims.failed(5, f"scorer {entry['scorer_id']}@{entry['version']} descriptor", problem or "malformed", path=desc_path)
+            return None
+        hasher = FramedHasher(SCORER_TAG)
+        hasher.add("scorer.json", self.c.kept[desc_path])
+        for rel in sorted((str(p) for p in value["files"]), key=lambda p: p.encode("utf-8")):
+            path = f"{base}/files/{rel}"
+            self.named.add(path)
+            data = self.c.kept.get(path)
+            if data is None:
+                self.claims.failed(5, f"scorer {entry['scorer_id']}@{entry['version']} file", "listed in scorer.json but missing", path=path)
+                return None
+            hasher.add(f"files/{rel}", data)
+        return hasher.digest()
+
+    # -- claim 6: datasets -------------------------------------------------------------
+
+    def check_datasets(self) -> dict[tuple[str, int], dict[str, str]]:
+        """Dataset manifests; returns (id, version) -> {example_id: digest} for present ones."""
+        manifests: dict[tuple[str, int], dict[str, str]] = {}
+        if self.report is None:
+            return manifests
+        refs = {(r["id"], r["version"]): r["digest"] for r in self.report["dataset_refs"]}
+        exported = {(d["dataset_id"], d["version"]): d for d in self.bundle["datasets"]}
+        for key in sorted(refs):
+            item = f"{key[0]}@{key[1]}"
+            entry = exported.get(key)
+            if entry is None:
+                self.listed_or_failed(6, "dataset", item, f"dataset {item}")
+                continue
+            self.named.add(entry["path"])
+            value, problem = parse_kept(self.c, entry["path"], canonical_required=True)
+            if value is None:
+                self.claims.failed(6, f"dataset {item} manifest", problem or "unreadable", path=entry["path"], expected=refs[key])
+                continue
+            ok = self.claims.compare(6, f"dataset {item} manifest JSON digest", refs[key], bytes_digest(canonical.dumps(value)), path=entry["path"])
+            if entry["digest"] != refs[key]:
+                self.claims.failed(6, f"dataset {item}", "bundle.json's digest is not the report's", expected=refs[key], observed=entry["digest"])
+            if ok:
+                try:
+                    schemas.validate("dataset-manifest", value, source=entry["path"])
+                    manifests[key] = {e["example_id"]: e["digest"] for e in value["examples"]}
+                except SchemaError as exc:
+                    self.claims.failed(6, f"dataset {item} manifest is schema-valid", exc.message, path=entry["path"])
+        for key in sorted(set(exported) - set(refs)):
+            self.claims.failed(6, f"dataset {key[0]}@{key[1]}", "exported dataset the report does not reference", path=exported[key]["path"])
+        return manifests
+
+    def check_examples(self, manifests: dict[tuple[str, int], dict[str, str]]) -> None:
+        listed_in_bundle: set[tuple[str, int, str]] = set()
+        for d in self.bundle["datasets"]:
+            key = (d["dataset_id"], d["version"])
+            for e in d["examples"]:
+                item = f"{key[0]}@{key[1]}/{e['example_id']}"
+                listed_in_bundle.add((key[0], key[1], e["example_id"]))
+                manifest_digest = manifests.get(key, {}).get(e["example_id"])
+                if manifest_digest is None:
+                    self.claims.failed(6, f"example {item}", "not in the dataset manifest", expected=None, observed=e["digest"])
+                    continue
+                if e["digest"] != manifest_digest:
+                    self.claims.failed(6, f"example {item}", "bundle.json's digest differs from the manifest", expected=manifest_digest, observed=e["digest"])
+                if e["path"] is None:
+                    self.listed_or_failed(6, "example", item, f"example {item}")
+                    continue
+                self.named.add(e["path"])
+                self.claims.compare(6, f"example {item} sha256", manifest_digest, self.file_digest(e["path"]), path=e["path"])
+        for ds, version, example_id in sorted(self.examples_used - listed_in_bundle):
+            item = f"{ds}@{version}/{example_id}"
+            self.listed_or_failed(6, "example", item, f"example {item} used by a case")
+
+    # -- claims 7 and 8: checks and cases ----------------------------------------------
+
+    def check_checks_and_cases(self) -> None:
+        if self.report is None:
+            return
+        report_ids = [c["check_id"] for c in self.report["checks"]]
+        bundle_ids = [c["check_id"] for c in self.bundle["checks"]]
+        if report_ids != bundle_ids:
+            self.claims.failed(7, "checks in bundle.json follow the report", "check ids or order differ",
+                               expected=",".join(report_ids), observed=",".join(bundle_ids))
+        tree = TreeBuilder()
+        remaining = self.bundle["limits"]["max_cases"]
+        for entry in self.bundle["checks"]:
+            check_id = entry["check_id"]
+            if entry["path"] is None:
+                self.listed_or_failed(7, "check", check_id, f"check result {check_id}")
+            else:
+                self.named.add(entry["path"])
+                self.claims.compare(7, f"check result {check_id} sha256", entry["digest"], self.file_digest(entry["path"]), path=entry["path"])
+                value, problem = parse_kept(self.c, entry["path"], canonical_required=False)
+                if value is None:
+                    self.claims.failed(7, f"check result {check_id}", problem or "unreadable", path=entry["path"])
+                else:
+                    try:
+                        schemas.validate("check-result", value, source=entry["path"])
+                        if value["check_id"] != check_id:
+                            self.claims.failed(7, f"check result {check_id}", "check_id inside differs", path=entry["path"], expected=check_id, observed=value["check_id"])
+                    except SchemaError as exc:
+                        self.claims.failed(7, f"check result {check_id} is schema-valid", exc.message, path=entry["path"])
+            cases = entry["cases"]
+            expected_exported = min(cases["total"], remaining)
+            remaining -= expected_exported
+            if cases["exported"] != expected_exported:
+                self.claims.failed(10, f"case count of {check_id}", "exported count does not follow the first-20,000 rule",
+                                   expected=str(expected_exported), observed=str(cases["exported"]))
+            cut = self.listing.get("cases", check_id)
+            if cases["total"] > cases["exported"] and (cut is None or cut["reason"] != "case_limit"):
+                self.claims.failed(10, f"case count of {check_id}", "cases were left out without a case_limit entry",
+                                   expected=str(cases["total"]), observed=str(cases["exported"]))
+            if cases["path"] is None:
+                self.listed_or_failed(7, "cases", check_id, f"cases of {check_id}")
+                continue
+            self.named.add(cases["path"])
+            self.claims.compare(7, f"cases of {check_id} sha256", cases["digest"], self.file_digest(cases["path"]), path=cases["path"])
+            self.check_case_lines(check_id, cases, tree)
+        root = tree.root().hex()
+        declared = self.bundle["cases_tree"]
+        if tree.size == declared["tree_size"] and root == declared["root"]:
+            self.claims.proven(8, "cases_tree root", expected=declared["root"], observed=root)
+        else:
+            self.claims.failed(8, "cases_tree root", "the Merkle tree of the exported cases differs",
+                               expected=f"{declared['tree_size']}:{declared['root']}", observed=f"{tree.size}:{root}")
+
+    def check_case_lines(self, check_id: str, cases: dict[str, Any], tree: TreeBuilder) -> None:
+        data = self.c.kept.get(cases["path"])
+        if data is None:
+            self.claims.failed(8, f"cases of {check_id}", "case file missing", path=cases["path"])
+            return
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        else:
+            self.claims.failed(8, f"cases of {check_id}", "case file must end with a newline", path=cases["path"])
+        problems = []
+        parsed = []
+        for number, raw in enumerate(lines, start=1):
+            where = f"{cases['path']}:{number}"
+            tree.append(raw)
+            try:
+                value = canonical.loads_canonical(raw, source=where)
+                schemas.validate("case", value, source=where)
+            except (CanonicalJSONError, SchemaError) as exc:
+                problems.append(exc.message)
+                continue
+            if value["check_id"] != check_id:
+                problems.append(f"{where}: check_id {value['check_id']!r} is not {check_id!r}")
+                continue
+            parsed.append(value)
+        if len(lines) != cases["exported"]:
+            problems.append(f"{len(lines)} lines, bundle.json says {cases['exported']} exported")
+        if problems:
+            self.claims.failed(8, f"cases of {check_id} are canonical and schema-valid", "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""), path=cases["path"])
+        else:
+            self.claims.proven(8, f"cases of {check_id}: {len(lines)} lines canonical and schema-valid", path=cases["path"])
+        self.cases_by_check[check_id] = parsed
+        for case in parsed:
+            ex = case["example"]
+            self.examples_used.add((ex["dataset_id"], ex["version"], ex["example_id"]))
+            refs = ([case["output"]] if case["output"] else []) + case["evidence"]
+            for ref in refs:
+                self.case_refs.setdefault(ref["digest"], []).append((ref["kind"], ref["location"], check_id))
+
+    # -- claim 8: payloads -------------------------------------------------------------
+
+    def check_payloads(self) -> None:
+        payloads = {p["digest"]: p for p in self.bundle["payloads"]}
+        for p in self.bundle["payloads"]:
+            self.named.add(p["path"])
+            if p["path"] != f"data/blobs/sha256/{p['digest'][7:]}":
+                self.claims.failed(8, f"payload {p['digest']}", "payload path does not follow data/blobs/sha256/<hex>", path=p["path"])
+            info = self.c.files.get(p["path"])
+            if info is not None and info.size != p["size"]:
+                self.claims.failed(8, f"payload {p['digest']} size", "size differs from bundle.json", path=p["path"], expected=str(p["size"]), observed=str(info.size))
+        for digest in sorted(self.case_refs):
+            entry = payloads.get(digest)
+            listed = self.listing.payload(digest)
+            if entry is not None:
+                self.claims.compare(8, f"payload {digest}", digest, self.file_digest(entry["path"]), path=entry["path"])
+            elif listed is not None:
+                self.claims.unprovable(8, f"payload {digest}", listed["reason"], expected=digest, detail=listed["detail"])
+            else:
+                self.claims.failed(8, f"payload {digest}", "referenced by a case but neither in the bundle nor listed", expected=digest)
+
+    # -- claim 9: evidence refs --------------------------------------------------------
+
+    def check_evidence_refs(self) -> None:
+        if self.report is None:
+            return
+        payloads = {p["digest"]: p for p in self.bundle["payloads"]}
+        for check in self.report["checks"]:
+            check_id = check["check_id"]
+            scored = {(kind, d) for d, uses in self.case_refs.items() for kind, _, cid in uses if cid == check_id}
+            cut = self.listing.get("cases", check_id)
+            for ref in check["evidence_refs"]:
+                subject = f"evidence {ref['kind']} {ref['digest']} of {check_id}"
+                if ref["kind"] != "manifest":
+                    self.evidence_entry(subject, (ref["kind"], ref["digest"]), scored, cut)
+                    continue
+                entry = payloads.get(ref["digest"])
+                if entry is None:
+                    listed = self.listing.payload(ref["digest"]) or self.listing.get("evidence_manifest", ref["digest"])
+                    if listed is not None:
+                        self.claims.unprovable(9, subject, listed["reason"], expected=ref["digest"], detail=listed["detail"])
+                    else:
+                        self.claims.failed(9, subject, "evidence manifest neither in the bundle nor listed", expected=ref["digest"])
+                    continue
+                self.check_evidence_manifest(subject, check_id, entry, scored, cut)
+
+    def evidence_entry(self, subject: str, key: tuple[str, str], scored: set[tuple[str, str]], cut: dict[str, Any] | None) -> None:
+        if key in scored:
+            self.claims.proven(9, subject)
+        elif cut is not None:
+            self.claims.unprovable(9, subject, cut["reason"], detail="may belong to cases not exported")
+        else:
+            self.claims.failed(9, subject, "not among the outputs and evidence of the check's cases", expected=key[1])
+
+    def check_evidence_manifest(self, subject: str, check_id: str, entry: dict[str, Any], scored: set[tuple[str, str]], cut: dict[str, Any] | None) -> None:
+        value, problem = parse_kept(self.c, entry["path"], canonical_required=True)
+        if value is None:
+            self.claims.failed(9, subject, f"evidence manifest unreadable: {problem}", path=entry["path"])
+            return
+        if bytes_digest(canonical.dumps(value)) != entry["digest"]:
+            self.claims.failed(9, subject, "evidence manifest JSON digest differs", path=entry["path"], expected=entry["digest"])
+            return
+        try:
+            schemas.validate("evidence-manifest", value, source=entry["path"])
+        except SchemaError as exc:
+            self.claims.failed(9, subject, exc.message, path=entry["path"])
+            return
+        if value["check_id"] != check_id:
+            self.claims.failed(9, subject, "evidence manifest names another check", path=entry["path"], expected=check_id, observed=value["check_id"])
+            return
+        missing = [e for e in value["evidence"] if (e["kind"], e["digest"]) not in scored]
+        if not missing:
+            self.claims.proven(9, f"{subject}: {len(value['evidence'])} entries match the cases", path=entry["path"])
+        elif cut is not None:
+            self.claims.unprovable(9, subject, cut["reason"], path=entry["path"], detail=f"{len(missing)} entries may belong to cases not exported")
+        else:
+            self.claims.failed(9, subject, f"{len(missing)} manifest entries are not among the check's cases", path=entry["path"], expected=missing[0]["digest"])
+
+    # -- claim 10: accounting ----------------------------------------------------------
+
+    def check_accounting(self, manifests: dict[tuple[str, int], dict[str, str]]) -> None:
+        seen: set[tuple[str, str]] = set()
+        payload_paths = {p["digest"]: p["path"] for p in self.bundle["payloads"]}
+        evidence_manifests = {
+            r["digest"]: c["check_id"]
+            for c in (self.report or {}).get("checks", [])
+            for r in c["evidence_refs"]
+            if r["kind"] == "manifest"
+        }
+        ok = True
+        for e in self.listing.entries:
+            key = (e["kind"], e["ref"])
+            subject = f"listed {e['kind']} {e['ref']} ({e['reason']})"
+            if key in seen:
+                self.claims.failed(10, subject, "listed more than once")
+                ok = False
+                continue
+            seen.add(key)
+            problem = self.listing_problem(e, manifests, payload_paths, evidence_manifests)
+            if problem is not None:
+                self.claims.failed(10, subject, problem, expected=e["digest"])
+                ok = False
+        for path in sorted(set(self.c.data_files()) - self.named):
+            self.claims.failed(10, "every file is named by bundle.json", "file under data/ that bundle.json does not name", path=path,
+                               observed="sha256:" + self.c.files[path].sha256)
+            ok = False
+        for path in sorted(p for p in self.named if p not in self.c.files):
+            self.claims.failed(10, "every named file is present", "bundle.json names a file the bag lacks", path=path)
+            ok = False
+        if ok:
+            self.claims.proven(10, f"accounting: {len(self.listing.entries)} listed items agree with the bundle; every file is named")
+
+    def listing_problem(
+        self,
+        e: dict[str, Any],
+        manifests: dict[tuple[str, int], dict[str, str]],
+        payload_paths: dict[str, str],
+        evidence_manifests: dict[str, str],
+    ) -> str | None:
+        """Why a listed entry contradicts what the bundle says, or None if it agrees."""
+        kind, ref, reason, digest = e["kind"], e["ref"], e["reason"], e["digest"]
+        if reason == "no_dataset_read_body":
+            if self.read_body:
+                return "the exporter's recorded permissions include dataset.read_body"
+            if kind not in ("example", "output"):
+                return "only example bodies and case outputs are redacted for dataset.read_body"
+        if kind in PAYLOAD_KINDS or kind == "evidence_manifest":
+            if ref != digest:
+                return "a payload is listed by its digest"
+            if ref in payload_paths or f"data/blobs/sha256/{ref[7:]}" in self.c.files:
+                return "listed, yet the payload is in the bundle"
+            uses = self.case_refs.get(ref, [])
+            if kind == "evidence_manifest":
+                return None if ref in evidence_manifests else "no report check refers to this evidence manifest"
+            if not uses:
+                return "no exported case refers to this payload"
+            kinds = {k for k, _, _ in uses}
+            locations = {loc for _, loc, _ in uses}
+            if kind not in kinds:
+                return f"the cases refer to it as {', '.join(sorted(kinds))}, not {kind}"
+            if reason == "payload_at_sso" and locations != {"sso"}:
+                return "a case payload stored inline cannot be payload_at_sso"
+            if reason == "trace_capture_policy" and kind != "trace" and "traces" not in locations:
+                return "only trace bodies fall under trace_capture_policy"
+            if kind == "trace" and reason != "trace_capture_policy":
+                return "trace bodies are redacted under trace_capture_policy"
+            if reason in ("removed_by_retention", "scorer_version_missing", "scorer_digest_mismatch", "case_limit"):
+                return f"{reason} does not apply to payloads"
+            if reason in ("digest_mismatch", "missing_from_store") and "inline" not in locations:
+                return "only inline payloads are taken from the store's blobs"
+            return None
+        if kind == "example":
+            ds_version, _, example_id = ref.partition("/")
+            ds, _, version = ds_version.partition("@")
+            used = any(u == (ds, int(version), example_id) for u in self.examples_used) if version.isdigit() else False
+            if not used:
+                return "no exported case uses this example"
+            in_bundle = any(
+                ex["path"] is not None
+                for d in self.bundle["datasets"]
+                if d["dataset_id"] == ds and str(d["version"]) == version
+                for ex in d["examples"]
+                if ex["example_id"] == example_id
+            )
+            if in_bundle:
+                return "listed, yet the example body is in the bundle"
+            manifest = manifests.get((ds, int(version)))
+            if reason in ("scorer_version_missing", "scorer_digest_mismatch", "case_limit", "payload_at_sso", "trace_capture_policy"):
+                return f"{reason} does not apply to examples"
+            if manifest is not None and digest != manifest.get(example_id):
+                return "digest differs from the dataset manifest"
+            return None
+        if kind == "scorer":
+            pinned = {
+                f"{c['scorer_ref']['id']}@{c['scorer_ref']['version']}": c["scorer_ref"]["digest"]
+                for c in (self.report or {}).get("checks", [])
+            }
+            if ref not in pinned:
+                return "no report check pins this scorer version"
+            if any(f"{s['scorer_id']}@{s['version']}" == ref for s in self.bundle["scorers"]):
+                return "listed, yet the scorer is in the bundle"
+            if reason not in ("scorer_version_missing", "scorer_digest_mismatch", "missing_from_store", "digest_mismatch"):
+                return f"{reason} does not apply to scorers"
+            if reason == "scorer_digest_mismatch" and not is_digest(e["detail"]):
+                return "scorer_digest_mismatch must record the observed digest"
+            return None
+        if kind == "suite":
+            ref_ = (self.report or {}).get("suite_ref", {})
+            if ref != f"{ref_.get('id')}@{ref_.get('version')}":
+                return "not the report's suite"
+            if self.bundle["suite"]["path"] is not None:
+                return "listed, yet the suite is in the bundle"
+            return None if reason in ("missing_from_store", "digest_mismatch") else f"{reason} does not apply to the suite"
+        if kind == "dataset":
+            refs = {f"{r['id']}@{r['version']}" for r in (self.report or {}).get("dataset_refs", [])}
+            if ref not in refs:
+                return "not among the report's dataset_refs"
+            if any(f"{d['dataset_id']}@{d['version']}" == ref for d in self.bundle["datasets"]):
+                return "listed, yet the dataset manifest is in the bundle"
+            return None if reason in ("missing_from_store", "digest_mismatch") else f"{reason} does not apply to datasets"
+        if kind in ("check", "cases"):
+            entry = next((c for c in self.bundle["checks"] if c["check_id"] == ref), None)
+            if entry is None:
+                return "not a check of the report"
+            if kind == "check":
+                if entry["path"] is not None:
+                    return "listed, yet the check result is in the bundle"
+                return None if reason == "missing_from_store" else f"{reason} does not apply to check results"
+            cases = entry["cases"]
+            if reason == "case_limit":
+                cut = cases["total"] - cases["exported"]
+                if cut <= 0:
+                    return "case_limit, yet every case of the check was exported"
+                if e["detail"] != str(cut):
+                    return f"case_limit detail must be the number of cases left out ({cut})"
+                return None
+            if reason == "missing_from_store":
+                return None if cases["path"] is None else "listed, yet the case file is in the bundle"
+            return f"{reason} does not apply to case files"
+        if kind == "report":
+            return "the report body is always in the bundle"
+        return f"unknown kind {kind}"
+
+
+def verify_many(locations: Iterable[str], options: VerifyOptions) -> Iterator[Verification]:
+    for location in locations:
+        yield verify_bundle(location, options)
+
