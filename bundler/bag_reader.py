@@ -27,7 +27,6 @@ MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 MAX_KEPT_BYTES = 160 * 1024 * 1024
 # Canonical evidence manifests start with their first key in JCS order.
 EVIDENCE_MANIFEST_PREFIX = b'{"check_id":'
-_HASH_ONLY_PREFIXES = ("data/blobs/", "data/run/")
 CHUNK = 1024 * 1024
 
 
@@ -62,7 +61,7 @@ def _keep(rel: str, first_chunk: bytes, size: int) -> bool:
     return True
 
 
-class _Extractor:
+class Extractor:
     """Writes regular files beneath ``root`` exclusively, never following links."""
 
     def __init__(self, root: Path) -> None:
@@ -96,7 +95,7 @@ def read_bag(
     members: Iterator[tuple[Member, Iterator[bytes]]],
     *,
     source: str,
-    extract: _Extractor | None = None,
+    extract: Extractor | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> BagContents:
     """Consume the member stream into BagContents; raises ArchiveError when unsafe."""

@@ -12,11 +12,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from bundler import bag, canonical, schemas
 from bundler.archive_reader import DEFAULT_MAX_BYTES
-from bundler.bag_reader import BagContents, open_members, read_bag
+from bundler.bag_reader import BagContents, Extractor, open_members, read_bag
 from bundler.digests import SCORER_TAG, FramedHasher, bytes_digest, is_digest
 from bundler.errors import ArchiveError, BundlerError, CanonicalJSONError, SchemaError
 from bundler.export import (
@@ -27,6 +28,7 @@ from bundler.export import (
     bundle_head,
 )
 from bundler.merkle import TreeBuilder
+from bundler.outputs import prepare_output_dir
 
 GROUPS = {
     1: "bagit",
@@ -960,3 +962,102 @@ def verify_many(locations: Iterable[str], options: VerifyOptions) -> Iterator[Ve
     for location in locations:
         yield verify_bundle(location, options)
 
+
+
+def inspect_bundle(location: str, *, max_bytes: int = DEFAULT_MAX_BYTES, stream: BinaryIO | None = None) -> dict[str, Any]:
+    """What a bundle holds, read through the same safe reader, without the proof.
+
+    Raises BundlerError when the archive is unsafe or bundle.json is malformed.
+    """
+    contents = read_bag(open_members(location, max_bytes=max_bytes, stream=stream), source=location)
+    bundle = _load_bundle(contents)
+    by_reason: dict[str, Counter[str]] = {"unavailable": Counter(), "redacted": Counter()}
+    for group in by_reason:
+        by_reason[group].update(e["reason"] for e in bundle[group])
+    info: dict[str, Any] = {
+        "source": location,
+        "schema": bundle["schema"],
+        "bundle_digest": bytes_digest(canonical.dumps(bundle)),
+        "exported_at": bundle["exported_at"],
+        "principal": bundle["exporter"]["principal"],
+        "files": len(contents.files),
+        "bytes": sum(f.size for f in contents.files.values()),
+        "unavailable_by_reason": dict(sorted(by_reason["unavailable"].items())),
+        "redacted_by_reason": dict(sorted(by_reason["redacted"].items())),
+    }
+    if bundle["schema"] == BUNDLE_SCHEMA:
+        body, _ = parse_kept(contents, bundle["report"]["path"], canonical_required=False)
+        report = body if isinstance(body, dict) else {}
+        checks = bundle["checks"]
+        info.update(
+            report_id=bundle["report"]["report_id"],
+            report_digest=bundle["report"]["digest"],
+            result=report.get("result"),
+            envelope_status=bundle["report"]["envelope"]["status"],
+            suite=f"{bundle['suite']['suite_id']}@{bundle['suite']['version']}",
+            scorers=[f"{s['scorer_id']}@{s['version']}" for s in bundle["scorers"]],
+            datasets=[f"{d['dataset_id']}@{d['version']}" for d in bundle["datasets"]],
+            counts={
+                "checks": len(checks),
+                "cases_total": sum(c["cases"]["total"] for c in checks),
+                "cases_exported": sum(c["cases"]["exported"] for c in checks),
+                "payloads": len(bundle["payloads"]),
+                "examples": sum(1 for d in bundle["datasets"] for e in d["examples"] if e["path"]),
+            },
+            labels=[
+                ("Report", f"{bundle['report']['report_id']} (result {report.get('result')}, "
+                           f"envelope {bundle['report']['envelope']['status']})"),
+                ("Suite", f"{bundle['suite']['suite_id']}@{bundle['suite']['version']}"),
+                ("Scorers", ", ".join(f"{s['scorer_id']}@{s['version']}" for s in bundle["scorers"]) or "none"),
+                ("Datasets", ", ".join(f"{d['dataset_id']}@{d['version']}" for d in bundle["datasets"]) or "none"),
+                ("Cases", f"{sum(c['cases']['exported'] for c in checks)} exported of "
+                          f"{sum(c['cases']['total'] for c in checks)} in {len(checks)} checks"),
+                ("Payloads", str(len(bundle["payloads"]))),
+            ],
+        )
+    else:
+        from bundler import ebverify
+
+        info.update(ebverify.inspect_facts(contents, bundle))
+    return info
+
+
+def extract_bundle(
+    location: str,
+    destination: Path,
+    options: VerifyOptions,
+    *,
+    stream: BinaryIO | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Verification:
+    """Verify while extracting into ``destination`` (absent or empty, not a symlink).
+
+    Writes only regular files and directories, each created exclusively without
+    following links, with fixed modes; unless the verdict is ``verified``, everything
+    written (and ``destination`` itself, if this call created it) is removed.
+    Raises OutputError when ``destination`` is unusable.
+    """
+    created = not destination.exists() and not destination.is_symlink()
+    prepare_output_dir(destination)
+    extractor = Extractor(destination)
+    try:
+        members = open_members(location, max_bytes=options.max_bytes, stream=stream)
+        contents = read_bag(members, source=location, extract=extractor, progress=progress)
+        result = verify_contents(contents, options)
+    except BundlerError as exc:
+        result = Verification(source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict)
+    except BaseException:
+        _clean(extractor, destination, created)
+        raise
+    if result.verdict is not Verdict.VERIFIED:
+        _clean(extractor, destination, created)
+    return result
+
+
+def _clean(extractor: Extractor, destination: Path, created: bool) -> None:
+    extractor.remove_all()
+    if created:
+        try:
+            destination.rmdir()
+        except OSError:
+            pass

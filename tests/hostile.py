@@ -1,0 +1,265 @@
+"""Builders of well-formed and hostile bundle archives, byte by byte.
+
+Everything here writes raw bytes under the caller's control (any type flag, any name,
+any numeric field, wrong checksums, pax records of any shape, zstd frames with chosen
+header fields) so tests can build exactly the archive an attacker would send. Import
+as ``import hostile`` from tests (the tests directory is on ``sys.path`` under pytest).
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import zstandard
+
+BLOCK = 512
+RECORD = 10240
+MTIME = 1764460800  # 2025-11-30T00:00:00Z
+ZSTD_MAGIC = (0xFD2FB528).to_bytes(4, "little")
+SKIPPABLE_MAGIC = (0x184D2A50).to_bytes(4, "little")
+ZSTD_BLOCK_MAX = 128 * 1024
+
+
+def _b(value: str | bytes) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+def _octal_field(value: int, width: int) -> bytes:
+    return b"%0*o\0" % (width - 1, value)
+
+
+def header(
+    name: str | bytes,
+    *,
+    typeflag: bytes = b"0",
+    size: int = 0,
+    mode: int | None = None,
+    mtime: int = MTIME,
+    uid: int = 0,
+    gid: int = 0,
+    linkname: str | bytes = b"",
+    prefix: str | bytes = b"",
+    magic: bytes = b"ustar\0",
+    version: bytes = b"00",
+    size_field: bytes | None = None,
+    checksum: int | None = None,
+) -> bytes:
+    """One 512-byte ustar header; ``size_field``/``checksum`` override computed values."""
+    if mode is None:
+        mode = 0o755 if typeflag == b"5" else 0o644
+    raw_name = _b(name)
+    raw_prefix = _b(prefix)
+    raw_link = _b(linkname)
+    assert len(raw_name) <= 100 and len(raw_prefix) <= 155 and len(raw_link) <= 100
+    fields = [
+        raw_name.ljust(100, b"\0"),
+        _octal_field(mode, 8),
+        _octal_field(uid, 8),
+        _octal_field(gid, 8),
+        size_field if size_field is not None else _octal_field(size, 12),
+        _octal_field(mtime, 12),
+        b" " * 8,
+        typeflag,
+        raw_link.ljust(100, b"\0"),
+        magic,
+        version,
+        b"\0" * 32,
+        b"\0" * 32,
+        _octal_field(0, 8),
+        _octal_field(0, 8),
+        raw_prefix.ljust(155, b"\0"),
+        b"\0" * 12,
+    ]
+    block = b"".join(fields)
+    assert len(block) == BLOCK, len(block)
+    value = sum(block) if checksum is None else checksum
+    return block[:148] + b"%06o\0 " % value + block[156:]
+
+
+def pad(data: bytes) -> bytes:
+    """``data`` zero-padded to a multiple of 512 bytes."""
+    return data + bytes(-len(data) % BLOCK)
+
+
+def file_member(name: str | bytes, data: bytes = b"", **fields: Any) -> bytes:
+    """Header, content and padding of a regular file (extra header fields allowed)."""
+    return header(name, size=len(data), **fields) + pad(data)
+
+
+def dir_member(name: str | bytes, **fields: Any) -> bytes:
+    """Header of a directory member; the name gets a trailing slash if it lacks one."""
+    raw = _b(name)
+    if not raw.endswith(b"/"):
+        raw += b"/"
+    return header(raw, typeflag=b"5", **fields)
+
+
+def pax_record(key: str | bytes, value: str | bytes) -> bytes:
+    """One correctly sized ``<len> <key>=<value>\\n`` record."""
+    body = b" " + _b(key) + b"=" + _b(value) + b"\n"
+    length = len(body) + 1
+    while len(str(length).encode()) + len(body) != length:
+        length += 1
+    return str(length).encode() + body
+
+
+def pax_member(
+    records: Iterable[tuple[str | bytes, str | bytes]] | bytes,
+    *,
+    typeflag: bytes = b"x",
+    size: int | None = None,
+) -> bytes:
+    """A pax extended (or, with typeflag ``g``, global) header with its data."""
+    data = records if isinstance(records, bytes) else b"".join(pax_record(k, v) for k, v in records)
+    declared = len(data) if size is None else size
+    return header("././@PaxHeader", typeflag=typeflag, size=declared) + pad(data)
+
+
+def end_of_archive(length: int) -> bytes:
+    """Two zero blocks plus zero padding to the 10,240-byte record, for a body of ``length``."""
+    total = length + 2 * BLOCK
+    return bytes(2 * BLOCK + (-total % RECORD))
+
+
+def tar(members: Sequence[bytes], *, end: bool = True) -> bytes:
+    """Concatenate members and (unless ``end`` is false) the end marker and padding."""
+    body = b"".join(members)
+    return body + end_of_archive(len(body)) if end else body
+
+
+def tar_with_tarfile(
+    entries: Sequence[tuple[str, bytes | None]],
+    *,
+    fmt: int = tarfile.PAX_FORMAT,
+    mtime: int = MTIME,
+) -> bytes:
+    """A tar built by the standard library: ``(name, None)`` is a directory."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as archive:
+        for name, data in entries:
+            info = tarfile.TarInfo(name)
+            info.mtime = mtime
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
+                archive.addfile(info)
+            else:
+                info.mode = 0o644
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------- zstd
+
+
+def zstd(
+    data: bytes,
+    *,
+    level: int = 3,
+    checksum: bool = True,
+    window_log: int | None = None,
+) -> bytes:
+    """One streaming zstd frame (content size unknown), as the exporter writes them."""
+    if window_log is None:
+        compressor = zstandard.ZstdCompressor(level=level, write_checksum=checksum)
+    else:
+        params = zstandard.ZstdCompressionParameters.from_level(
+            level, window_log=window_log, write_checksum=int(checksum)
+        )
+        compressor = zstandard.ZstdCompressor(compression_params=params)
+    cobj = compressor.compressobj()
+    return cobj.compress(data) + cobj.flush()
+
+
+def skippable_frame(payload: bytes = b"hidden") -> bytes:
+    """A zstd skippable frame carrying ``payload``."""
+    return SKIPPABLE_MAGIC + len(payload).to_bytes(4, "little") + payload
+
+
+def frame_header(
+    *,
+    window_log: int | None = 17,
+    content_size: int | None = None,
+    checksum: bool = True,
+    dict_id: int | None = None,
+) -> bytes:
+    """A zstd frame header; ``window_log=None`` makes a single-segment frame."""
+    single = window_log is None
+    fcs_flag, fcs = 0, b""
+    if content_size is not None:
+        fcs_flag, fcs = 3, content_size.to_bytes(8, "little")
+    elif single:
+        raise ValueError("a single-segment frame needs a content size")
+    did_flag, did = 0, b""
+    if dict_id is not None:
+        did_flag, did = 3, dict_id.to_bytes(4, "little")
+    descriptor = (fcs_flag << 6) | (int(single) << 5) | (int(checksum) << 2) | did_flag
+    window = b"" if window_log is None else bytes([(window_log - 10) << 3])
+    return ZSTD_MAGIC + bytes([descriptor]) + window + did + fcs
+
+
+def raw_block(data: bytes, *, last: bool = False) -> bytes:
+    """A zstd raw block (stored bytes, at most 128 KiB)."""
+    assert len(data) <= ZSTD_BLOCK_MAX
+    return ((len(data) << 3) | int(last)).to_bytes(3, "little") + data
+
+
+def rle_block(byte: int, count: int, *, last: bool = False) -> bytes:
+    """A zstd RLE block: 4 bytes that decompress to ``count`` copies of ``byte``."""
+    assert 0 < count <= ZSTD_BLOCK_MAX
+    return ((count << 3) | (1 << 1) | int(last)).to_bytes(3, "little") + bytes([byte])
+
+
+def raw_blocks(data: bytes) -> bytes:
+    """``data`` as a run of non-final raw blocks."""
+    return b"".join(
+        raw_block(data[i : i + ZSTD_BLOCK_MAX]) for i in range(0, len(data), ZSTD_BLOCK_MAX)
+    )
+
+
+def rle_run(count: int, byte: int = 0) -> bytes:
+    """``count`` copies of ``byte`` as a run of non-final RLE blocks (4 bytes per 128 KiB)."""
+    full, rest = divmod(count, ZSTD_BLOCK_MAX)
+    run = rle_block(byte, ZSTD_BLOCK_MAX) * full
+    return run + (rle_block(byte, rest) if rest else b"")
+
+
+def close_frame(*, checksum: bytes | None = b"\0\0\0\0") -> bytes:
+    """An empty last block and (unless None) four checksum bytes.
+
+    Builders here cannot compute XXH64, so the checksum is a placeholder: frames that
+    end with it are only useful when the reader must stop before it (bombs, caps) or
+    when a bad checksum is the point.
+    """
+    return raw_block(b"", last=True) + (checksum or b"")
+
+
+def zero_bomb(total: int) -> bytes:
+    """A zstd frame of ``total`` zero bytes in RLE blocks: 10 GiB is about 330 KB.
+
+    Decompressed, it is a zero block, then an end-of-archive marker, then far more zero
+    padding than the 10,240-byte record allows.
+    """
+    return frame_header() + rle_run(total) + close_frame()
+
+
+def member_bomb(total: int, *, member_size: int = 64 * 1024 * 1024) -> bytes:
+    """A zstd frame of a tar whose files are ``member_size`` zeros each, ``total`` in all.
+
+    Every header passes the tar rules, so only the byte cap can stop it; 10 GiB in
+    64 MiB members is about 400 KB.
+    """
+    head = dir_member("bomb")
+    parts = [frame_header(), raw_blocks(head)]
+    count = total // member_size + 1
+    for i in range(count):
+        parts.append(raw_blocks(header(f"bomb/f{i:06d}", size=member_size)))
+        parts.append(rle_run(member_size))
+    parts.append(close_frame())
+    return b"".join(parts)
