@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 fixtures: $(STAMP)
-	$(PY) -m bundler.fixturegen fixtures/stores
+	$(PY) -m bundler.fixturegen fixtures/stores --force
 
 bench: $(STAMP)
 	$(PY) bench/run.py

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler import canonical
+from bundler.derive import DerivedCheck, Interval, derive_check, derive_report
 from bundler.digests import SCORER_TAG, bytes_digest, framed_digest, json_digest
 
 INLINE_MAX = 262_144
@@ -170,7 +171,7 @@ class StoreBuilder:
             body_check, required, derived = self._check(report_id, spec)
             body_checks.append(body_check)
             derived_checks.append((required, derived))
-        report_result = _derive_report(derived_checks)
+        report_result = _derive_report(derived_checks, [c.check_id for c in checks])
         dataset_refs = sorted({c.dataset for c in checks})
         body = {
             "schema_version": "1.0",
@@ -209,7 +210,7 @@ class StoreBuilder:
         )
         return body
 
-    def _check(self, report_id: str, spec: CheckSpec) -> tuple[dict[str, Any], bool, dict[str, Any]]:
+    def _check(self, report_id: str, spec: CheckSpec) -> tuple[dict[str, Any], bool, DerivedCheck]:
         lines = []
         views = []
         scored: list[dict[str, str]] = []
@@ -251,12 +252,12 @@ class StoreBuilder:
         self.write(f"reports/{report_id}/cases/{spec.check_id}.jsonl", b"".join(x + b"\n" for x in lines))
         manifest = self.manifests.get(spec.dataset)
         expected = [e["example_id"] for e in manifest["examples"]] if manifest else []
-        derived = _derive_check(spec.aggregation, expected, views)
+        fields, derived = _derive_check(spec.aggregation, spec.dataset, expected, views, spec.interval_seed)
         result = {
             "check_id": spec.check_id,
             "required": spec.required,
             "aggregation": spec.aggregation,
-            **{k: v for k, v in derived.items() if k != "evidence_complete"},
+            **fields,
         }
         self.write_json(f"reports/{report_id}/checks/{spec.check_id}.json", result)
         unique = sorted({(s["digest"], s["kind"]) for s in scored})
@@ -275,89 +276,76 @@ class StoreBuilder:
         body_check = {
             "check_id": spec.check_id,
             "required": spec.required,
-            "status": derived["status"],
-            "result": derived["result"],
+            "status": fields["status"],
+            "result": fields["result"],
             "scorer_ref": {"id": spec.scorer[0], "version": spec.scorer[1], "digest": scorer_digest},
-            "assurance": derived["assurance"],
+            "assurance": fields["assurance"],
             "evidence_refs": evidence_refs,
-            "score": derived["score"],
-            "explanation": f"{spec.aggregation['rule']} over {derived['coverage']['executed']} executed examples",
-            "coverage": derived["coverage"],
+            "score": fields["score"],
+            "explanation": f"{spec.aggregation['rule']} over {fields['coverage']['executed']} executed examples",
+            "coverage": fields["coverage"],
             "observations": [],
             "slices": [],
         }
         return body_check, spec.required, derived
 
 
-_RANK = ["error", "timeout", "cancelled", "unsupported", "stale", "skipped", "abstained",
-         "inconclusive", "missing"]
-_ASSURANCE = ["development_unisolated", "reported", "independently_observed", "human_attested",
-              "platform_verified"]
+WILSON_95 = {"level": 0.95, "method": "wilson", "low": 0.0, "high": 0.0, "resamples": None, "seed": None}
+BOOTSTRAP_95 = {"level": 0.95, "method": "bootstrap-percentile/philox4x64-10/t7", "low": 0.0, "high": 0.0,
+                "resamples": 2000, "seed": 0}
 
 
-def _derive_check(agg: dict[str, Any], expected: list[str], cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Issued check verdict per SPEC section 12 (single-repeat fixtures)."""
-    by_example: dict[str, dict[str, Any]] = {}
-    for case in cases:
-        by_example.setdefault(case["example"]["example_id"], case)
-    counted = [by_example[e] for e in expected if e in by_example]
-    scored = [c for c in counted if c["status"] in ("pass", "fail")]
-    executed = len(scored)
-    coverage = {"expected": len(expected), "executed": executed, "missing": len(expected) - executed}
-    rule, threshold = agg["rule"], agg["threshold"]
-    value: float | None
-    if rule == "all_pass":
-        value = 1.0 if scored and all(c["status"] == "pass" for c in scored) else (0.0 if scored else None)
-        failed = any(c["status"] == "fail" for c in scored)
-        meets = value == 1.0
-    else:
-        scores = [1.0 if c["status"] == "pass" else 0.0 for c in scored] if rule == "pass_rate" else [
-            float(c["score"]) for c in scored]
-        value = (sum(scores) / len(scores)) if scores else None
-        unscored = len(expected) - executed
-        best = (sum(scores) + unscored) / len(expected) if expected else 0.0
-        failed = best < threshold
-        meets = value is not None and value >= threshold
-    covered = executed > 0 and executed / max(1, len(expected)) >= agg["min_coverage"] and executed >= (
-        agg["min_samples"] or 0)
-    if failed:
-        status = "fail"
-    elif not covered:
-        pending = [c["status"] for c in counted if c["status"] not in ("pass", "fail")]
-        pending += ["missing"] * (len(expected) - len(counted))
-        status = min(pending, key=_RANK.index) if pending else "inconclusive"
-    else:
-        status = "pass" if meets else "fail"
-    result = status if status in ("pass", "fail", "error", "missing", "stale") else "inconclusive"
-    complete = coverage["missing"] == 0 and all(c["output"] is not None for c in counted)
-    assurance = min((c["assurance"] for c in counted), key=_ASSURANCE.index) if counted else None
-    return {
-        "status": status,
-        "result": result,
-        "score": value,
-        "interval": None,
-        "coverage": coverage,
-        "assurance": assurance,
+def _derive_check(
+    agg: dict[str, Any], dataset: tuple[str, int], expected: list[str], cases: list[dict[str, Any]], seed: int
+) -> tuple[dict[str, Any], DerivedCheck]:
+    """The issued check verdict, derived by SPEC section 12's rules (bundler.derive)."""
+    spec: dict[str, Any] | None = None
+    if agg["rule"] == "pass_rate" and agg["repeats"] == 1:
+        spec = dict(WILSON_95)
+    elif agg["rule"] in ("pass_rate", "mean"):
+        spec = dict(BOOTSTRAP_95, seed=seed)
+    derived = derive_check(
+        agg, dataset_id=dataset[0], dataset_version=dataset[1], expected_example_ids=expected,
+        cases=cases, interval=spec,
+    )
+    interval = None
+    if spec is not None and isinstance(derived.interval, Interval):
+        interval = dict(spec, low=derived.interval.low, high=derived.interval.high)
+    fields = {
+        "status": derived.status.value,
+        "result": derived.result.value,
+        "score": derived.score,
+        "interval": interval,
+        "coverage": {
+            "expected": derived.coverage.expected,
+            "executed": derived.coverage.executed,
+            "missing": derived.coverage.missing,
+        },
+        "assurance": derived.assurance.value if derived.assurance else None,
         "slices": [],
-        "evidence_complete": complete,
     }
+    return fields, derived
 
 
-def _derive_report(checks: list[tuple[bool, dict[str, Any]]]) -> dict[str, Any]:
-    required = [d for r, d in checks if r]
-    results = [d["result"] for d in required]
-    complete = all(d["evidence_complete"] for d in required)
-    if "fail" in results:
-        result = "fail"
-    elif "error" in results:
-        result = "error"
-    elif all(r == "pass" for r in results) and complete:
-        result = "pass"
-    else:
-        result = "inconclusive"
-    coverage = {k: sum(d["coverage"][k] for d in required) for k in ("expected", "executed", "missing")}
-    reasons = [f"required check {i} is {r}" for i, r in enumerate(results) if r != "pass"]
-    return {"result": result, "evidence_complete": complete, "coverage": coverage, "reasons": reasons}
+def _derive_report(checks: list[tuple[bool, DerivedCheck]], ids: list[str]) -> dict[str, Any]:
+    report = derive_report(checks)
+    reasons = [
+        f"required check {check_id} is {d.result.value}"
+        for check_id, (required, d) in zip(ids, checks, strict=True)
+        if required and d.result.value != "pass"
+    ]
+    if report.result.value == "inconclusive" and not reasons:
+        reasons.append("evidence is incomplete for a required check")
+    return {
+        "result": report.result.value,
+        "evidence_complete": report.evidence_complete,
+        "coverage": {
+            "expected": report.coverage.expected,
+            "executed": report.coverage.executed,
+            "missing": report.coverage.missing,
+        },
+        "reasons": reasons,
+    }
 
 
 def _decision_rule() -> dict[str, Any]:
