@@ -213,12 +213,23 @@ def verify_bundle(
     Never raises for a bad bundle: an unsafe or unreadable archive or a malformed
     bundle.json gives verdict ``error`` with the one-line reason.
     """
+    return read_and_verify(location, options, stream=stream, progress=progress)[0]
+
+
+def read_and_verify(
+    location: str,
+    options: VerifyOptions,
+    *,
+    stream: BinaryIO | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[Verification, BagContents | None]:
+    """Like ``verify_bundle``, also returning what was read (None on verdict error)."""
     try:
         members = open_members(location, max_bytes=options.max_bytes, stream=stream)
         contents = read_bag(members, source=location, progress=progress)
-        return verify_contents(contents, options)
+        return verify_contents(contents, options), contents
     except BundlerError as exc:
-        return Verification(source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict)
+        return Verification(source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict), None
 
 
 def verify_contents(contents: BagContents, options: VerifyOptions) -> Verification:
