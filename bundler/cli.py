@@ -440,6 +440,84 @@ def canonicalize(file: str) -> None:
     sys.stdout.flush()
 
 
+@cli.command(epilog=EPILOG_EXIT)
+@click.argument("bundle", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--key", "key_path", required=True, type=click.Path(path_type=Path), help="OpenSSH Ed25519 private key (passphrase from $EVALBOOK_SIGN_PASSPHRASE).")
+@click.option("--quiet", is_flag=True)
+def sign(bundle: Path, key_path: Path, quiet: bool) -> None:
+    """Verify BUNDLE, then sign its bundle-head.json into the sidecar BUNDLE.sig.
+
+    The archive is never rewritten and an existing sidecar is never replaced. Auditors
+    check the signature with `ssh-keygen -Y verify -n evalbook-bundle-head-v1` or with
+    `verify --allowed-signers`.
+    """
+    from bundler.proof import sign_bundle, write_sidecar
+
+    sidecar = Path(str(bundle) + ".sig")
+    if sidecar.exists() or sidecar.is_symlink():
+        raise InputError(f"{sidecar}: already exists; refusing to overwrite")
+    signature, result = sign_bundle(str(bundle), _signer(key_path, quiet))
+    target = write_sidecar(bundle, signature)
+    click.echo(str(target))
+    if not quiet:
+        _say(f"Signed:      head of {result.bundle_digest} ({result.report_id}) -> {target}\n")
+
+
+@cli.command(epilog=EPILOG_EXIT)
+@click.argument("bundle")
+@click.option("--case", "case_id", required=True, help="The case id to prove (for eval-banana bundles, the check id).")
+@click.option("--out", type=click.Path(path_type=Path), help="Write the proof here (never overwritten); default stdout.")
+@click.option("--endpoint-url", help="S3 endpoint for s3:// bundles.")
+def prove(bundle: str, case_id: str, out: Path | None, endpoint_url: str | None) -> None:
+    """Write a proof that one case belongs to BUNDLE (evalbook.case_proof.v1).
+
+    The proof holds the bundle head, its signature (embedded or the BUNDLE.sig sidecar),
+    the case and its RFC 6962 audit path; `check-proof` checks it without the bundle.
+    """
+    from bundler.proof import prove_case
+
+    sidecar = None
+    if not bundle.startswith("s3://") and Path(bundle + ".sig").is_file():
+        sidecar = Path(bundle + ".sig").read_text("ascii", "replace")
+    with _bundle_stream(bundle, endpoint_url) as stream:
+        proof = prove_case(bundle, case_id, stream=stream, sidecar_signature=sidecar)
+    data = canonical.dumps(proof) + b"\n"
+    if out is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        from bundler.outputs import write_new_file
+
+        write_new_file(out, data)
+        _say(f"Proof:       case {case_id} at leaf {proof['leaf_index']} of {proof['head']['cases_tree']['tree_size']} -> {out}\n")
+
+
+@cli.command("check-proof", epilog="Exit codes: 0 proven, 1 not proven, 2 usage error, 3 malformed proof.")
+@click.argument("proof_file")
+@click.option("--allowed-signers", type=click.Path(path_type=Path), help="OpenSSH allowed_signers: check the head signature.")
+@click.option("--identity", help="Signer identity to require (with --allowed-signers).")
+@click.option("--expect-bundle-digest", help="The bundle digest the head must name.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def check_proof_cmd(proof_file: str, allowed_signers: Path | None, identity: str | None, expect_bundle_digest: str | None, as_json: bool) -> None:
+    """Check a case proof without the bundle: leaf, audit path, root, head and anchor."""
+    from dataclasses import asdict
+
+    from bundler.proof import check_proof
+
+    if identity is not None and allowed_signers is None:
+        raise UsageError("--identity needs --allowed-signers")
+    if expect_bundle_digest is not None:
+        _verify_options(expect_bundle_digest, None, False, DEFAULT_MAX_BYTES)
+    checker = _signature_checker(allowed_signers, identity) if allowed_signers is not None else None
+    result = check_proof(_read_input(proof_file), source=_source_name(proof_file), check_signature=checker, expect_bundle_digest=expect_bundle_digest)
+    if as_json:
+        _emit_json({"proven": True, **asdict(result)})
+    _say(
+        f"Proven:      case {result.case_id} is leaf {result.leaf_index} of {result.tree_size} in bundle "
+        f"{result.bundle_digest} ({result.report_id})\nAnchor:      {result.anchor}\n"
+    )
+
+
 # ------------------------------------------------------------ signing, storage hooks
 
 

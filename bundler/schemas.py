@@ -50,6 +50,10 @@ SCHEMA_NAMES = (
     "retention-line",
     "scorer",
     "suite",
+    "case-proof",
+    "verification",
+    "audit",
+    "eb-bundle",
 )
 
 _REPR_LIMIT = 80
