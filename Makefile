@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m bundler.demo
+	$(PY) scripts/demo.py
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -1,0 +1,148 @@
+"""`make demo`: the main jobs on the bundled fixtures, each shown as the command an
+operator would type, followed by what it printed.
+
+Everything is written under out/demo/ (recreated each run).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "out" / "demo"
+STORE = REPO / "fixtures" / "stores" / "main"
+EXPORTED_AT = "2026-11-30T00:00:00Z"
+BIN = Path(sys.executable).parent / "evalbook-bundle"
+
+
+def banner(text: str) -> None:
+    print(f"\n\033[1m== {text}\033[0m" if sys.stdout.isatty() else f"\n== {text}", flush=True)
+
+
+def run(*args: str, expect: int = 0, env: dict[str, str] | None = None, show: bool = True) -> subprocess.CompletedProcess[str]:
+    shown = " ".join(a.replace(str(REPO) + "/", "") for a in ("evalbook-bundle", *args))
+    print(f"$ {shown}", flush=True)
+    proc = subprocess.run(
+        [str(BIN), *args], capture_output=True, text=True, cwd=OUT, env={**os.environ, **(env or {})}, check=False
+    )
+    if show:
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                print("  " + stream.rstrip().replace("\n", "\n  "), flush=True)
+    print(f"  (exit {proc.returncode})", flush=True)
+    if proc.returncode != expect:
+        sys.exit(f"demo: expected exit {expect}, got {proc.returncode}")
+    return proc
+
+
+def sh(*args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
+    print("$ " + " ".join(a.replace(str(OUT) + "/", "") for a in args), flush=True)
+    proc = subprocess.run(list(args), capture_output=True, text=True, cwd=OUT, check=False)
+    for stream in (proc.stdout, proc.stderr):
+        if stream:
+            print("  " + stream.rstrip().replace("\n", "\n  "), flush=True)
+    if proc.returncode != expect:
+        sys.exit(f"demo: expected exit {expect}, got {proc.returncode}")
+    return proc
+
+
+def main() -> None:
+    if OUT.exists():
+        shutil.rmtree(OUT)
+    OUT.mkdir(parents=True)
+    import orjson
+
+    banner("The fixture store: one report per scenario")
+    for body in sorted(STORE.glob("reports/*/body.json")):
+        report = orjson.loads(body.read_bytes())
+        envelope = orjson.loads((body.parent / "envelope.json").read_bytes())
+        digest = run("digest", str(body), show=False).stdout.strip()
+        print(f"  {report['report_id']:<24} {report['result']:<13} envelope {envelope['status']:<10} {digest}")
+
+    banner("Export every scenario as alice (all permissions)")
+    for body in sorted(STORE.glob("reports/*/body.json")):
+        report_id = body.parent.name
+        run("export", "--store", str(STORE), "--report", report_id, "--principal", "alice",
+            "--exported-at", EXPORTED_AT, "--out", f"{report_id}.tar.zst", "--quiet")
+
+    banner("Every unavailable and redacted reason: rpt-every-reason exported by bob (no dataset.read_body)")
+    run("export", "--store", str(STORE), "--report", "rpt-every-reason", "--principal", "bob",
+        "--exported-at", EXPORTED_AT, "--out", "rpt-every-reason-bob.tar.zst")
+    run("export", "--store", str(STORE), "--report", "rpt-every-reason", "--principal", "alice",
+        "--exported-at", EXPORTED_AT, "--out", "rpt-every-reason-strict.tar.zst", "--strict", expect=1)
+    run("export", "--store", str(STORE), "--report", "rpt-clean", "--principal", "carol",
+        "--exported-at", EXPORTED_AT, expect=4)
+
+    banner("Determinism: the same export twice gives the same bytes")
+    run("export", "--store", str(STORE), "--report", "rpt-clean", "--principal", "alice",
+        "--exported-at", EXPORTED_AT, "--out", "again.tar.zst", "--quiet")
+    first = run("digest", "rpt-clean.tar.zst", show=False).stdout.strip()
+    second = run("digest", "again.tar.zst", show=False).stdout.strip()
+    print(f"  {first}\n  {second}\n  identical: {first == second}")
+
+    banner("Inspect and verify offline")
+    run("inspect", "rpt-every-reason-bob.tar.zst")
+    for archive in sorted(OUT.glob("rpt-*.tar.zst")):
+        run("verify", archive.name, "--quiet")
+    bundle_digest = run("inspect", "rpt-clean.tar.zst", "--json", show=False)
+    expected = orjson.loads(bundle_digest.stdout)["bundle_digest"]
+    run("verify", "rpt-clean.tar.zst", "--expect-bundle-digest", expected)
+
+    banner("A tampered bundle fails with a readable explanation")
+    tamper(OUT / "rpt-clean.tar.zst", OUT / "tampered.tar.zst")
+    run("verify", "tampered.tar.zst", expect=1)
+
+    banner("Extract safely (verifies while extracting)")
+    run("extract", "rpt-clean.tar.zst", "rpt-clean-extracted", "--quiet")
+    if shutil.which("bagit.py") or (Path(sys.executable).parent / "bagit.py").exists():
+        bagit = shutil.which("bagit.py") or str(Path(sys.executable).parent / "bagit.py")
+        sh(bagit, "--quiet", "--validate", "rpt-clean-extracted/evalbook-bundle-rpt-clean")
+        print("  bagit.py --validate: exit 0 (valid)")
+
+    banner("Sign the head with a throwaway key; check it with ssh-keygen and with verify")
+    sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "demo-exporter", "-f", "demo-key")
+    pub = (OUT / "demo-key.pub").read_text().strip()
+    (OUT / "allowed_signers").write_text(f'exporter@example.org namespaces="evalbook-bundle-head-v1" {pub}\n')
+    os.chmod(OUT / "demo-key", 0o600)
+    run("sign", "rpt-clean.tar.zst", "--key", "demo-key")
+    run("extract", "rpt-clean.tar.zst", "signed-extract", "--quiet")
+    head = "signed-extract/evalbook-bundle-rpt-clean/bundle-head.json"
+    print(f"$ ssh-keygen -Y verify -f allowed_signers -I exporter@example.org -n evalbook-bundle-head-v1 -s rpt-clean.tar.zst.sig < {head}")
+    with open(OUT / head, "rb") as fh:
+        proc = subprocess.run(
+            ["ssh-keygen", "-Y", "verify", "-f", "allowed_signers", "-I", "exporter@example.org",
+             "-n", "evalbook-bundle-head-v1", "-s", "rpt-clean.tar.zst.sig"],
+            stdin=fh, capture_output=True, text=True, cwd=OUT, check=True,
+        )
+    print("  " + (proc.stdout + proc.stderr).strip())
+    run("verify", "rpt-clean.tar.zst", "--allowed-signers", "allowed_signers", "--identity", "exporter@example.org")
+
+    banner("Prove one case without the bundle")
+    run("prove", "rpt-clean.tar.zst", "--case", "accuracy-00003", "--out", "case-proof.json")
+    run("check-proof", "case-proof.json", "--allowed-signers", "allowed_signers")
+
+    for step in EXTRA_STEPS:
+        step()
+    banner("Done: everything above is in out/demo/")
+
+
+def tamper(source: Path, target: Path) -> None:
+    """Rewrite one case score in the tar stream without fixing any digest."""
+    import zstandard
+
+    data = zstandard.ZstdDecompressor().stream_reader(source.read_bytes()).read()
+    needle = b'"score":1,"status":"pass"'
+    index = data.index(needle)
+    data = data[:index] + b'"score":0,"status":"pass"' + data[index + len(needle):]
+    target.write_bytes(zstandard.ZstdCompressor(level=3, write_checksum=True).compress(data))
+    print(f"  (changed one case's score from 1 to 0 in {target.name}; no digest was updated)")
+
+
+EXTRA_STEPS: list = []  # type: ignore[type-arg]
+
+if __name__ == "__main__":
+    main()
