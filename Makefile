@@ -32,3 +32,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+# Regenerates the committed eval-banana runs with the real eb 0.5.0 (needs Python 3.12).
+eb-fixtures:
+	fixtures/eval-banana/regenerate.sh
