@@ -38,6 +38,7 @@ MAX_WINDOW_BYTES: Final = 8 * 1024 * 1024
 MAX_PAX_BYTES: Final = 64 * 1024
 MAX_NAME_BYTES: Final = 4096
 MAX_SEGMENT_BYTES: Final = 255
+_CONTROL_RE: Final = re.compile("[\x00-\x1f\x7f]")
 CHUNK_BYTES: Final = 1024 * 1024
 MAX_MEMBERS: Final = 1_000_000
 
@@ -504,7 +505,7 @@ class _TarReader:
             raise fail("absolute path")
         if "\\" in name:
             raise fail("backslash in name")
-        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        if _CONTROL_RE.search(name) is not None:
             raise fail("control character in name")
         segments = name.split("/")
         for segment in segments:

@@ -10,6 +10,7 @@ every file beneath a directory while reading (used by ``extract``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -82,13 +83,11 @@ class Extractor:
 
     def remove_all(self) -> None:
         for path in reversed(self.written):
-            try:
+            with contextlib.suppress(OSError):
                 if path.is_dir() and not path.is_symlink():
                     path.rmdir()
                 else:
                     path.unlink()
-            except OSError:
-                pass
 
 
 def read_bag(
@@ -105,7 +104,9 @@ def read_bag(
     for member, chunks in members:
         if bag is None:
             if not member.is_dir or "/" in member.path:
-                raise ArchiveError(f"{source}: {member.path}: the first member must be the top directory")
+                raise ArchiveError(
+                    f"{source}: {member.path}: the first member must be the top directory"
+                )
             bag = BagContents(source=source, top=member.path)
             if extract is not None:
                 extract.directory(member.path)
@@ -181,7 +182,10 @@ def iter_directory(root: Path, *, source: str) -> Iterator[tuple[Member, Iterato
                 yield Member(f"{top}/{rel}", True, 0, 0, 0o755), iter(())
                 yield from walk(Path(entry.path), rel + "/")
             elif stat.S_ISREG(st.st_mode):
-                yield Member(f"{top}/{rel}", False, st.st_size, 0, 0o644), _file_chunks(Path(entry.path))
+                yield (
+                    Member(f"{top}/{rel}", False, st.st_size, 0, 0o644),
+                    _file_chunks(Path(entry.path)),
+                )
             else:
                 raise ArchiveError(f"{source}: {rel}: not a regular file or directory (refused)")
 

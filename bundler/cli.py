@@ -65,6 +65,10 @@ class _ProgressLine:
             sys.stderr.flush()
 
 
+def _bytes_progress(line: _ProgressLine) -> Callable[[int], None]:
+    return lambda n: line.update(_human_bytes(n))
+
+
 def _human_bytes(n: int) -> str:
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -78,7 +82,9 @@ def _parse_timestamp(value: str) -> datetime:
     """RFC 3339 with Z or an offset, whole seconds; returned in UTC."""
     text = value.strip()
     if len(text) < 20 or text[10] not in "Tt" or "." in text:
-        raise click.BadParameter(f"{value!r} is not an RFC 3339 timestamp with whole seconds (e.g. 2026-11-30T00:00:00Z)")
+        raise click.BadParameter(
+            f"{value!r} is not an RFC 3339 timestamp with whole seconds (e.g. 2026-11-30T00:00:00Z)"
+        )
     try:
         moment = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
     except ValueError as exc:
@@ -139,14 +145,41 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 
 @cli.command(epilog=EPILOG_EXIT)
-@click.option("--store", "store_root", required=True, help="Store root: a directory or s3://bucket/prefix.")
+@click.option(
+    "--store", "store_root", required=True, help="Store root: a directory or s3://bucket/prefix."
+)
 @click.option("--report", "report_id", required=True, help="The report id to export.")
-@click.option("--principal", envvar="EVALBOOK_PRINCIPAL", help="Exporting principal (default $EVALBOOK_PRINCIPAL); needs report.export.")
-@click.option("--out", type=click.Path(path_type=Path), help="Archive path (default ./evalbook-bundle-<report_id>.tar.zst); never overwritten.")
-@click.option("--exported-at", help="RFC 3339 UTC time recorded in the bundle (default $SOURCE_DATE_EPOCH, else now).")
-@click.option("--level", type=click.IntRange(1, 19), default=3, show_default=True, help="zstd level (1-19 keep the window within 8 MiB).")
-@click.option("--strict", is_flag=True, help="Fail (exit 1, nothing written) if anything would be unavailable.")
-@click.option("--sign-key", type=click.Path(path_type=Path), help="OpenSSH Ed25519 private key: embed bundle-head.json.sig (passphrase from $EVALBOOK_SIGN_PASSPHRASE).")
+@click.option(
+    "--principal",
+    envvar="EVALBOOK_PRINCIPAL",
+    help="Exporting principal (default $EVALBOOK_PRINCIPAL); needs report.export.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    help="Archive path (default ./evalbook-bundle-<report_id>.tar.zst); never overwritten.",
+)
+@click.option(
+    "--exported-at",
+    help="RFC 3339 UTC time recorded in the bundle (default $SOURCE_DATE_EPOCH, else now).",
+)
+@click.option(
+    "--level",
+    type=click.IntRange(1, 19),
+    default=3,
+    show_default=True,
+    help="zstd level (1-19 keep the window within 8 MiB).",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Fail (exit 1, nothing written) if anything would be unavailable.",
+)
+@click.option(
+    "--sign-key",
+    type=click.Path(path_type=Path),
+    help="OpenSSH Ed25519 private key: embed bundle-head.json.sig (passphrase from $EVALBOOK_SIGN_PASSPHRASE).",
+)
 @click.option("--upload", "upload_to", help="Upload the new archive to s3://bucket/prefix.")
 @click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
@@ -213,7 +246,10 @@ def _verify_options(
     from bundler.digests import parse_digest
     from bundler.verify import VerifyOptions
 
-    for flag, value in (("--expect-bundle-digest", expect_bundle_digest), ("--expect-report-digest", expect_report_digest)):
+    for flag, value in (
+        ("--expect-bundle-digest", expect_bundle_digest),
+        ("--expect-report-digest", expect_report_digest),
+    ):
         if value is not None:
             try:
                 parse_digest(value, source=flag)
@@ -227,7 +263,9 @@ def _verify_options(
         check = _signature_checker(allowed_signers, identity)
     elif identity is not None or signature is not None:
         raise UsageError("--identity and --signature need --allowed-signers")
-    return VerifyOptions(expect_bundle_digest, expect_report_digest, strict, max_bytes, check, sig_text)
+    return VerifyOptions(
+        expect_bundle_digest, expect_report_digest, strict, max_bytes, check, sig_text
+    )
 
 
 @contextmanager
@@ -255,17 +293,51 @@ self-consistency only. For eval-banana run directories, pass RUN_DIR with --proj
 
 @cli.command(help=VERIFY_HELP, epilog=EPILOG_EXIT)
 @click.argument("bundles", nargs=-1, required=True)
-@click.option("--expect-bundle-digest", help="Trust anchor: the bundle digest you expect (sha256:...).")
-@click.option("--expect-report-digest", help="Trust anchor: the report digest you expect (sha256:...).")
-@click.option("--allowed-signers", type=click.Path(path_type=Path), help="OpenSSH allowed_signers file: check the head signature.")
+@click.option(
+    "--expect-bundle-digest", help="Trust anchor: the bundle digest you expect (sha256:...)."
+)
+@click.option(
+    "--expect-report-digest", help="Trust anchor: the report digest you expect (sha256:...)."
+)
+@click.option(
+    "--allowed-signers",
+    type=click.Path(path_type=Path),
+    help="OpenSSH allowed_signers file: check the head signature.",
+)
 @click.option("--identity", help="Signer identity to require (with --allowed-signers).")
-@click.option("--signature", type=click.Path(path_type=Path), help="A sidecar signature (default: embedded, or <archive>.sig).")
-@click.option("--project", "project_root", type=click.Path(path_type=Path), help="eval-banana project root, to verify a run directory in place.")
+@click.option(
+    "--signature",
+    type=click.Path(path_type=Path),
+    help="A sidecar signature (default: embedded, or <archive>.sig).",
+)
+@click.option(
+    "--project",
+    "project_root",
+    type=click.Path(path_type=Path),
+    help="eval-banana project root, to verify a run directory in place.",
+)
 @click.option("--strict", is_flag=True, help="Unprovable claims fail too.")
-@click.option("--json", "as_json", is_flag=True, help="Full result on stdout (JSON Lines for several bundles).")
-@click.option("--output-dir", type=click.Path(path_type=Path), help="Write verification.json and verification.md here (absent or empty).")
-@click.option("--max-bytes", type=click.IntRange(1), default=DEFAULT_MAX_BYTES, show_default=True, help="Cap on decompressed bytes.")
-@click.option("--endpoint-url", help="S3 endpoint for s3:// bundles (default $AWS_ENDPOINT_URL_S3).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Full result on stdout (JSON Lines for several bundles).",
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(path_type=Path),
+    help="Write verification.json and verification.md here (absent or empty).",
+)
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(1),
+    default=DEFAULT_MAX_BYTES,
+    show_default=True,
+    help="Cap on decompressed bytes.",
+)
+@click.option(
+    "--endpoint-url", help="S3 endpoint for s3:// bundles (default $AWS_ENDPOINT_URL_S3)."
+)
 @click.option("--quiet", is_flag=True, help="No summary on stderr.")
 def verify(
     bundles: tuple[str, ...],
@@ -287,7 +359,15 @@ def verify(
 
     if output_dir is not None and len(bundles) > 1:
         raise UsageError("--output-dir takes a single BUNDLE")
-    options = _verify_options(expect_bundle_digest, expect_report_digest, strict, max_bytes, allowed_signers, identity, signature)
+    options = _verify_options(
+        expect_bundle_digest,
+        expect_report_digest,
+        strict,
+        max_bytes,
+        allowed_signers,
+        identity,
+        signature,
+    )
     worst = 0
     for location in bundles:
         result: Verification
@@ -297,7 +377,11 @@ def verify(
             result = ebverify.verify_run_dir(Path(location), project_root, options)
         else:
             opts = options
-            if allowed_signers is not None and signature is None and not location.startswith("s3://"):
+            if (
+                allowed_signers is not None
+                and signature is None
+                and not location.startswith("s3://")
+            ):
                 sidecar = Path(location + ".sig")
                 if sidecar.is_file():
                     from dataclasses import replace
@@ -306,7 +390,9 @@ def verify(
             line = _ProgressLine(not quiet, "verify")
             try:
                 with _bundle_stream(location, endpoint_url) as stream:
-                    result = verify_bundle(location, opts, stream=stream, progress=lambda n: line.update(_human_bytes(n)))
+                    result = verify_bundle(
+                        location, opts, stream=stream, progress=_bytes_progress(line)
+                    )
             finally:
                 line.done()
         worst = max(worst, result.exit_code, key=lambda c: {0: 0, 1: 1, 3: 2}[c])
@@ -324,7 +410,8 @@ def verify(
             write_output_dir(
                 output_dir,
                 {
-                    "verification.json": orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n",
+                    "verification.json": orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2)
+                    + b"\n",
                     "verification.md": verification_markdown(result).encode("utf-8"),
                 },
             )
@@ -393,11 +480,20 @@ def extract(
 @cli.command(epilog=EPILOG_EXIT)
 @click.argument("file", required=False)
 @click.option("--json", "mode", flag_value="json", help="JSON digest: sha256 of the RFC 8785 form.")
-@click.option("--raw", "mode", flag_value="raw", default=True, help="Digest of the bytes (default).")
-@click.option("--framed", "framed_tag", metavar="TAG", help="Framed digest v1 with TAG over NAME=FILE components.")
+@click.option(
+    "--raw", "mode", flag_value="raw", default=True, help="Digest of the bytes (default)."
+)
+@click.option(
+    "--framed",
+    "framed_tag",
+    metavar="TAG",
+    help="Framed digest v1 with TAG over NAME=FILE components.",
+)
 @click.argument("components", nargs=-1)
 @click.option("--as-json", "as_json", is_flag=True, hidden=True)
-def digest(file: str | None, mode: str, framed_tag: str | None, components: tuple[str, ...], as_json: bool) -> None:
+def digest(
+    file: str | None, mode: str, framed_tag: str | None, components: tuple[str, ...], as_json: bool
+) -> None:
     """Print a digest (sha256:...) of FILE or - (stdin).
 
     \b
@@ -442,7 +538,13 @@ def canonicalize(file: str) -> None:
 
 @cli.command(epilog=EPILOG_EXIT)
 @click.argument("bundle", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--key", "key_path", required=True, type=click.Path(path_type=Path), help="OpenSSH Ed25519 private key (passphrase from $EVALBOOK_SIGN_PASSPHRASE).")
+@click.option(
+    "--key",
+    "key_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="OpenSSH Ed25519 private key (passphrase from $EVALBOOK_SIGN_PASSPHRASE).",
+)
 @click.option("--quiet", is_flag=True)
 def sign(bundle: Path, key_path: Path, quiet: bool) -> None:
     """Verify BUNDLE, then sign its bundle-head.json into the sidecar BUNDLE.sig.
@@ -465,8 +567,17 @@ def sign(bundle: Path, key_path: Path, quiet: bool) -> None:
 
 @cli.command(epilog=EPILOG_EXIT)
 @click.argument("bundle")
-@click.option("--case", "case_id", required=True, help="The case id to prove (for eval-banana bundles, the check id).")
-@click.option("--out", type=click.Path(path_type=Path), help="Write the proof here (never overwritten); default stdout.")
+@click.option(
+    "--case",
+    "case_id",
+    required=True,
+    help="The case id to prove (for eval-banana bundles, the check id).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    help="Write the proof here (never overwritten); default stdout.",
+)
 @click.option("--endpoint-url", help="S3 endpoint for s3:// bundles.")
 def prove(bundle: str, case_id: str, out: Path | None, endpoint_url: str | None) -> None:
     """Write a proof that one case belongs to BUNDLE (evalbook.case_proof.v1).
@@ -489,16 +600,30 @@ def prove(bundle: str, case_id: str, out: Path | None, endpoint_url: str | None)
         from bundler.outputs import write_new_file
 
         write_new_file(out, data)
-        _say(f"Proof:       case {case_id} at leaf {proof['leaf_index']} of {proof['head']['cases_tree']['tree_size']} -> {out}\n")
+        _say(
+            f"Proof:       case {case_id} at leaf {proof['leaf_index']} of {proof['head']['cases_tree']['tree_size']} -> {out}\n"
+        )
 
 
-@cli.command("check-proof", epilog="Exit codes: 0 proven, 1 not proven, 2 usage error, 3 malformed proof.")
+@cli.command(
+    "check-proof", epilog="Exit codes: 0 proven, 1 not proven, 2 usage error, 3 malformed proof."
+)
 @click.argument("proof_file")
-@click.option("--allowed-signers", type=click.Path(path_type=Path), help="OpenSSH allowed_signers: check the head signature.")
+@click.option(
+    "--allowed-signers",
+    type=click.Path(path_type=Path),
+    help="OpenSSH allowed_signers: check the head signature.",
+)
 @click.option("--identity", help="Signer identity to require (with --allowed-signers).")
 @click.option("--expect-bundle-digest", help="The bundle digest the head must name.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-def check_proof_cmd(proof_file: str, allowed_signers: Path | None, identity: str | None, expect_bundle_digest: str | None, as_json: bool) -> None:
+def check_proof_cmd(
+    proof_file: str,
+    allowed_signers: Path | None,
+    identity: str | None,
+    expect_bundle_digest: str | None,
+    as_json: bool,
+) -> None:
     """Check a case proof without the bundle: leaf, audit path, root, head and anchor."""
     from dataclasses import asdict
 
@@ -509,7 +634,12 @@ def check_proof_cmd(proof_file: str, allowed_signers: Path | None, identity: str
     if expect_bundle_digest is not None:
         _verify_options(expect_bundle_digest, None, False, DEFAULT_MAX_BYTES)
     checker = _signature_checker(allowed_signers, identity) if allowed_signers is not None else None
-    result = check_proof(_read_input(proof_file), source=_source_name(proof_file), check_signature=checker, expect_bundle_digest=expect_bundle_digest)
+    result = check_proof(
+        _read_input(proof_file),
+        source=_source_name(proof_file),
+        check_signature=checker,
+        expect_bundle_digest=expect_bundle_digest,
+    )
     if as_json:
         _emit_json({"proven": True, **asdict(result)})
     _say(
@@ -532,7 +662,9 @@ def _signer(key_path: Path, quiet: bool) -> Callable[[bytes], str]:
     return lambda message: sshsig.sign(message, key)
 
 
-def _signature_checker(allowed_signers: Path, identity: str | None) -> Callable[[bytes, str | None], str]:
+def _signature_checker(
+    allowed_signers: Path, identity: str | None
+) -> Callable[[bytes, str | None], str]:
     from bundler import sshsig
 
     text = _read_input(str(allowed_signers)).decode("utf-8", "replace")

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -49,7 +49,7 @@ READ_BODY = "dataset.read_body"
 EXPORT = "report.export"
 
 
-class Reason(str, Enum):
+class Reason(StrEnum):
     """Reasons of SPEC section 4.3, with their exact strings."""
 
     PAYLOAD_AT_SSO = "payload_at_sso"
@@ -154,7 +154,9 @@ class _Ledger:
     def redact(self, kind: str, ref: str, digest: str, reason: Reason) -> None:
         key = (kind, ref)
         self.unavailable.pop(key, None)
-        self.redacted.setdefault(key, {"kind": kind, "ref": ref, "digest": digest, "reason": reason.value})
+        self.redacted.setdefault(
+            key, {"kind": kind, "ref": ref, "digest": digest, "reason": reason.value}
+        )
 
     def sorted_unavailable(self) -> list[dict[str, Any]]:
         return [self.unavailable[k] for k in sorted(self.unavailable)]
@@ -248,11 +250,18 @@ class _Collector:
         if doc is None:
             self.ledger.list_unavailable("suite", item, ref["digest"], Reason.MISSING_FROM_STORE)
         elif (observed := json_digest(doc.value)) != ref["digest"]:
-            self.ledger.list_unavailable("suite", item, ref["digest"], Reason.DIGEST_MISMATCH, observed)
+            self.ledger.list_unavailable(
+                "suite", item, ref["digest"], Reason.DIGEST_MISMATCH, observed
+            )
         else:
             path = f"data/suite/{ref['id']}/{ref['version']}.json"
             writer.add(path, doc.data)
-        return {"suite_id": ref["id"], "version": ref["version"], "digest": ref["digest"], "path": path}
+        return {
+            "suite_id": ref["id"],
+            "version": ref["version"],
+            "digest": ref["digest"],
+            "path": path,
+        }
 
     def scorers(self, writer: BagWriter) -> list[dict[str, Any]]:
         pinned: dict[tuple[str, int], list[str]] = {}
@@ -264,7 +273,9 @@ class _Collector:
             item = f"{scorer_id}@{version}"
             scorer = self.store.scorer(scorer_id, version)
             if scorer is None:
-                self.ledger.list_unavailable("scorer", item, digests[0], Reason.SCORER_VERSION_MISSING)
+                self.ledger.list_unavailable(
+                    "scorer", item, digests[0], Reason.SCORER_VERSION_MISSING
+                )
             elif scorer.digest is None:
                 self.ledger.list_unavailable(
                     "scorer", item, digests[0], Reason.MISSING_FROM_STORE, scorer.missing_file
@@ -283,7 +294,12 @@ class _Collector:
         writer.add(f"{base}/scorer.json", scorer.descriptor.data)
         for f in scorer.files:
             writer.add(f"{base}/{f.relpath}", f.data)
-        return {"scorer_id": scorer.scorer_id, "version": scorer.version, "digest": scorer.digest, "path": base}
+        return {
+            "scorer_id": scorer.scorer_id,
+            "version": scorer.version,
+            "digest": scorer.digest,
+            "path": base,
+        }
 
     def dataset_manifests(self, writer: BagWriter) -> dict[tuple[str, int], dict[str, Any]]:
         datasets: dict[tuple[str, int], dict[str, Any]] = {}
@@ -291,10 +307,14 @@ class _Collector:
             item = f"{ref['id']}@{ref['version']}"
             doc = self.store.dataset_manifest(ref["id"], ref["version"])
             if doc is None:
-                self.ledger.list_unavailable("dataset", item, ref["digest"], Reason.MISSING_FROM_STORE)
+                self.ledger.list_unavailable(
+                    "dataset", item, ref["digest"], Reason.MISSING_FROM_STORE
+                )
                 continue
             if (observed := json_digest(doc.value)) != ref["digest"]:
-                self.ledger.list_unavailable("dataset", item, ref["digest"], Reason.DIGEST_MISMATCH, observed)
+                self.ledger.list_unavailable(
+                    "dataset", item, ref["digest"], Reason.DIGEST_MISMATCH, observed
+                )
                 continue
             path = f"data/datasets/{ref['id']}/{ref['version']}/manifest.json"
             writer.add(path, doc.data)
@@ -345,7 +365,9 @@ class _Collector:
             out.append(_CheckCases(check_id, result, kept, total))
         return out
 
-    def write_checks(self, writer: BagWriter, checks: list[_CheckCases]) -> tuple[list[dict[str, Any]], TreeBuilder]:
+    def write_checks(
+        self, writer: BagWriter, checks: list[_CheckCases]
+    ) -> tuple[list[dict[str, Any]], TreeBuilder]:
         entries = []
         tree = TreeBuilder()
         for c in checks:
@@ -374,7 +396,10 @@ class _Collector:
     # -- examples and payloads ---------------------------------------------------------
 
     def write_examples(
-        self, writer: BagWriter, checks: list[_CheckCases], datasets: dict[tuple[str, int], dict[str, Any]]
+        self,
+        writer: BagWriter,
+        checks: list[_CheckCases],
+        datasets: dict[tuple[str, int], dict[str, Any]],
     ) -> None:
         used: set[tuple[str, int, str]] = set()
         for c in checks:
@@ -386,14 +411,20 @@ class _Collector:
             dataset = datasets.get((dataset_id, version))
             if dataset is None:
                 self.ledger.list_unavailable(
-                    "example", item, None, Reason.MISSING_FROM_STORE,
+                    "example",
+                    item,
+                    None,
+                    Reason.MISSING_FROM_STORE,
                     f"dataset {dataset_id}@{version} is not in the bundle",
                 )
                 continue
             expected = dataset["digests"].get(example_id)
             if expected is None:
                 self.ledger.list_unavailable(
-                    "example", item, None, Reason.MISSING_FROM_STORE,
+                    "example",
+                    item,
+                    None,
+                    Reason.MISSING_FROM_STORE,
                     f"not in the manifest of {dataset_id}@{version}",
                 )
                 continue
@@ -405,13 +436,19 @@ class _Collector:
             else:
                 data = self.store.example(dataset_id, version, example_id)
                 if data is None:
-                    self.ledger.list_unavailable("example", item, expected, Reason.MISSING_FROM_STORE)
+                    self.ledger.list_unavailable(
+                        "example", item, expected, Reason.MISSING_FROM_STORE
+                    )
                 elif (observed := bytes_digest(data)) != expected:
-                    self.ledger.list_unavailable("example", item, expected, Reason.DIGEST_MISMATCH, observed)
+                    self.ledger.list_unavailable(
+                        "example", item, expected, Reason.DIGEST_MISMATCH, observed
+                    )
                 else:
                     path = f"data/datasets/{dataset_id}/{version}/examples/{example_id}.json"
                     writer.add(path, data, sha256_hex=parse_digest(expected))
-            dataset["entry"]["examples"].append({"example_id": example_id, "digest": expected, "path": path})
+            dataset["entry"]["examples"].append(
+                {"example_id": example_id, "digest": expected, "path": path}
+            )
 
     def payload_uses(self, checks: list[_CheckCases]) -> dict[str, _PayloadUse]:
         uses: dict[str, _PayloadUse] = {}
@@ -424,7 +461,9 @@ class _Collector:
                     use.locations.add(ref["location"])
         return uses
 
-    def write_payloads(self, writer: BagWriter, uses: dict[str, _PayloadUse]) -> list[dict[str, Any]]:
+    def write_payloads(
+        self, writer: BagWriter, uses: dict[str, _PayloadUse]
+    ) -> list[dict[str, Any]]:
         """Blobs of outputs, artifacts and evidence manifests; one decision per digest.
 
         Redaction wins over everything; a digest referred to inline anywhere is taken
@@ -459,7 +498,9 @@ class _Collector:
                 self.ledger.list_unavailable(kind, digest, digest, Reason.DIGEST_MISMATCH, observed)
                 continue
             if kind == "evidence_manifest":
-                manifest = self.store.parse_evidence_manifest(Document(f"blobs/sha256/{hex_digest}", data, None))
+                manifest = self.store.parse_evidence_manifest(
+                    Document(f"blobs/sha256/{hex_digest}", data, None)
+                )
                 if manifest["check_id"] != self._manifest_checks[digest]:
                     raise StoreError(
                         f"{self.store.source.describe('blobs/sha256/' + hex_digest)}: evidence manifest "
@@ -474,7 +515,9 @@ class _Collector:
 # ------------------------------------------------------------------------------ export
 
 
-def export_bundle(config: ExportConfig, progress: Callable[[Progress], None] | None = None) -> ExportResult:
+def export_bundle(
+    config: ExportConfig, progress: Callable[[Progress], None] | None = None
+) -> ExportResult:
     """Export ``config.report_id`` from ``config.store_root`` into a bundle archive.
 
     Raises PermissionDenied (exit 4) when the principal lacks ``report.export``,
@@ -486,14 +529,18 @@ def export_bundle(config: ExportConfig, progress: Callable[[Progress], None] | N
     access = store.access()
     permissions = access.get(config.principal)
     if permissions is None:
-        raise PermissionDenied(f"principal {config.principal!r} is not in access.json; export refused")
+        raise PermissionDenied(
+            f"principal {config.principal!r} is not in access.json; export refused"
+        )
     if EXPORT not in permissions:
         raise PermissionDenied(f"principal {config.principal!r} lacks {EXPORT}; export refused")
     body = store.report_body(config.report_id)
     envelope = store.envelope(config.report_id)
     target = resolve_output(config.out, config.report_id)
 
-    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    fd, temp_name = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=".partial"
+    )
     temp = Path(temp_name)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -547,7 +594,8 @@ def _write_archive(
     exported_at = format_timestamp(config.exported_at)
     mtime = int(config.exported_at.timestamp())
     compressor = zstandard.ZstdCompressor(level=config.level, write_checksum=True, threads=1)
-    with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:
+    # _HashingFile is the file-like sink zstandard needs (write only).
+    with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:  # type: ignore[arg-type]
         tar = TarWriter(zout, mtime=mtime)
         top = f"evalbook-bundle-{config.report_id}"
         writer = BagWriter(tar, top, progress)
@@ -570,7 +618,10 @@ def _write_archive(
                 "principal": config.principal,
                 "permissions": sorted(permissions),
             },
-            "limits": {"max_cases": MAX_CASES, "inline_payload_max_bytes": INLINE_PAYLOAD_MAX_BYTES},
+            "limits": {
+                "max_cases": MAX_CASES,
+                "inline_payload_max_bytes": INLINE_PAYLOAD_MAX_BYTES,
+            },
             "report": {
                 "report_id": config.report_id,
                 "evaluation_id": body.value["evaluation_id"],
@@ -612,7 +663,10 @@ def bundle_head(bundle: dict[str, Any], bundle_digest: str) -> dict[str, Any]:
 
 
 def write_tag_files(
-    writer: BagWriter, bundle: dict[str, Any], bundle_bytes: bytes, sign: Callable[[bytes], str] | None
+    writer: BagWriter,
+    bundle: dict[str, Any],
+    bundle_bytes: bytes,
+    sign: Callable[[bytes], str] | None,
 ) -> None:
     """bagit.txt, bag-info.txt, the manifests and the bundle head, in that order."""
     bundle_digest = bytes_digest(bundle_bytes)

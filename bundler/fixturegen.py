@@ -93,7 +93,9 @@ class StoreBuilder:
             body = self.write_json(
                 f"datasets/{dataset_id}/{version}/examples/{example_id}.json", examples[example_id]
             )
-            entries.append({"example_id": example_id, "digest": bytes_digest(body), "size": len(body)})
+            entries.append(
+                {"example_id": example_id, "digest": bytes_digest(body), "size": len(body)}
+            )
         manifest = {"dataset_id": dataset_id, "version": version, "examples": entries}
         self.write_json(f"datasets/{dataset_id}/{version}/manifest.json", manifest)
         self.manifests[(dataset_id, version)] = manifest
@@ -183,7 +185,8 @@ class StoreBuilder:
             "subject": {"kind": "model", "name": "acme-assistant", "revision": "2026.10.1"},
             "suite_ref": {"id": suite_id, "version": suite_version, "digest": json_digest(suite)},
             "dataset_refs": [
-                {"id": d, "version": v, "digest": self.dataset_digests[(d, v)]} for d, v in dataset_refs
+                {"id": d, "version": v, "digest": self.dataset_digests[(d, v)]}
+                for d, v in dataset_refs
             ],
             "mode": "gate",
             "execution_mode": "platform",
@@ -219,10 +222,15 @@ class StoreBuilder:
             if case.output_override is not None:
                 output_ref = {"kind": "output", **case.output_override}
             elif case.output is not None:
-                output_ref = {"kind": "output", **self.blob(case.output, location=case.output_location)}
+                output_ref = {
+                    "kind": "output",
+                    **self.blob(case.output, location=case.output_location),
+                }
             evidence = [{"kind": "artifact", **self.blob(a)} for a in case.artifacts]
             for trace_id in case.traces:
-                trace_body = _dumps({"trace_id": trace_id, "spans": [{"name": "generate", "ms": 812}]})
+                trace_body = _dumps(
+                    {"trace_id": trace_id, "spans": [{"name": "generate", "ms": 812}]}
+                )
                 self.write(f"traces/{trace_id}.json", trace_body)
                 evidence.append(
                     {
@@ -237,7 +245,11 @@ class StoreBuilder:
             value = {
                 "case_id": f"{spec.check_id}-{index:05d}",
                 "check_id": spec.check_id,
-                "example": {"dataset_id": dataset_id, "version": version, "example_id": case.example_id},
+                "example": {
+                    "dataset_id": dataset_id,
+                    "version": version,
+                    "example_id": case.example_id,
+                },
                 "repeat": case.repeat,
                 "status": case.status,
                 "score": case.score,
@@ -249,10 +261,14 @@ class StoreBuilder:
             views.append(value)
             for ref in ([output_ref] if output_ref else []) + evidence:
                 scored.append({"kind": ref["kind"], "digest": ref["digest"]})
-        self.write(f"reports/{report_id}/cases/{spec.check_id}.jsonl", b"".join(x + b"\n" for x in lines))
+        self.write(
+            f"reports/{report_id}/cases/{spec.check_id}.jsonl", b"".join(x + b"\n" for x in lines)
+        )
         manifest = self.manifests.get(spec.dataset)
         expected = [e["example_id"] for e in manifest["examples"]] if manifest else []
-        fields, derived = _derive_check(spec.aggregation, spec.dataset, expected, views, spec.interval_seed)
+        fields, derived = _derive_check(
+            spec.aggregation, spec.dataset, expected, views, spec.interval_seed
+        )
         result = {
             "check_id": spec.check_id,
             "required": spec.required,
@@ -278,7 +294,11 @@ class StoreBuilder:
             "required": spec.required,
             "status": fields["status"],
             "result": fields["result"],
-            "scorer_ref": {"id": spec.scorer[0], "version": spec.scorer[1], "digest": scorer_digest},
+            "scorer_ref": {
+                "id": spec.scorer[0],
+                "version": spec.scorer[1],
+                "digest": scorer_digest,
+            },
             "assurance": fields["assurance"],
             "evidence_refs": evidence_refs,
             "score": fields["score"],
@@ -290,13 +310,30 @@ class StoreBuilder:
         return body_check, spec.required, derived
 
 
-WILSON_95 = {"level": 0.95, "method": "wilson", "low": 0.0, "high": 0.0, "resamples": None, "seed": None}
-BOOTSTRAP_95 = {"level": 0.95, "method": "bootstrap-percentile/philox4x64-10/t7", "low": 0.0, "high": 0.0,
-                "resamples": 2000, "seed": 0}
+WILSON_95 = {
+    "level": 0.95,
+    "method": "wilson",
+    "low": 0.0,
+    "high": 0.0,
+    "resamples": None,
+    "seed": None,
+}
+BOOTSTRAP_95 = {
+    "level": 0.95,
+    "method": "bootstrap-percentile/philox4x64-10/t7",
+    "low": 0.0,
+    "high": 0.0,
+    "resamples": 2000,
+    "seed": 0,
+}
 
 
 def _derive_check(
-    agg: dict[str, Any], dataset: tuple[str, int], expected: list[str], cases: list[dict[str, Any]], seed: int
+    agg: dict[str, Any],
+    dataset: tuple[str, int],
+    expected: list[str],
+    cases: list[dict[str, Any]],
+    seed: int,
 ) -> tuple[dict[str, Any], DerivedCheck]:
     """The issued check verdict, derived by SPEC section 12's rules (bundler.derive)."""
     spec: dict[str, Any] | None = None
@@ -305,13 +342,17 @@ def _derive_check(
     elif agg["rule"] in ("pass_rate", "mean"):
         spec = dict(BOOTSTRAP_95, seed=seed)
     derived = derive_check(
-        agg, dataset_id=dataset[0], dataset_version=dataset[1], expected_example_ids=expected,
-        cases=cases, interval=spec,
+        agg,
+        dataset_id=dataset[0],
+        dataset_version=dataset[1],
+        expected_example_ids=expected,
+        cases=cases,
+        interval=spec,
     )
     interval = None
     if spec is not None and isinstance(derived.interval, Interval):
         interval = dict(spec, low=derived.interval.low, high=derived.interval.high)
-    fields = {
+    fields: dict[str, Any] = {
         "status": derived.status.value,
         "result": derived.result.value,
         "score": derived.score,
@@ -373,14 +414,20 @@ def _examples(rng: random.Random, prefix: str, count: int) -> dict[str, Any]:
 
 
 def _output(rng: random.Random, label: str, size: int = 0) -> bytes:
-    text = f"answer for {label}: " + " ".join(rng.choice(["yes", "no", "maybe", "refund", "later"]) for _ in range(8))
+    text = f"answer for {label}: " + " ".join(
+        rng.choice(["yes", "no", "maybe", "refund", "later"]) for _ in range(8)
+    )
     if size > len(text):
         text += "x" * (size - len(text))
     return text.encode("utf-8")
 
 
 def _pass_cases(
-    rng: random.Random, examples: Sequence[str], *, fail_every: int = 0, score_fn: Callable[[int], float] | None = None
+    rng: random.Random,
+    examples: Sequence[str],
+    *,
+    fail_every: int = 0,
+    score_fn: Callable[[int], float] | None = None,
 ) -> list[CaseSpec]:
     cases = []
     for i, example_id in enumerate(examples):
@@ -424,18 +471,48 @@ def build_fixture_store(root: Path) -> None:
     )
     qa_ids = sorted(qa)
     sf_ids = sorted(safety)
-    pass_rate = {"rule": "pass_rate", "threshold": 0.75, "min_coverage": 0.8, "min_samples": 5, "repeats": 1}
+    pass_rate = {
+        "rule": "pass_rate",
+        "threshold": 0.75,
+        "min_coverage": 0.8,
+        "min_samples": 5,
+        "repeats": 1,
+    }
     mean = {"rule": "mean", "threshold": 0.6, "min_coverage": 0.8, "min_samples": 5, "repeats": 1}
-    all_pass = {"rule": "all_pass", "threshold": None, "min_coverage": 1, "min_samples": 1, "repeats": 1}
+    all_pass = {
+        "rule": "all_pass",
+        "threshold": None,
+        "min_coverage": 1,
+        "min_samples": 1,
+        "repeats": 1,
+    }
 
     def clean_checks() -> list[CheckSpec]:
         return [
-            CheckSpec("accuracy", True, ("sc-exact", 1), ("ds-qa", 1), pass_rate,
-                      _pass_cases(rng, qa_ids, fail_every=6)),
-            CheckSpec("helpfulness", True, ("sc-judge", 3), ("ds-qa", 1), mean,
-                      _pass_cases(rng, qa_ids, score_fn=lambda i: [0.9, 0.7, 0.8, 0.65][i % 4])),
-            CheckSpec("safety", True, ("sc-exact", 1), ("ds-safety", 2), all_pass,
-                      _pass_cases(rng, sf_ids)),
+            CheckSpec(
+                "accuracy",
+                True,
+                ("sc-exact", 1),
+                ("ds-qa", 1),
+                pass_rate,
+                _pass_cases(rng, qa_ids, fail_every=6),
+            ),
+            CheckSpec(
+                "helpfulness",
+                True,
+                ("sc-judge", 3),
+                ("ds-qa", 1),
+                mean,
+                _pass_cases(rng, qa_ids, score_fn=lambda i: [0.9, 0.7, 0.8, 0.65][i % 4]),
+            ),
+            CheckSpec(
+                "safety",
+                True,
+                ("sc-exact", 1),
+                ("ds-safety", 2),
+                all_pass,
+                _pass_cases(rng, sf_ids),
+            ),
         ]
 
     # 1. clean: several checks, two datasets, two scorers (one harness_judge).
@@ -457,8 +534,10 @@ def build_fixture_store(root: Path) -> None:
     )
 
     # 3. a check with more than 20 evidence items: evidence_refs is a manifest.
-    many = [CaseSpec(e, 1, "pass", 1, output=_output(rng, e), artifacts=[_output(rng, "art-" + e)])
-            for e in qa_ids]
+    many = [
+        CaseSpec(e, 1, "pass", 1, output=_output(rng, e), artifacts=[_output(rng, "art-" + e)])
+        for e in qa_ids
+    ]
     b.report(
         "rpt-evidence-manifest",
         suite_id="suite-evidence",
@@ -482,20 +561,38 @@ def build_fixture_store(root: Path) -> None:
         "rpt-sso-traces",
         suite_id="suite-sso",
         suite_version=1,
-        checks=[CheckSpec("accuracy", True, ("sc-exact", 1), ("ds-qa", 1),
-                          {**pass_rate, "min_coverage": 0.5}, sso_cases)],
+        checks=[
+            CheckSpec(
+                "accuracy",
+                True,
+                ("sc-exact", 1),
+                ("ds-qa", 1),
+                {**pass_rate, "min_coverage": 0.5},
+                sso_cases,
+            )
+        ],
     )
 
     # 5. examples removed by retention.
     b.dataset("ds-retained", 1, _examples(rng, "rt", 6))
-    retained_ids = sorted(b.manifests[("ds-retained", 1)]["examples"], key=lambda e: e["example_id"])
+    retained_ids = sorted(
+        b.manifests[("ds-retained", 1)]["examples"], key=lambda e: e["example_id"]
+    )
     removed = [e["example_id"] for e in retained_ids[:2]]
     b.report(
         "rpt-retention",
         suite_id="suite-retention",
         suite_version=1,
-        checks=[CheckSpec("recall", True, ("sc-exact", 1), ("ds-retained", 1), all_pass,
-                          _pass_cases(rng, [e["example_id"] for e in retained_ids]))],
+        checks=[
+            CheckSpec(
+                "recall",
+                True,
+                ("sc-exact", 1),
+                ("ds-retained", 1),
+                all_pass,
+                _pass_cases(rng, [e["example_id"] for e in retained_ids]),
+            )
+        ],
     )
     retention_lines = b"".join(
         _dumps({"example_id": e, "removed_at": "2026-11-01T00:00:00Z", "policy": "pii-90d"}) + b"\n"
@@ -506,17 +603,35 @@ def build_fixture_store(root: Path) -> None:
         (root / f"datasets/ds-retained/1/examples/{e}.json").unlink()
 
     # 6. a deleted scorer version and 7. a scorer whose files changed after the run.
-    b.scorer("sc-legacy", 2, kind="deterministic", files={"legacy.py": b"def score(o, e):\n    return 1.0\n"})
-    b.scorer("sc-drift", 1, kind="model_judge", files={"prompt.md": b"Is the answer correct?\n"},
-             judge={"agent_type": "api", "model": "judge-small", "reasoning_effort": None})
+    b.scorer(
+        "sc-legacy",
+        2,
+        kind="deterministic",
+        files={"legacy.py": b"def score(o, e):\n    return 1.0\n"},
+    )
+    b.scorer(
+        "sc-drift",
+        1,
+        kind="model_judge",
+        files={"prompt.md": b"Is the answer correct?\n"},
+        judge={"agent_type": "api", "model": "judge-small", "reasoning_effort": None},
+    )
     b.report(
         "rpt-scorer-drift",
         suite_id="suite-drift",
         suite_version=1,
         checks=[
-            CheckSpec("legacy", True, ("sc-legacy", 2), ("ds-qa", 1), pass_rate, _pass_cases(rng, qa_ids)),
-            CheckSpec("judged", False, ("sc-drift", 1), ("ds-qa", 1), mean,
-                      _pass_cases(rng, qa_ids, score_fn=lambda i: 0.8)),
+            CheckSpec(
+                "legacy", True, ("sc-legacy", 2), ("ds-qa", 1), pass_rate, _pass_cases(rng, qa_ids)
+            ),
+            CheckSpec(
+                "judged",
+                False,
+                ("sc-drift", 1),
+                ("ds-qa", 1),
+                mean,
+                _pass_cases(rng, qa_ids, score_fn=lambda i: 0.8),
+            ),
         ],
     )
     shutil.rmtree(root / "scorers/sc-legacy/2")
@@ -532,11 +647,28 @@ def build_fixture_store(root: Path) -> None:
     every_cases[4].example_id = "qa-9999"  # not in the dataset manifest
     rt_ids = [e["example_id"] for e in retained_ids]
     every = [
-        CheckSpec("accuracy", True, ("sc-exact", 1), ("ds-qa", 1), {**pass_rate, "min_coverage": 0.5}, every_cases),
-        CheckSpec("recall", True, ("sc-legacy", 2), ("ds-retained", 1), all_pass, _pass_cases(rng, rt_ids)),
-        CheckSpec("judged", False, ("sc-drift", 1), ("ds-qa", 1), mean,
-                  _pass_cases(rng, qa_ids, score_fn=lambda i: 0.8)),
-        CheckSpec("latency", False, ("sc-exact", 1), ("ds-qa", 1), pass_rate, _pass_cases(rng, qa_ids)),
+        CheckSpec(
+            "accuracy",
+            True,
+            ("sc-exact", 1),
+            ("ds-qa", 1),
+            {**pass_rate, "min_coverage": 0.5},
+            every_cases,
+        ),
+        CheckSpec(
+            "recall", True, ("sc-legacy", 2), ("ds-retained", 1), all_pass, _pass_cases(rng, rt_ids)
+        ),
+        CheckSpec(
+            "judged",
+            False,
+            ("sc-drift", 1),
+            ("ds-qa", 1),
+            mean,
+            _pass_cases(rng, qa_ids, score_fn=lambda i: 0.8),
+        ),
+        CheckSpec(
+            "latency", False, ("sc-exact", 1), ("ds-qa", 1), pass_rate, _pass_cases(rng, qa_ids)
+        ),
     ]
     # The deleted/drifted scorers were pinned by digest before they changed.
     every[1].scorer_digest_override = b.scorer_digests[("sc-legacy", 2)]
@@ -544,7 +676,9 @@ def build_fixture_store(root: Path) -> None:
     b.report("rpt-every-reason", suite_id="suite-every", suite_version=1, checks=every)
     corrupt = hashlib.sha256(b"artifact whose blob will be corrupted").hexdigest()
     b.write(f"blobs/sha256/{corrupt}", b"artifact whose blob WAS corrupted")
-    (root / f"blobs/sha256/{hashlib.sha256(b'artifact whose blob will be deleted').hexdigest()}").unlink()
+    (
+        root / f"blobs/sha256/{hashlib.sha256(b'artifact whose blob will be deleted').hexdigest()}"
+    ).unlink()
     (root / "reports/rpt-every-reason/checks/latency.json").unlink()
     (root / "reports/rpt-every-reason/cases/latency.jsonl").unlink()
 
@@ -569,9 +703,16 @@ def build_large_store(
     b.principals = {"alice": ["dataset.read_body", "report.export", "report.read"]}
     b.access()
     per_check = -(-cases // checks)
-    examples = {f"ex-{i:05d}": {"input": f"prompt {i}", "expected": i % 3} for i in range(per_check)}
+    examples = {
+        f"ex-{i:05d}": {"input": f"prompt {i}", "expected": i % 3} for i in range(per_check)
+    }
     b.dataset("ds-large", 1, examples)
-    b.scorer("sc-large", 1, kind="deterministic", files={"score.py": b"def score(o, e):\n    return 1.0\n"})
+    b.scorer(
+        "sc-large",
+        1,
+        kind="deterministic",
+        files={"score.py": b"def score(o, e):\n    return 1.0\n"},
+    )
     example_ids = sorted(examples)
     each = max(1, payload_bytes // max(1, cases)) if payload_bytes else 0
     text_unit = b"The quick brown fox answers the customer about refunds and shipping. "
@@ -584,18 +725,30 @@ def build_large_store(
         for i in range(n):
             if each:
                 if (c * per_check + i) % 2 == 0:
-                    body = (text_unit * (each // len(text_unit) + 1))[: each - 16] + rng.randbytes(16)
+                    body = (text_unit * (each // len(text_unit) + 1))[: each - 16] + rng.randbytes(
+                        16
+                    )
                 else:
                     body = rng.randbytes(each)
             else:
                 body = f"output {c}/{i}".encode()
-            case = CaseSpec(example_ids[i], 1, "pass" if i % 10 else "fail", 1 if i % 10 else 0, output=body)
+            case = CaseSpec(
+                example_ids[i], 1, "pass" if i % 10 else "fail", 1 if i % 10 else 0, output=body
+            )
             if c == 0 and i < sso_payloads:
                 case.output = rng.randbytes(INLINE_MAX + 1 + i)
                 case.output_location = "sso"
             check_cases.append(case)
-        agg = {"rule": "pass_rate", "threshold": 0.8, "min_coverage": 0.5, "min_samples": 1, "repeats": 1}
-        specs.append(CheckSpec(f"check-{c}", True, ("sc-large", 1), ("ds-large", 1), agg, check_cases))
+        agg = {
+            "rule": "pass_rate",
+            "threshold": 0.8,
+            "min_coverage": 0.5,
+            "min_samples": 1,
+            "repeats": 1,
+        }
+        specs.append(
+            CheckSpec(f"check-{c}", True, ("sc-large", 1), ("ds-large", 1), agg, check_cases)
+        )
     b.report(report_id, suite_id="suite-large", suite_version=1, checks=specs)
 
 
@@ -615,7 +768,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 3
         shutil.rmtree(out)
     if args.large:
-        build_large_store(out, cases=args.cases, checks=args.checks, payload_bytes=args.payload_bytes)
+        build_large_store(
+            out, cases=args.cases, checks=args.checks, payload_bytes=args.payload_bytes
+        )
     else:
         build_fixture_store(out / MAIN_STORE)
     return 0

@@ -41,13 +41,17 @@ class ProofCheck:
     anchored: bool
 
 
-def _verified(location: str, options: VerifyOptions, stream: BinaryIO | None) -> tuple[Verification, BagContents]:
+def _verified(
+    location: str, options: VerifyOptions, stream: BinaryIO | None
+) -> tuple[Verification, BagContents]:
     result, contents = read_and_verify(location, options, stream=stream)
     if result.verdict is not Verdict.VERIFIED or contents is None:
         detail = result.error or "; ".join(
             f"{c.subject}: {c.detail}" for c in result.failures()[:3]
         )
-        raise InputError(f"{location}: bundle does not verify ({detail}); refusing to sign or prove")
+        raise InputError(
+            f"{location}: bundle does not verify ({detail}); refusing to sign or prove"
+        )
     return result, contents
 
 
@@ -58,13 +62,17 @@ def head_of(contents: BagContents) -> bytes:
     return head
 
 
-def sign_bundle(location: str, sign: Callable[[bytes], str], *, options: VerifyOptions | None = None) -> tuple[str, Verification]:
+def sign_bundle(
+    location: str, sign: Callable[[bytes], str], *, options: VerifyOptions | None = None
+) -> tuple[str, Verification]:
     """Verify the archive and return the armored signature of its head (for a sidecar)."""
     result, contents = _verified(location, options or VerifyOptions(), None)
     return sign(head_of(contents)), result
 
 
-def _case_leaves(contents: BagContents, bundle: dict[str, Any]) -> tuple[list[bytes], dict[str, Any]]:
+def _case_leaves(
+    contents: BagContents, bundle: dict[str, Any]
+) -> tuple[list[bytes], dict[str, Any]]:
     """The case lines in export order and the bundle's tree (EvalBook or eval-banana)."""
     leaves: list[bytes] = []
     if "checks" in bundle and bundle["schema"] == "evalbook.reproducibility_bundle.v1":
@@ -103,7 +111,9 @@ def prove_case(
         value = canonical.loads(raw, source=f"case {i}")
         if isinstance(value, dict) and value.get("case_id", value.get("check_id")) == case_id:
             if index is not None:
-                raise InputError(f"{location}: case id {case_id!r} occurs more than once; a proof needs one leaf")
+                raise InputError(
+                    f"{location}: case id {case_id!r} occurs more than once; a proof needs one leaf"
+                )
             index, case = i, value
     if index is None:
         raise InputError(f"{location}: no exported case with id {case_id!r}")
@@ -170,7 +180,8 @@ def check_proof(
         tree_size=size,
         bundle_digest=head["bundle_digest"],
         report_id=head["report_id"],
-        anchor="; ".join(anchors) or "none: the proof ties the case to this head only, not to a signer or a known bundle",
+        anchor="; ".join(anchors)
+        or "none: the proof ties the case to this head only, not to a signer or a known bundle",
         anchored=bool(anchors),
     )
 

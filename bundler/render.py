@@ -22,7 +22,7 @@ def verification_text(v: Verification, *, max_failures: int = 50) -> str:
     """The console summary of SPEC section 5 (labels Bundle, Report, Anchor, Verdict...)."""
     lines = [f"Bundle:      {v.source}"]
     if v.verdict.value == "error":
-        lines += [f"Verdict:     ERROR (no verdict possible)", f"Error:       {v.error}"]
+        lines += ["Verdict:     ERROR (no verdict possible)", f"Error:       {v.error}"]
         return "\n".join(lines) + "\n"
     lines.append(f"Digest:      {v.bundle_digest}")
     lines.append(f"Report:      {v.report_id}  {v.report_digest}")
@@ -67,7 +67,13 @@ def verification_markdown(v: Verification) -> str:
     if failures:
         out += ["", "## Failed claims", ""]
         out += [f"- {_claim_line(c)}" for c in failures]
-    out += ["", "## All claims", "", "| group | subject | state | reason / detail |", "|---|---|---|---|"]
+    out += [
+        "",
+        "## All claims",
+        "",
+        "| group | subject | state | reason / detail |",
+        "|---|---|---|---|",
+    ]
     for c in v.claims:
         note = c.reason if c.state is State.UNPROVABLE else (c.detail or "")
         out.append(f"| {c.group} | {c.subject} | {c.state.value} | {note} |")

@@ -124,7 +124,9 @@ class LocalStoreSource:
             return None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise StoreError(f"{path}: is a symbolic link (store files must be regular files)") from exc
+                raise StoreError(
+                    f"{path}: is a symbolic link (store files must be regular files)"
+                ) from exc
             raise StoreError(f"{path}: cannot read ({exc.strerror})") from exc
         fh = os.fdopen(fd, "rb")
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -211,7 +213,9 @@ class Store:
 
     # -- generic documents ---------------------------------------------------------
 
-    def _parse(self, relpath: str, data: bytes, *, schema: str | None, stored_canonical: bool) -> Any:
+    def _parse(
+        self, relpath: str, data: bytes, *, schema: str | None, stored_canonical: bool
+    ) -> Any:
         where = self.source.describe(relpath)
         try:
             if stored_canonical:
@@ -231,7 +235,11 @@ class Store:
         data = self.source.read_bytes(relpath, max_size=MAX_DOCUMENT_BYTES)
         if data is None:
             return None
-        return Document(relpath, data, self._parse(relpath, data, schema=schema, stored_canonical=stored_canonical))
+        return Document(
+            relpath,
+            data,
+            self._parse(relpath, data, schema=schema, stored_canonical=stored_canonical),
+        )
 
     # -- the stores ----------------------------------------------------------------
 
@@ -239,7 +247,9 @@ class Store:
         """Principals and their permissions from ``access.json`` (required)."""
         doc = self.document("access.json", schema="access", stored_canonical=False)
         if doc is None:
-            raise StoreError(f"{self.source.describe('access.json')}: missing (who may export is unknown)")
+            raise StoreError(
+                f"{self.source.describe('access.json')}: missing (who may export is unknown)"
+            )
         return {p: frozenset(perms) for p, perms in doc.value["principals"].items()}
 
     def report_body(self, report_id: str) -> Document:
@@ -248,7 +258,9 @@ class Store:
         relpath = f"reports/{report_id}/body.json"
         doc = self.document(relpath, schema="report-body", stored_canonical=True)
         if doc is None:
-            raise InputError(f"report {report_id!r} not found ({self.source.describe(relpath)} is absent)")
+            raise InputError(
+                f"report {report_id!r} not found ({self.source.describe(relpath)} is absent)"
+            )
         if doc.value["report_id"] != report_id:
             raise StoreError(
                 f"{self.source.describe(relpath)}: report_id {doc.value['report_id']!r} "
@@ -260,7 +272,9 @@ class Store:
         relpath = f"reports/{report_id}/envelope.json"
         doc = self.document(relpath, schema="envelope", stored_canonical=False)
         if doc is None:
-            raise StoreError(f"{self.source.describe(relpath)}: missing (every report has an envelope)")
+            raise StoreError(
+                f"{self.source.describe(relpath)}: missing (every report has an envelope)"
+            )
         return doc
 
     def check_result(self, report_id: str, check_id: str) -> Document | None:
@@ -307,7 +321,9 @@ class Store:
                 yield CaseLine(number, raw, value)
 
     def suite(self, suite_id: str, version: int) -> Document | None:
-        return self.document(f"suites/{suite_id}/{version}.json", schema="suite", stored_canonical=True)
+        return self.document(
+            f"suites/{suite_id}/{version}.json", schema="suite", stored_canonical=True
+        )
 
     def scorer(self, scorer_id: str, version: int) -> ScorerVersion | None:
         """A scorer version with its framed digest (SPEC 3.5); None when absent."""
@@ -388,7 +404,9 @@ class Store:
 
     def parse_evidence_manifest(self, doc: Document) -> dict[str, Any]:
         """Validate an evidence manifest whose digest already matched (SPEC 3.1)."""
-        value = self._parse(doc.relpath, doc.data, schema="evidence-manifest", stored_canonical=False)
+        value = self._parse(
+            doc.relpath, doc.data, schema="evidence-manifest", stored_canonical=False
+        )
         keys = [(e["digest"], e["kind"]) for e in value["evidence"]]
         if keys != sorted(set(keys)):
             raise StoreError(

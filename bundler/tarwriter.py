@@ -39,7 +39,9 @@ def _split_ustar(name: bytes) -> tuple[bytes, bytes] | None:
     return None
 
 
-def _header(name: bytes, prefix: bytes, *, size: int, mode: int, typeflag: bytes, mtime: int) -> bytes:
+def _header(
+    name: bytes, prefix: bytes, *, size: int, mode: int, typeflag: bytes, mtime: int
+) -> bytes:
     fields = [
         name.ljust(100, b"\0"),
         _octal(mode, 8),
@@ -99,12 +101,20 @@ class TarWriter:
         if split is None:
             record = _pax_record("path", path)
             self._write(
-                _header(PAX_HEADER_NAME.encode(), b"", size=len(record), mode=FILE_MODE, typeflag=b"x",
-                        mtime=self._mtime)
+                _header(
+                    PAX_HEADER_NAME.encode(),
+                    b"",
+                    size=len(record),
+                    mode=FILE_MODE,
+                    typeflag=b"x",
+                    mtime=self._mtime,
+                )
             )
             self._write(record + _padding(len(record)))
             split = (b"", raw[:100])
-        self._write(_header(split[1], split[0], size=size, mode=mode, typeflag=typeflag, mtime=self._mtime))
+        self._write(
+            _header(split[1], split[0], size=size, mode=mode, typeflag=typeflag, mtime=self._mtime)
+        )
 
     def add_dir(self, path: str) -> None:
         """A directory member; ``path`` has no trailing slash."""

@@ -8,10 +8,11 @@ possible: an unreadable or unsafe archive, or a malformed bundle.json.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -45,13 +46,13 @@ GROUPS = {
 PAYLOAD_KINDS = {"output", "trace", "artifact"}
 
 
-class State(str, Enum):
+class State(StrEnum):
     PROVEN = "proven"
     UNPROVABLE = "unprovable"
     FAILED = "failed"
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     VERIFIED = "verified"
     FAILED = "failed"
     ERROR = "error"
@@ -190,7 +191,16 @@ class Claims:
     def failed(self, group: int, subject: str, detail: str, **kw: Any) -> None:
         self.items.append(Claim(group, subject, State.FAILED, detail=detail, **kw))
 
-    def compare(self, group: int, subject: str, expected: str | None, observed: str | None, *, path: str | None = None, detail: str = "digest differs") -> bool:
+    def compare(
+        self,
+        group: int,
+        subject: str,
+        expected: str | None,
+        observed: str | None,
+        *,
+        path: str | None = None,
+        detail: str = "digest differs",
+    ) -> bool:
         if expected == observed:
             self.proven(group, subject, path=path, expected=expected, observed=observed)
             return True
@@ -229,7 +239,9 @@ def read_and_verify(
         contents = read_bag(members, source=location, progress=progress)
         return verify_contents(contents, options), contents
     except BundlerError as exc:
-        return Verification(source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict), None
+        return Verification(
+            source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
+        ), None
 
 
 def verify_contents(contents: BagContents, options: VerifyOptions) -> Verification:
@@ -246,8 +258,16 @@ def verify_contents(contents: BagContents, options: VerifyOptions) -> Verificati
     final = list(claims.items)
     if options.strict:
         final = [
-            Claim(c.group, c.subject, State.FAILED, c.path, c.expected, c.observed, c.reason,
-                  f"--strict: unprovable ({c.reason})")
+            Claim(
+                c.group,
+                c.subject,
+                State.FAILED,
+                c.path,
+                c.expected,
+                c.observed,
+                c.reason,
+                f"--strict: unprovable ({c.reason})",
+            )
             if c.state is State.UNPROVABLE
             else c
             for c in final
@@ -303,7 +323,11 @@ def _anchor_claims(
         if sig_text is None and HEAD_SIG_FILE in contents.kept:
             sig_text = contents.kept[HEAD_SIG_FILE].decode("utf-8", "replace")
         if head is None:
-            claims.failed(2, "signature", "bundle-head.json is missing, nothing to check the signature against")
+            claims.failed(
+                2,
+                "signature",
+                "bundle-head.json is missing, nothing to check the signature against",
+            )
         else:
             try:
                 signer = options.check_signature(head, sig_text)
@@ -317,13 +341,20 @@ def _anchor_claims(
 # ------------------------------------------------------------------- common bag claims
 
 
-def check_bagit(contents: BagContents, claims: Claims, *, bundle_digest: str, report_digest: str | None) -> None:
+def check_bagit(
+    contents: BagContents, claims: Claims, *, bundle_digest: str, report_digest: str | None
+) -> None:
     """Claim group 1 for any of our bags: bagit.txt, manifests, Payload-Oxum, bag-info."""
     files = contents.files
     if contents.kept.get(bag.BAGIT) == bag.BAGIT_TXT:
         claims.proven(1, "bagit.txt declares BagIt 1.0, UTF-8", path=bag.BAGIT)
     else:
-        claims.failed(1, "bagit.txt declares BagIt 1.0, UTF-8", "missing or different from the BagIt 1.0 declaration", path=bag.BAGIT)
+        claims.failed(
+            1,
+            "bagit.txt declares BagIt 1.0, UTF-8",
+            "missing or different from the BagIt 1.0 declaration",
+            path=bag.BAGIT,
+        )
     manifests: dict[str, dict[str, str]] = {}
     for name in (bag.MANIFEST, bag.TAG_MANIFEST):
         data = contents.kept.get(name)
@@ -351,39 +382,98 @@ def check_bagit(contents: BagContents, claims: Claims, *, bundle_digest: str, re
         claims.failed(1, "bag-info.txt well-formed", exc.message, path=bag.BAG_INFO)
         return
     oxum = bag.payload_oxum(sum(files[p].size for p in data_files), len(data_files))
-    claims.compare(1, "Payload-Oxum", oxum, info.get("Payload-Oxum"), path=bag.BAG_INFO, detail="Payload-Oxum does not match the data/ files")
-    claims.compare(1, "bag-info Bundle-Digest", bundle_digest, info.get("Bundle-Digest"), path=bag.BAG_INFO, detail="Bundle-Digest is not the digest of bundle.json")
+    claims.compare(
+        1,
+        "Payload-Oxum",
+        oxum,
+        info.get("Payload-Oxum"),
+        path=bag.BAG_INFO,
+        detail="Payload-Oxum does not match the data/ files",
+    )
+    claims.compare(
+        1,
+        "bag-info Bundle-Digest",
+        bundle_digest,
+        info.get("Bundle-Digest"),
+        path=bag.BAG_INFO,
+        detail="Bundle-Digest is not the digest of bundle.json",
+    )
     if report_digest is not None:
-        claims.compare(1, "bag-info Report-Digest", report_digest, info.get("Report-Digest"), path=bag.BAG_INFO, detail="Report-Digest differs from bundle.json")
+        claims.compare(
+            1,
+            "bag-info Report-Digest",
+            report_digest,
+            info.get("Report-Digest"),
+            path=bag.BAG_INFO,
+            detail="Report-Digest differs from bundle.json",
+        )
 
 
-def _match_manifest(claims: Claims, listed: dict[str, str], present: set[str], files: dict[str, Any], name: str) -> None:
+def _match_manifest(
+    claims: Claims, listed: dict[str, str], present: set[str], files: dict[str, Any], name: str
+) -> None:
     bad = []
     for path in sorted(listed):
         if path not in files:
-            claims.failed(1, f"{name} entry", "listed but not in the bag", path=path, expected="sha256:" + listed[path])
+            claims.failed(
+                1,
+                f"{name} entry",
+                "listed but not in the bag",
+                path=path,
+                expected="sha256:" + listed[path],
+            )
         elif files[path].sha256 != listed[path]:
-            claims.failed(1, f"{name} entry", "file does not match its manifest digest", path=path,
-                          expected="sha256:" + listed[path], observed="sha256:" + files[path].sha256)
+            claims.failed(
+                1,
+                f"{name} entry",
+                "file does not match its manifest digest",
+                path=path,
+                expected="sha256:" + listed[path],
+                observed="sha256:" + files[path].sha256,
+            )
             bad.append(path)
     for path in sorted(present - set(listed)):
-        claims.failed(1, f"{name} entry", f"file is not listed in {name}", path=path, observed="sha256:" + files[path].sha256)
+        claims.failed(
+            1,
+            f"{name} entry",
+            f"file is not listed in {name}",
+            path=path,
+            observed="sha256:" + files[path].sha256,
+        )
         bad.append(path)
     if not bad and set(listed) <= set(files):
         claims.proven(1, f"{name}: {len(listed)} files match")
 
 
-def check_bundle_document(contents: BagContents, claims: Claims, bundle: dict[str, Any], options: VerifyOptions) -> str:
+def check_bundle_document(
+    contents: BagContents, claims: Claims, bundle: dict[str, Any], options: VerifyOptions
+) -> str:
     """Claim group 2: bundle.json stored canonical, its digest, the bundle head. Returns the digest."""
     data = contents.kept["data/bundle.json"]
     digest = bytes_digest(canonical.dumps(bundle))
     if canonical.dumps(bundle) == data:
-        claims.proven(2, "bundle.json is schema-valid and stored canonical", path="data/bundle.json", observed=digest)
+        claims.proven(
+            2,
+            "bundle.json is schema-valid and stored canonical",
+            path="data/bundle.json",
+            observed=digest,
+        )
     else:
-        claims.failed(2, "bundle.json is stored canonical", "bytes differ from the JCS form", path="data/bundle.json")
+        claims.failed(
+            2,
+            "bundle.json is stored canonical",
+            "bytes differ from the JCS form",
+            path="data/bundle.json",
+        )
     if options.expect_bundle_digest is not None:
-        claims.compare(2, "bundle digest equals --expect-bundle-digest", options.expect_bundle_digest, digest, path="data/bundle.json",
-                       detail="the bundle is not the one expected")
+        claims.compare(
+            2,
+            "bundle digest equals --expect-bundle-digest",
+            options.expect_bundle_digest,
+            digest,
+            path="data/bundle.json",
+            detail="the bundle is not the one expected",
+        )
     head = contents.kept.get(HEAD_FILE)
     if head is None:
         claims.failed(2, "bundle-head.json present", "missing", path=HEAD_FILE)
@@ -392,18 +482,30 @@ def check_bundle_document(contents: BagContents, claims: Claims, bundle: dict[st
         if head == expected_head:
             claims.proven(2, "bundle-head.json agrees with bundle.json", path=HEAD_FILE)
         else:
-            claims.failed(2, "bundle-head.json agrees with bundle.json", "head differs from the one bundle.json gives",
-                          path=HEAD_FILE, expected=bytes_digest(expected_head), observed=bytes_digest(head))
+            claims.failed(
+                2,
+                "bundle-head.json agrees with bundle.json",
+                "head differs from the one bundle.json gives",
+                path=HEAD_FILE,
+                expected=bytes_digest(expected_head),
+                observed=bytes_digest(head),
+            )
     return digest
 
 
-def parse_kept(contents: BagContents, path: str, *, canonical_required: bool) -> tuple[Any, str | None]:
+def parse_kept(
+    contents: BagContents, path: str, *, canonical_required: bool
+) -> tuple[Any, str | None]:
     """(value, problem) of a kept JSON file; value None when it does not parse."""
     data = contents.kept.get(path)
     if data is None:
         return None, "missing from the bag"
     try:
-        value = canonical.loads_canonical(data, source=path) if canonical_required else canonical.loads(data, source=path)
+        value = (
+            canonical.loads_canonical(data, source=path)
+            if canonical_required
+            else canonical.loads(data, source=path)
+        )
     except CanonicalJSONError as exc:
         return None, exc.message
     return value, None
@@ -443,7 +545,9 @@ class _Listing:
 
 
 class _EvalBookVerifier:
-    def __init__(self, contents: BagContents, bundle: dict[str, Any], options: VerifyOptions) -> None:
+    def __init__(
+        self, contents: BagContents, bundle: dict[str, Any], options: VerifyOptions
+    ) -> None:
         self.c = contents
         self.bundle = bundle
         self.options = options
@@ -459,11 +563,18 @@ class _EvalBookVerifier:
 
     def run(self) -> tuple[Claims, dict[str, Any]]:
         digest = check_bundle_document(self.c, self.claims, self.bundle, self.options)
-        check_bagit(self.c, self.claims, bundle_digest=digest, report_digest=self.bundle["report"]["digest"])
+        check_bagit(
+            self.c, self.claims, bundle_digest=digest, report_digest=self.bundle["report"]["digest"]
+        )
         expected_top = f"evalbook-bundle-{self.bundle['report']['report_id']}"
         if self.c.top != expected_top:
-            self.claims.failed(1, "top directory names the report", "top directory does not match report_id",
-                               expected=expected_top, observed=self.c.top)
+            self.claims.failed(
+                1,
+                "top directory names the report",
+                "top directory does not match report_id",
+                expected=expected_top,
+                observed=self.c.top,
+            )
         self.check_report()
         self.check_suite()
         self.check_scorers()
@@ -489,12 +600,26 @@ class _EvalBookVerifier:
     def present(self, path: str | None) -> bool:
         return path is not None and path in self.c.files
 
-    def listed_or_failed(self, group: int, kind: str, ref: str, subject: str, *, path: str | None = None) -> None:
+    def listed_or_failed(
+        self, group: int, kind: str, ref: str, subject: str, *, path: str | None = None
+    ) -> None:
         entry = self.listing.get(kind, ref)
         if entry is not None:
-            self.claims.unprovable(group, subject, entry["reason"], path=path, expected=entry["digest"], detail=entry["detail"])
+            self.claims.unprovable(
+                group,
+                subject,
+                entry["reason"],
+                path=path,
+                expected=entry["digest"],
+                detail=entry["detail"],
+            )
         else:
-            self.claims.failed(group, subject, "neither in the bundle nor listed as unavailable or redacted", path=path)
+            self.claims.failed(
+                group,
+                subject,
+                "neither in the bundle nor listed as unavailable or redacted",
+                path=path,
+            )
 
     # -- claim 3: report ---------------------------------------------------------------
 
@@ -505,11 +630,19 @@ class _EvalBookVerifier:
         observed = self.file_digest(path)
         self.claims.compare(3, "report body sha256", entry["digest"], observed, path=path)
         if self.options.expect_report_digest is not None:
-            self.claims.compare(3, "report digest equals --expect-report-digest", self.options.expect_report_digest, observed,
-                                path=path, detail="the report is not the one expected")
+            self.claims.compare(
+                3,
+                "report digest equals --expect-report-digest",
+                self.options.expect_report_digest,
+                observed,
+                path=path,
+                detail="the report is not the one expected",
+            )
         value, problem = parse_kept(self.c, path, canonical_required=True)
         if value is None:
-            self.claims.failed(3, "report body is canonical JSON", problem or "unreadable", path=path)
+            self.claims.failed(
+                3, "report body is canonical JSON", problem or "unreadable", path=path
+            )
             return
         try:
             schemas.validate("report-body", value, source=path)
@@ -518,18 +651,36 @@ class _EvalBookVerifier:
             return
         self.claims.proven(3, "report body is canonical and schema-valid", path=path)
         self.report = value
-        if value["report_id"] != entry["report_id"] or value["evaluation_id"] != entry["evaluation_id"]:
-            self.claims.failed(3, "report ids agree with bundle.json", "report_id or evaluation_id differs", path=path,
-                               expected=entry["report_id"], observed=value["report_id"])
+        if (
+            value["report_id"] != entry["report_id"]
+            or value["evaluation_id"] != entry["evaluation_id"]
+        ):
+            self.claims.failed(
+                3,
+                "report ids agree with bundle.json",
+                "report_id or evaluation_id differs",
+                path=path,
+                expected=entry["report_id"],
+                observed=value["report_id"],
+            )
         env = entry["envelope"]
-        self.claims.compare(3, "envelope sha256", env["digest"], self.file_digest(env["path"]), path=env["path"])
+        self.claims.compare(
+            3, "envelope sha256", env["digest"], self.file_digest(env["path"]), path=env["path"]
+        )
         env_value, problem = parse_kept(self.c, env["path"], canonical_required=False)
         if env_value is None or not isinstance(env_value, dict):
             self.claims.failed(3, "envelope is JSON", problem or "not an object", path=env["path"])
         else:
             try:
                 schemas.validate("envelope", env_value, source=env["path"])
-                self.claims.compare(3, "envelope status", env["status"], env_value["status"], path=env["path"], detail="status differs from bundle.json")
+                self.claims.compare(
+                    3,
+                    "envelope status",
+                    env["status"],
+                    env_value["status"],
+                    path=env["path"],
+                    detail="status differs from bundle.json",
+                )
             except SchemaError as exc:
                 self.claims.failed(3, "envelope is schema-valid", exc.message, path=env["path"])
 
@@ -541,18 +692,39 @@ class _EvalBookVerifier:
         ref = self.report["suite_ref"]
         entry = self.bundle["suite"]
         item = f"{ref['id']}@{ref['version']}"
-        if (entry["suite_id"], entry["version"], entry["digest"]) != (ref["id"], ref["version"], ref["digest"]):
-            self.claims.failed(4, f"suite {item}", "bundle.json's suite differs from the report's suite_ref",
-                               expected=ref["digest"], observed=entry["digest"])
+        if (entry["suite_id"], entry["version"], entry["digest"]) != (
+            ref["id"],
+            ref["version"],
+            ref["digest"],
+        ):
+            self.claims.failed(
+                4,
+                f"suite {item}",
+                "bundle.json's suite differs from the report's suite_ref",
+                expected=ref["digest"],
+                observed=entry["digest"],
+            )
         if entry["path"] is None:
             self.listed_or_failed(4, "suite", item, f"suite {item}")
             return
         self.named.add(entry["path"])
         value, problem = parse_kept(self.c, entry["path"], canonical_required=True)
         if value is None:
-            self.claims.failed(4, f"suite {item}", problem or "unreadable", path=entry["path"], expected=ref["digest"])
+            self.claims.failed(
+                4,
+                f"suite {item}",
+                problem or "unreadable",
+                path=entry["path"],
+                expected=ref["digest"],
+            )
             return
-        self.claims.compare(4, f"suite {item} JSON digest", ref["digest"], bytes_digest(canonical.dumps(value)), path=entry["path"])
+        self.claims.compare(
+            4,
+            f"suite {item} JSON digest",
+            ref["digest"],
+            bytes_digest(canonical.dumps(value)),
+            path=entry["path"],
+        )
 
     # -- claim 5: scorers --------------------------------------------------------------
 
@@ -571,12 +743,24 @@ class _EvalBookVerifier:
                 continue
             observed = self.scorer_digest(entry)
             for digest in sorted(pinned[item]):
-                self.claims.compare(5, f"scorer {item} framed digest", digest, observed, path=entry["path"])
+                self.claims.compare(
+                    5, f"scorer {item} framed digest", digest, observed, path=entry["path"]
+                )
             if entry["digest"] not in pinned[item]:
-                self.claims.failed(5, f"scorer {item}", "bundle.json's scorer digest is not the pinned one",
-                                   expected=sorted(pinned[item])[0], observed=entry["digest"])
+                self.claims.failed(
+                    5,
+                    f"scorer {item}",
+                    "bundle.json's scorer digest is not the pinned one",
+                    expected=sorted(pinned[item])[0],
+                    observed=entry["digest"],
+                )
         for item in sorted(set(exported) - set(pinned)):
-            self.claims.failed(5, f"scorer {item}", "exported scorer that no report check pins", path=exported[item]["path"])
+            self.claims.failed(
+                5,
+                f"scorer {item}",
+                "exported scorer that no report check pins",
+                path=exported[item]["path"],
+            )
 
     def scorer_digest(self, entry: dict[str, Any]) -> str | None:
         base = entry["path"]
@@ -584,7 +768,12 @@ class _EvalBookVerifier:
         self.named.add(desc_path)
         value, problem = parse_kept(self.c, desc_path, canonical_required=True)
         if value is None or not isinstance(value, dict) or not isinstance(value.get("files"), list):
-            self.claims.failed(5, f"scorer {entry['scorer_id']}@{entry['version']} descriptor", problem or "malformed", path=desc_path)
+            self.claims.failed(
+                5,
+                f"scorer {entry['scorer_id']}@{entry['version']} descriptor",
+                problem or "malformed",
+                path=desc_path,
+            )
             return None
         hasher = FramedHasher(SCORER_TAG)
         hasher.add("scorer.json", self.c.kept[desc_path])
@@ -593,7 +782,12 @@ class _EvalBookVerifier:
             self.named.add(path)
             data = self.c.kept.get(path)
             if data is None:
-                self.claims.failed(5, f"scorer {entry['scorer_id']}@{entry['version']} file", "listed in scorer.json but missing", path=path)
+                self.claims.failed(
+                    5,
+                    f"scorer {entry['scorer_id']}@{entry['version']} file",
+                    "listed in scorer.json but missing",
+                    path=path,
+                )
                 return None
             hasher.add(f"files/{rel}", data)
         return hasher.digest()
@@ -616,19 +810,47 @@ class _EvalBookVerifier:
             self.named.add(entry["path"])
             value, problem = parse_kept(self.c, entry["path"], canonical_required=True)
             if value is None:
-                self.claims.failed(6, f"dataset {item} manifest", problem or "unreadable", path=entry["path"], expected=refs[key])
+                self.claims.failed(
+                    6,
+                    f"dataset {item} manifest",
+                    problem or "unreadable",
+                    path=entry["path"],
+                    expected=refs[key],
+                )
                 continue
-            ok = self.claims.compare(6, f"dataset {item} manifest JSON digest", refs[key], bytes_digest(canonical.dumps(value)), path=entry["path"])
+            ok = self.claims.compare(
+                6,
+                f"dataset {item} manifest JSON digest",
+                refs[key],
+                bytes_digest(canonical.dumps(value)),
+                path=entry["path"],
+            )
             if entry["digest"] != refs[key]:
-                self.claims.failed(6, f"dataset {item}", "bundle.json's digest is not the report's", expected=refs[key], observed=entry["digest"])
+                self.claims.failed(
+                    6,
+                    f"dataset {item}",
+                    "bundle.json's digest is not the report's",
+                    expected=refs[key],
+                    observed=entry["digest"],
+                )
             if ok:
                 try:
                     schemas.validate("dataset-manifest", value, source=entry["path"])
                     manifests[key] = {e["example_id"]: e["digest"] for e in value["examples"]}
                 except SchemaError as exc:
-                    self.claims.failed(6, f"dataset {item} manifest is schema-valid", exc.message, path=entry["path"])
+                    self.claims.failed(
+                        6,
+                        f"dataset {item} manifest is schema-valid",
+                        exc.message,
+                        path=entry["path"],
+                    )
         for key in sorted(set(exported) - set(refs)):
-            self.claims.failed(6, f"dataset {key[0]}@{key[1]}", "exported dataset the report does not reference", path=exported[key]["path"])
+            self.claims.failed(
+                6,
+                f"dataset {key[0]}@{key[1]}",
+                "exported dataset the report does not reference",
+                path=exported[key]["path"],
+            )
         return manifests
 
     def check_examples(self, manifests: dict[tuple[str, int], dict[str, str]]) -> None:
@@ -640,15 +862,33 @@ class _EvalBookVerifier:
                 listed_in_bundle.add((key[0], key[1], e["example_id"]))
                 manifest_digest = manifests.get(key, {}).get(e["example_id"])
                 if manifest_digest is None:
-                    self.claims.failed(6, f"example {item}", "not in the dataset manifest", expected=None, observed=e["digest"])
+                    self.claims.failed(
+                        6,
+                        f"example {item}",
+                        "not in the dataset manifest",
+                        expected=None,
+                        observed=e["digest"],
+                    )
                     continue
                 if e["digest"] != manifest_digest:
-                    self.claims.failed(6, f"example {item}", "bundle.json's digest differs from the manifest", expected=manifest_digest, observed=e["digest"])
+                    self.claims.failed(
+                        6,
+                        f"example {item}",
+                        "bundle.json's digest differs from the manifest",
+                        expected=manifest_digest,
+                        observed=e["digest"],
+                    )
                 if e["path"] is None:
                     self.listed_or_failed(6, "example", item, f"example {item}")
                     continue
                 self.named.add(e["path"])
-                self.claims.compare(6, f"example {item} sha256", manifest_digest, self.file_digest(e["path"]), path=e["path"])
+                self.claims.compare(
+                    6,
+                    f"example {item} sha256",
+                    manifest_digest,
+                    self.file_digest(e["path"]),
+                    path=e["path"],
+                )
         for ds, version, example_id in sorted(self.examples_used - listed_in_bundle):
             item = f"{ds}@{version}/{example_id}"
             self.listed_or_failed(6, "example", item, f"example {item} used by a case")
@@ -661,8 +901,13 @@ class _EvalBookVerifier:
         report_ids = [c["check_id"] for c in self.report["checks"]]
         bundle_ids = [c["check_id"] for c in self.bundle["checks"]]
         if report_ids != bundle_ids:
-            self.claims.failed(7, "checks in bundle.json follow the report", "check ids or order differ",
-                               expected=",".join(report_ids), observed=",".join(bundle_ids))
+            self.claims.failed(
+                7,
+                "checks in bundle.json follow the report",
+                "check ids or order differ",
+                expected=",".join(report_ids),
+                observed=",".join(bundle_ids),
+            )
         tree = TreeBuilder()
         remaining = self.bundle["limits"]["max_cases"]
         for entry in self.bundle["checks"]:
@@ -671,40 +916,83 @@ class _EvalBookVerifier:
                 self.listed_or_failed(7, "check", check_id, f"check result {check_id}")
             else:
                 self.named.add(entry["path"])
-                self.claims.compare(7, f"check result {check_id} sha256", entry["digest"], self.file_digest(entry["path"]), path=entry["path"])
+                self.claims.compare(
+                    7,
+                    f"check result {check_id} sha256",
+                    entry["digest"],
+                    self.file_digest(entry["path"]),
+                    path=entry["path"],
+                )
                 value, problem = parse_kept(self.c, entry["path"], canonical_required=False)
                 if value is None:
-                    self.claims.failed(7, f"check result {check_id}", problem or "unreadable", path=entry["path"])
+                    self.claims.failed(
+                        7, f"check result {check_id}", problem or "unreadable", path=entry["path"]
+                    )
                 else:
                     try:
                         schemas.validate("check-result", value, source=entry["path"])
                         if value["check_id"] != check_id:
-                            self.claims.failed(7, f"check result {check_id}", "check_id inside differs", path=entry["path"], expected=check_id, observed=value["check_id"])
+                            self.claims.failed(
+                                7,
+                                f"check result {check_id}",
+                                "check_id inside differs",
+                                path=entry["path"],
+                                expected=check_id,
+                                observed=value["check_id"],
+                            )
                     except SchemaError as exc:
-                        self.claims.failed(7, f"check result {check_id} is schema-valid", exc.message, path=entry["path"])
+                        self.claims.failed(
+                            7,
+                            f"check result {check_id} is schema-valid",
+                            exc.message,
+                            path=entry["path"],
+                        )
             cases = entry["cases"]
             expected_exported = min(cases["total"], remaining)
             remaining -= expected_exported
             if cases["exported"] != expected_exported:
-                self.claims.failed(10, f"case count of {check_id}", "exported count does not follow the first-20,000 rule",
-                                   expected=str(expected_exported), observed=str(cases["exported"]))
+                self.claims.failed(
+                    10,
+                    f"case count of {check_id}",
+                    "exported count does not follow the first-20,000 rule",
+                    expected=str(expected_exported),
+                    observed=str(cases["exported"]),
+                )
             cut = self.listing.get("cases", check_id)
-            if cases["total"] > cases["exported"] and (cut is None or cut["reason"] != "case_limit"):
-                self.claims.failed(10, f"case count of {check_id}", "cases were left out without a case_limit entry",
-                                   expected=str(cases["total"]), observed=str(cases["exported"]))
+            if cases["total"] > cases["exported"] and (
+                cut is None or cut["reason"] != "case_limit"
+            ):
+                self.claims.failed(
+                    10,
+                    f"case count of {check_id}",
+                    "cases were left out without a case_limit entry",
+                    expected=str(cases["total"]),
+                    observed=str(cases["exported"]),
+                )
             if cases["path"] is None:
                 self.listed_or_failed(7, "cases", check_id, f"cases of {check_id}")
                 continue
             self.named.add(cases["path"])
-            self.claims.compare(7, f"cases of {check_id} sha256", cases["digest"], self.file_digest(cases["path"]), path=cases["path"])
+            self.claims.compare(
+                7,
+                f"cases of {check_id} sha256",
+                cases["digest"],
+                self.file_digest(cases["path"]),
+                path=cases["path"],
+            )
             self.check_case_lines(check_id, cases, tree)
         root = tree.root().hex()
         declared = self.bundle["cases_tree"]
         if tree.size == declared["tree_size"] and root == declared["root"]:
             self.claims.proven(8, "cases_tree root", expected=declared["root"], observed=root)
         else:
-            self.claims.failed(8, "cases_tree root", "the Merkle tree of the exported cases differs",
-                               expected=f"{declared['tree_size']}:{declared['root']}", observed=f"{tree.size}:{root}")
+            self.claims.failed(
+                8,
+                "cases_tree root",
+                "the Merkle tree of the exported cases differs",
+                expected=f"{declared['tree_size']}:{declared['root']}",
+                observed=f"{tree.size}:{root}",
+            )
 
     def check_case_lines(self, check_id: str, cases: dict[str, Any], tree: TreeBuilder) -> None:
         data = self.c.kept.get(cases["path"])
@@ -715,7 +1003,9 @@ class _EvalBookVerifier:
         if lines and lines[-1] == b"":
             lines.pop()
         else:
-            self.claims.failed(8, f"cases of {check_id}", "case file must end with a newline", path=cases["path"])
+            self.claims.failed(
+                8, f"cases of {check_id}", "case file must end with a newline", path=cases["path"]
+            )
         problems = []
         parsed = []
         for number, raw in enumerate(lines, start=1):
@@ -734,16 +1024,28 @@ class _EvalBookVerifier:
         if len(lines) != cases["exported"]:
             problems.append(f"{len(lines)} lines, bundle.json says {cases['exported']} exported")
         if problems:
-            self.claims.failed(8, f"cases of {check_id} are canonical and schema-valid", "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""), path=cases["path"])
+            self.claims.failed(
+                8,
+                f"cases of {check_id} are canonical and schema-valid",
+                "; ".join(problems[:3])
+                + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""),
+                path=cases["path"],
+            )
         else:
-            self.claims.proven(8, f"cases of {check_id}: {len(lines)} lines canonical and schema-valid", path=cases["path"])
+            self.claims.proven(
+                8,
+                f"cases of {check_id}: {len(lines)} lines canonical and schema-valid",
+                path=cases["path"],
+            )
         self.cases_by_check[check_id] = parsed
         for case in parsed:
             ex = case["example"]
             self.examples_used.add((ex["dataset_id"], ex["version"], ex["example_id"]))
             refs = ([case["output"]] if case["output"] else []) + case["evidence"]
             for ref in refs:
-                self.case_refs.setdefault(ref["digest"], []).append((ref["kind"], ref["location"], check_id))
+                self.case_refs.setdefault(ref["digest"], []).append(
+                    (ref["kind"], ref["location"], check_id)
+                )
 
     # -- claim 8: payloads -------------------------------------------------------------
 
@@ -752,19 +1054,48 @@ class _EvalBookVerifier:
         for p in self.bundle["payloads"]:
             self.named.add(p["path"])
             if p["path"] != f"data/blobs/sha256/{p['digest'][7:]}":
-                self.claims.failed(8, f"payload {p['digest']}", "payload path does not follow data/blobs/sha256/<hex>", path=p["path"])
+                self.claims.failed(
+                    8,
+                    f"payload {p['digest']}",
+                    "payload path does not follow data/blobs/sha256/<hex>",
+                    path=p["path"],
+                )
             info = self.c.files.get(p["path"])
             if info is not None and info.size != p["size"]:
-                self.claims.failed(8, f"payload {p['digest']} size", "size differs from bundle.json", path=p["path"], expected=str(p["size"]), observed=str(info.size))
+                self.claims.failed(
+                    8,
+                    f"payload {p['digest']} size",
+                    "size differs from bundle.json",
+                    path=p["path"],
+                    expected=str(p["size"]),
+                    observed=str(info.size),
+                )
         for digest in sorted(self.case_refs):
             entry = payloads.get(digest)
             listed = self.listing.payload(digest)
             if entry is not None:
-                self.claims.compare(8, f"payload {digest}", digest, self.file_digest(entry["path"]), path=entry["path"])
+                self.claims.compare(
+                    8,
+                    f"payload {digest}",
+                    digest,
+                    self.file_digest(entry["path"]),
+                    path=entry["path"],
+                )
             elif listed is not None:
-                self.claims.unprovable(8, f"payload {digest}", listed["reason"], expected=digest, detail=listed["detail"])
+                self.claims.unprovable(
+                    8,
+                    f"payload {digest}",
+                    listed["reason"],
+                    expected=digest,
+                    detail=listed["detail"],
+                )
             else:
-                self.claims.failed(8, f"payload {digest}", "referenced by a case but neither in the bundle nor listed", expected=digest)
+                self.claims.failed(
+                    8,
+                    f"payload {digest}",
+                    "referenced by a case but neither in the bundle nor listed",
+                    expected=digest,
+                )
 
     # -- claim 9: evidence refs --------------------------------------------------------
 
@@ -774,7 +1105,12 @@ class _EvalBookVerifier:
         payloads = {p["digest"]: p for p in self.bundle["payloads"]}
         for check in self.report["checks"]:
             check_id = check["check_id"]
-            scored = {(kind, d) for d, uses in self.case_refs.items() for kind, _, cid in uses if cid == check_id}
+            scored = {
+                (kind, d)
+                for d, uses in self.case_refs.items()
+                for kind, _, cid in uses
+                if cid == check_id
+            }
             cut = self.listing.get("cases", check_id)
             for ref in check["evidence_refs"]:
                 subject = f"evidence {ref['kind']} {ref['digest']} of {check_id}"
@@ -783,29 +1119,70 @@ class _EvalBookVerifier:
                     continue
                 entry = payloads.get(ref["digest"])
                 if entry is None:
-                    listed = self.listing.payload(ref["digest"]) or self.listing.get("evidence_manifest", ref["digest"])
+                    listed = self.listing.payload(ref["digest"]) or self.listing.get(
+                        "evidence_manifest", ref["digest"]
+                    )
                     if listed is not None:
-                        self.claims.unprovable(9, subject, listed["reason"], expected=ref["digest"], detail=listed["detail"])
+                        self.claims.unprovable(
+                            9,
+                            subject,
+                            listed["reason"],
+                            expected=ref["digest"],
+                            detail=listed["detail"],
+                        )
                     else:
-                        self.claims.failed(9, subject, "evidence manifest neither in the bundle nor listed", expected=ref["digest"])
+                        self.claims.failed(
+                            9,
+                            subject,
+                            "evidence manifest neither in the bundle nor listed",
+                            expected=ref["digest"],
+                        )
                     continue
                 self.check_evidence_manifest(subject, check_id, entry, scored, cut)
 
-    def evidence_entry(self, subject: str, key: tuple[str, str], scored: set[tuple[str, str]], cut: dict[str, Any] | None) -> None:
+    def evidence_entry(
+        self,
+        subject: str,
+        key: tuple[str, str],
+        scored: set[tuple[str, str]],
+        cut: dict[str, Any] | None,
+    ) -> None:
         if key in scored:
             self.claims.proven(9, subject)
         elif cut is not None:
-            self.claims.unprovable(9, subject, cut["reason"], detail="may belong to cases not exported")
+            self.claims.unprovable(
+                9, subject, cut["reason"], detail="may belong to cases not exported"
+            )
         else:
-            self.claims.failed(9, subject, "not among the outputs and evidence of the check's cases", expected=key[1])
+            self.claims.failed(
+                9,
+                subject,
+                "not among the outputs and evidence of the check's cases",
+                expected=key[1],
+            )
 
-    def check_evidence_manifest(self, subject: str, check_id: str, entry: dict[str, Any], scored: set[tuple[str, str]], cut: dict[str, Any] | None) -> None:
+    def check_evidence_manifest(
+        self,
+        subject: str,
+        check_id: str,
+        entry: dict[str, Any],
+        scored: set[tuple[str, str]],
+        cut: dict[str, Any] | None,
+    ) -> None:
         value, problem = parse_kept(self.c, entry["path"], canonical_required=True)
         if value is None:
-            self.claims.failed(9, subject, f"evidence manifest unreadable: {problem}", path=entry["path"])
+            self.claims.failed(
+                9, subject, f"evidence manifest unreadable: {problem}", path=entry["path"]
+            )
             return
         if bytes_digest(canonical.dumps(value)) != entry["digest"]:
-            self.claims.failed(9, subject, "evidence manifest JSON digest differs", path=entry["path"], expected=entry["digest"])
+            self.claims.failed(
+                9,
+                subject,
+                "evidence manifest JSON digest differs",
+                path=entry["path"],
+                expected=entry["digest"],
+            )
             return
         try:
             schemas.validate("evidence-manifest", value, source=entry["path"])
@@ -813,15 +1190,38 @@ class _EvalBookVerifier:
             self.claims.failed(9, subject, exc.message, path=entry["path"])
             return
         if value["check_id"] != check_id:
-            self.claims.failed(9, subject, "evidence manifest names another check", path=entry["path"], expected=check_id, observed=value["check_id"])
+            self.claims.failed(
+                9,
+                subject,
+                "evidence manifest names another check",
+                path=entry["path"],
+                expected=check_id,
+                observed=value["check_id"],
+            )
             return
         missing = [e for e in value["evidence"] if (e["kind"], e["digest"]) not in scored]
         if not missing:
-            self.claims.proven(9, f"{subject}: {len(value['evidence'])} entries match the cases", path=entry["path"])
+            self.claims.proven(
+                9,
+                f"{subject}: {len(value['evidence'])} entries match the cases",
+                path=entry["path"],
+            )
         elif cut is not None:
-            self.claims.unprovable(9, subject, cut["reason"], path=entry["path"], detail=f"{len(missing)} entries may belong to cases not exported")
+            self.claims.unprovable(
+                9,
+                subject,
+                cut["reason"],
+                path=entry["path"],
+                detail=f"{len(missing)} entries may belong to cases not exported",
+            )
         else:
-            self.claims.failed(9, subject, f"{len(missing)} manifest entries are not among the check's cases", path=entry["path"], expected=missing[0]["digest"])
+            self.claims.failed(
+                9,
+                subject,
+                f"{len(missing)} manifest entries are not among the check's cases",
+                path=entry["path"],
+                expected=missing[0]["digest"],
+            )
 
     # -- claim 10: accounting ----------------------------------------------------------
 
@@ -848,14 +1248,27 @@ class _EvalBookVerifier:
                 self.claims.failed(10, subject, problem, expected=e["digest"])
                 ok = False
         for path in sorted(set(self.c.data_files()) - self.named):
-            self.claims.failed(10, "every file is named by bundle.json", "file under data/ that bundle.json does not name", path=path,
-                               observed="sha256:" + self.c.files[path].sha256)
+            self.claims.failed(
+                10,
+                "every file is named by bundle.json",
+                "file under data/ that bundle.json does not name",
+                path=path,
+                observed="sha256:" + self.c.files[path].sha256,
+            )
             ok = False
         for path in sorted(p for p in self.named if p not in self.c.files):
-            self.claims.failed(10, "every named file is present", "bundle.json names a file the bag lacks", path=path)
+            self.claims.failed(
+                10,
+                "every named file is present",
+                "bundle.json names a file the bag lacks",
+                path=path,
+            )
             ok = False
         if ok:
-            self.claims.proven(10, f"accounting: {len(self.listing.entries)} listed items agree with the bundle; every file is named")
+            self.claims.proven(
+                10,
+                f"accounting: {len(self.listing.entries)} listed items agree with the bundle; every file is named",
+            )
 
     def listing_problem(
         self,
@@ -878,7 +1291,11 @@ class _EvalBookVerifier:
                 return "listed, yet the payload is in the bundle"
             uses = self.case_refs.get(ref, [])
             if kind == "evidence_manifest":
-                return None if ref in evidence_manifests else "no report check refers to this evidence manifest"
+                return (
+                    None
+                    if ref in evidence_manifests
+                    else "no report check refers to this evidence manifest"
+                )
             if not uses:
                 return "no exported case refers to this payload"
             kinds = {k for k, _, _ in uses}
@@ -891,7 +1308,12 @@ class _EvalBookVerifier:
                 return "only trace bodies fall under trace_capture_policy"
             if kind == "trace" and reason != "trace_capture_policy":
                 return "trace bodies are redacted under trace_capture_policy"
-            if reason in ("removed_by_retention", "scorer_version_missing", "scorer_digest_mismatch", "case_limit"):
+            if reason in (
+                "removed_by_retention",
+                "scorer_version_missing",
+                "scorer_digest_mismatch",
+                "case_limit",
+            ):
                 return f"{reason} does not apply to payloads"
             if reason in ("digest_mismatch", "missing_from_store") and "inline" not in locations:
                 return "only inline payloads are taken from the store's blobs"
@@ -899,7 +1321,11 @@ class _EvalBookVerifier:
         if kind == "example":
             ds_version, _, example_id = ref.partition("/")
             ds, _, version = ds_version.partition("@")
-            used = any(u == (ds, int(version), example_id) for u in self.examples_used) if version.isdigit() else False
+            used = (
+                any(u == (ds, int(version), example_id) for u in self.examples_used)
+                if version.isdigit()
+                else False
+            )
             if not used:
                 return "no exported case uses this example"
             in_bundle = any(
@@ -912,7 +1338,13 @@ class _EvalBookVerifier:
             if in_bundle:
                 return "listed, yet the example body is in the bundle"
             manifest = manifests.get((ds, int(version)))
-            if reason in ("scorer_version_missing", "scorer_digest_mismatch", "case_limit", "payload_at_sso", "trace_capture_policy"):
+            if reason in (
+                "scorer_version_missing",
+                "scorer_digest_mismatch",
+                "case_limit",
+                "payload_at_sso",
+                "trace_capture_policy",
+            ):
                 return f"{reason} does not apply to examples"
             if manifest is not None and digest != manifest.get(example_id):
                 return "digest differs from the dataset manifest"
@@ -926,7 +1358,12 @@ class _EvalBookVerifier:
                 return "no report check pins this scorer version"
             if any(f"{s['scorer_id']}@{s['version']}" == ref for s in self.bundle["scorers"]):
                 return "listed, yet the scorer is in the bundle"
-            if reason not in ("scorer_version_missing", "scorer_digest_mismatch", "missing_from_store", "digest_mismatch"):
+            if reason not in (
+                "scorer_version_missing",
+                "scorer_digest_mismatch",
+                "missing_from_store",
+                "digest_mismatch",
+            ):
                 return f"{reason} does not apply to scorers"
             if reason == "scorer_digest_mismatch" and not is_digest(e["detail"]):
                 return "scorer_digest_mismatch must record the observed digest"
@@ -937,14 +1374,24 @@ class _EvalBookVerifier:
                 return "not the report's suite"
             if self.bundle["suite"]["path"] is not None:
                 return "listed, yet the suite is in the bundle"
-            return None if reason in ("missing_from_store", "digest_mismatch") else f"{reason} does not apply to the suite"
+            return (
+                None
+                if reason in ("missing_from_store", "digest_mismatch")
+                else f"{reason} does not apply to the suite"
+            )
         if kind == "dataset":
-            refs = {f"{r['id']}@{r['version']}" for r in (self.report or {}).get("dataset_refs", [])}
+            refs = {
+                f"{r['id']}@{r['version']}" for r in (self.report or {}).get("dataset_refs", [])
+            }
             if ref not in refs:
                 return "not among the report's dataset_refs"
             if any(f"{d['dataset_id']}@{d['version']}" == ref for d in self.bundle["datasets"]):
                 return "listed, yet the dataset manifest is in the bundle"
-            return None if reason in ("missing_from_store", "digest_mismatch") else f"{reason} does not apply to datasets"
+            return (
+                None
+                if reason in ("missing_from_store", "digest_mismatch")
+                else f"{reason} does not apply to datasets"
+            )
         if kind in ("check", "cases"):
             entry = next((c for c in self.bundle["checks"] if c["check_id"] == ref), None)
             if entry is None:
@@ -952,7 +1399,11 @@ class _EvalBookVerifier:
             if kind == "check":
                 if entry["path"] is not None:
                     return "listed, yet the check result is in the bundle"
-                return None if reason == "missing_from_store" else f"{reason} does not apply to check results"
+                return (
+                    None
+                    if reason == "missing_from_store"
+                    else f"{reason} does not apply to check results"
+                )
             cases = entry["cases"]
             if reason == "case_limit":
                 cut = cases["total"] - cases["exported"]
@@ -962,7 +1413,9 @@ class _EvalBookVerifier:
                     return f"case_limit detail must be the number of cases left out ({cut})"
                 return None
             if reason == "missing_from_store":
-                return None if cases["path"] is None else "listed, yet the case file is in the bundle"
+                return (
+                    None if cases["path"] is None else "listed, yet the case file is in the bundle"
+                )
             return f"{reason} does not apply to case files"
         if kind == "report":
             return "the report body is always in the bundle"
@@ -974,8 +1427,9 @@ def verify_many(locations: Iterable[str], options: VerifyOptions) -> Iterator[Ve
         yield verify_bundle(location, options)
 
 
-
-def inspect_bundle(location: str, *, max_bytes: int = DEFAULT_MAX_BYTES, stream: BinaryIO | None = None) -> dict[str, Any]:
+def inspect_bundle(
+    location: str, *, max_bytes: int = DEFAULT_MAX_BYTES, stream: BinaryIO | None = None
+) -> dict[str, Any]:
     """What a bundle holds, read through the same safe reader, without the proof.
 
     Raises BundlerError when the archive is unsafe or bundle.json is malformed.
@@ -1016,13 +1470,27 @@ def inspect_bundle(location: str, *, max_bytes: int = DEFAULT_MAX_BYTES, stream:
                 "examples": sum(1 for d in bundle["datasets"] for e in d["examples"] if e["path"]),
             },
             labels=[
-                ("Report", f"{bundle['report']['report_id']} (result {report.get('result')}, "
-                           f"envelope {bundle['report']['envelope']['status']})"),
+                (
+                    "Report",
+                    f"{bundle['report']['report_id']} (result {report.get('result')}, "
+                    f"envelope {bundle['report']['envelope']['status']})",
+                ),
                 ("Suite", f"{bundle['suite']['suite_id']}@{bundle['suite']['version']}"),
-                ("Scorers", ", ".join(f"{s['scorer_id']}@{s['version']}" for s in bundle["scorers"]) or "none"),
-                ("Datasets", ", ".join(f"{d['dataset_id']}@{d['version']}" for d in bundle["datasets"]) or "none"),
-                ("Cases", f"{sum(c['cases']['exported'] for c in checks)} exported of "
-                          f"{sum(c['cases']['total'] for c in checks)} in {len(checks)} checks"),
+                (
+                    "Scorers",
+                    ", ".join(f"{s['scorer_id']}@{s['version']}" for s in bundle["scorers"])
+                    or "none",
+                ),
+                (
+                    "Datasets",
+                    ", ".join(f"{d['dataset_id']}@{d['version']}" for d in bundle["datasets"])
+                    or "none",
+                ),
+                (
+                    "Cases",
+                    f"{sum(c['cases']['exported'] for c in checks)} exported of "
+                    f"{sum(c['cases']['total'] for c in checks)} in {len(checks)} checks",
+                ),
                 ("Payloads", str(len(bundle["payloads"]))),
             ],
         )
@@ -1056,7 +1524,9 @@ def extract_bundle(
         contents = read_bag(members, source=location, extract=extractor, progress=progress)
         result = verify_contents(contents, options)
     except BundlerError as exc:
-        result = Verification(source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict)
+        result = Verification(
+            source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
+        )
     except BaseException:
         _clean(extractor, destination, created)
         raise
@@ -1068,7 +1538,5 @@ def extract_bundle(
 def _clean(extractor: Extractor, destination: Path, created: bool) -> None:
     extractor.remove_all()
     if created:
-        try:
+        with contextlib.suppress(OSError):
             destination.rmdir()
-        except OSError:
-            pass

@@ -23,11 +23,18 @@ def banner(text: str) -> None:
     print(f"\n\033[1m== {text}\033[0m" if sys.stdout.isatty() else f"\n== {text}", flush=True)
 
 
-def run(*args: str, expect: int = 0, env: dict[str, str] | None = None, show: bool = True) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, expect: int = 0, env: dict[str, str] | None = None, show: bool = True
+) -> subprocess.CompletedProcess[str]:
     shown = " ".join(a.replace(str(REPO) + "/", "") for a in ("evalbook-bundle", *args))
     print(f"$ {shown}", flush=True)
     proc = subprocess.run(
-        [str(BIN), *args], capture_output=True, text=True, cwd=OUT, env={**os.environ, **(env or {})}, check=False
+        [str(BIN), *args],
+        capture_output=True,
+        text=True,
+        cwd=OUT,
+        env={**os.environ, **(env or {})},
+        check=False,
     )
     if show:
         for stream in (proc.stdout, proc.stderr):
@@ -61,25 +68,87 @@ def main() -> None:
         report = orjson.loads(body.read_bytes())
         envelope = orjson.loads((body.parent / "envelope.json").read_bytes())
         digest = run("digest", str(body), show=False).stdout.strip()
-        print(f"  {report['report_id']:<24} {report['result']:<13} envelope {envelope['status']:<10} {digest}")
+        print(
+            f"  {report['report_id']:<24} {report['result']:<13} envelope {envelope['status']:<10} {digest}"
+        )
 
     banner("Export every scenario as alice (all permissions)")
     for body in sorted(STORE.glob("reports/*/body.json")):
         report_id = body.parent.name
-        run("export", "--store", str(STORE), "--report", report_id, "--principal", "alice",
-            "--exported-at", EXPORTED_AT, "--out", f"{report_id}.tar.zst", "--quiet")
+        run(
+            "export",
+            "--store",
+            str(STORE),
+            "--report",
+            report_id,
+            "--principal",
+            "alice",
+            "--exported-at",
+            EXPORTED_AT,
+            "--out",
+            f"{report_id}.tar.zst",
+            "--quiet",
+        )
 
-    banner("Every unavailable and redacted reason: rpt-every-reason exported by bob (no dataset.read_body)")
-    run("export", "--store", str(STORE), "--report", "rpt-every-reason", "--principal", "bob",
-        "--exported-at", EXPORTED_AT, "--out", "rpt-every-reason-bob.tar.zst")
-    run("export", "--store", str(STORE), "--report", "rpt-every-reason", "--principal", "alice",
-        "--exported-at", EXPORTED_AT, "--out", "rpt-every-reason-strict.tar.zst", "--strict", expect=1)
-    run("export", "--store", str(STORE), "--report", "rpt-clean", "--principal", "carol",
-        "--exported-at", EXPORTED_AT, expect=4)
+    banner(
+        "Every unavailable and redacted reason: rpt-every-reason exported by bob (no dataset.read_body)"
+    )
+    run(
+        "export",
+        "--store",
+        str(STORE),
+        "--report",
+        "rpt-every-reason",
+        "--principal",
+        "bob",
+        "--exported-at",
+        EXPORTED_AT,
+        "--out",
+        "rpt-every-reason-bob.tar.zst",
+    )
+    run(
+        "export",
+        "--store",
+        str(STORE),
+        "--report",
+        "rpt-every-reason",
+        "--principal",
+        "alice",
+        "--exported-at",
+        EXPORTED_AT,
+        "--out",
+        "rpt-every-reason-strict.tar.zst",
+        "--strict",
+        expect=1,
+    )
+    run(
+        "export",
+        "--store",
+        str(STORE),
+        "--report",
+        "rpt-clean",
+        "--principal",
+        "carol",
+        "--exported-at",
+        EXPORTED_AT,
+        expect=4,
+    )
 
     banner("Determinism: the same export twice gives the same bytes")
-    run("export", "--store", str(STORE), "--report", "rpt-clean", "--principal", "alice",
-        "--exported-at", EXPORTED_AT, "--out", "again.tar.zst", "--quiet")
+    run(
+        "export",
+        "--store",
+        str(STORE),
+        "--report",
+        "rpt-clean",
+        "--principal",
+        "alice",
+        "--exported-at",
+        EXPORTED_AT,
+        "--out",
+        "again.tar.zst",
+        "--quiet",
+    )
     first = run("digest", "rpt-clean.tar.zst", show=False).stdout.strip()
     second = run("digest", "again.tar.zst", show=False).stdout.strip()
     print(f"  {first}\n  {second}\n  identical: {first == second}")
@@ -106,20 +175,46 @@ def main() -> None:
     banner("Sign the head with a throwaway key; check it with ssh-keygen and with verify")
     sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "demo-exporter", "-f", "demo-key")
     pub = (OUT / "demo-key.pub").read_text().strip()
-    (OUT / "allowed_signers").write_text(f'exporter@example.org namespaces="evalbook-bundle-head-v1" {pub}\n')
+    (OUT / "allowed_signers").write_text(
+        f'exporter@example.org namespaces="evalbook-bundle-head-v1" {pub}\n'
+    )
     os.chmod(OUT / "demo-key", 0o600)
     run("sign", "rpt-clean.tar.zst", "--key", "demo-key")
     run("extract", "rpt-clean.tar.zst", "signed-extract", "--quiet")
     head = "signed-extract/evalbook-bundle-rpt-clean/bundle-head.json"
-    print(f"$ ssh-keygen -Y verify -f allowed_signers -I exporter@example.org -n evalbook-bundle-head-v1 -s rpt-clean.tar.zst.sig < {head}")
+    print(
+        f"$ ssh-keygen -Y verify -f allowed_signers -I exporter@example.org -n evalbook-bundle-head-v1 -s rpt-clean.tar.zst.sig < {head}"
+    )
     with open(OUT / head, "rb") as fh:
         proc = subprocess.run(
-            ["ssh-keygen", "-Y", "verify", "-f", "allowed_signers", "-I", "exporter@example.org",
-             "-n", "evalbook-bundle-head-v1", "-s", "rpt-clean.tar.zst.sig"],
-            stdin=fh, capture_output=True, text=True, cwd=OUT, check=True,
+            [
+                "ssh-keygen",
+                "-Y",
+                "verify",
+                "-f",
+                "allowed_signers",
+                "-I",
+                "exporter@example.org",
+                "-n",
+                "evalbook-bundle-head-v1",
+                "-s",
+                "rpt-clean.tar.zst.sig",
+            ],
+            stdin=fh,
+            capture_output=True,
+            text=True,
+            cwd=OUT,
+            check=True,
         )
     print("  " + (proc.stdout + proc.stderr).strip())
-    run("verify", "rpt-clean.tar.zst", "--allowed-signers", "allowed_signers", "--identity", "exporter@example.org")
+    run(
+        "verify",
+        "rpt-clean.tar.zst",
+        "--allowed-signers",
+        "allowed_signers",
+        "--identity",
+        "exporter@example.org",
+    )
 
     banner("Prove one case without the bundle")
     run("prove", "rpt-clean.tar.zst", "--case", "accuracy-00003", "--out", "case-proof.json")
@@ -137,7 +232,7 @@ def tamper(source: Path, target: Path) -> None:
     data = zstandard.ZstdDecompressor().stream_reader(source.read_bytes()).read()
     needle = b'"score":1,"status":"pass"'
     index = data.index(needle)
-    data = data[:index] + b'"score":0,"status":"pass"' + data[index + len(needle):]
+    data = data[:index] + b'"score":0,"status":"pass"' + data[index + len(needle) :]
     target.write_bytes(zstandard.ZstdCompressor(level=3, write_checksum=True).compress(data))
     print(f"  (changed one case's score from 1 to 0 in {target.name}; no digest was updated)")
 

@@ -53,8 +53,12 @@ def export(tmp_path: Path) -> ExportFn:
     """export(store, report_id, principal="alice", **config) -> ExportResult into tmp_path."""
 
     def run(store: Path, report_id: str, principal: str = "alice", **kw: object) -> ExportResult:
-        out = kw.pop("out", tmp_path / f"{report_id}-{principal}-{len(list(tmp_path.iterdir()))}.tar.zst")
-        config = ExportConfig(str(store), report_id, principal, kw.pop("exported_at", EXPORTED_AT), out=out, **kw)  # type: ignore[arg-type]
+        out = kw.pop(
+            "out", tmp_path / f"{report_id}-{principal}-{len(list(tmp_path.iterdir()))}.tar.zst"
+        )
+        config = ExportConfig(
+            str(store), report_id, principal, kw.pop("exported_at", EXPORTED_AT), out=out, **kw
+        )  # type: ignore[arg-type]
         return export_bundle(config)
 
     return run
@@ -71,16 +75,27 @@ def bundles(fixture_store: Path, tmp_path_factory: pytest.TempPathFactory) -> di
     for report_id in SCENARIOS:
         for principal in ("alice", "bob"):
             out = out_dir / f"{report_id}-{principal}.tar.zst"
-            export_bundle(ExportConfig(str(fixture_store), report_id, principal, EXPORTED_AT, out=out))
+            export_bundle(
+                ExportConfig(str(fixture_store), report_id, principal, EXPORTED_AT, out=out)
+            )
             result[f"{report_id}/{principal}"] = out
     return result
 
 
-def run_cli(*args: str, input: bytes | None = None, env: dict[str, str] | None = None, cwd: Path | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
+def run_cli(
+    *args: str,
+    input: bytes | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[bytes]:
     """Run the installed console script as a subprocess; stdout and stderr kept apart."""
     exe = shutil.which("evalbook-bundle", path=str(Path(sys.executable).parent))
     cmd = [exe, *args] if exe else [*CLI, *args]
     full_env = {**os.environ, **(env or {})}
-    full_env.pop("EVALBOOK_PRINCIPAL", None) if env is None or "EVALBOOK_PRINCIPAL" not in env else None
-    return subprocess.run(cmd, input=input, capture_output=True, env=full_env, cwd=cwd, timeout=timeout, check=False)
+    full_env.pop(
+        "EVALBOOK_PRINCIPAL", None
+    ) if env is None or "EVALBOOK_PRINCIPAL" not in env else None
+    return subprocess.run(
+        cmd, input=input, capture_output=True, env=full_env, cwd=cwd, timeout=timeout, check=False
+    )

@@ -10,7 +10,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_committed_fixture_store_equals_a_fresh_generation(tmp_path: Path) -> None:

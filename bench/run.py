@@ -1,0 +1,331 @@
+"""`make bench`: export, verify and canonicalization against baselines in the same run.
+
+A large synthetic store (one report, 20,000 cases over 4 checks, 20,000 examples, about
+1 GB of inline payloads, half text-like and half random, a few SSO payloads) is made by
+the fixture generator and cached under bench/.cache/. Each measurement runs several
+times (median and range, wall clock; peak RSS from /usr/bin/time):
+
+- export                    vs  tar -cf - <the same files> | zstd -<level> -T1 > file
+- verify                    vs  zstd -dc ARCHIVE | sha256sum   (decompress + hash floor)
+- bagit.py --validate --processes 2 on the extracted bag, as a peer
+- canonical.dumps MB/s      vs  orjson.dumps
+- audit                     vs  verify (when the audit command exists)
+
+Prints a table of ratios and writes the same figures as JSON (bench/results.json, or
+--json-out PATH). Machines here are noisy: compare ratios, not seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = REPO / "bench" / ".cache"
+BIN = str(Path(sys.executable).parent / "evalbook-bundle")
+EXPORTED_AT = "2026-11-30T00:00:00Z"
+TIME = "/usr/bin/time"
+
+TARGETS = {
+    "export_vs_tar_zstd": 1.5,
+    "verify_vs_floor": 1.5,
+    "verify_vs_bagit": 1.0,
+    "peak_rss_mb": 200,
+    "canonical_vs_orjson": 0.6,
+    "audit_vs_verify": 1.3,
+}
+
+
+def timed(
+    cmd: list[str] | str, *, shell: bool = False, cwd: Path | None = None
+) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of one run of ``cmd``."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
+        if shell:
+            full = [TIME, "-f", "%M", "-o", out.name, "bash", "-o", "pipefail", "-c", str(cmd)]
+        else:
+            full = [TIME, "-f", "%M", "-o", out.name, *cmd]  # type: ignore[list-item]
+        start = time.perf_counter()
+        proc = subprocess.run(full, cwd=cwd, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise SystemExit(f"bench: {cmd!r} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        rss_kb = int(out.read().strip().splitlines()[-1])
+    return wall, rss_kb / 1024
+
+
+def repeat(label: str, runs: int, fn: Any) -> dict[str, Any]:
+    walls, rss = [], []
+    for i in range(runs):
+        wall, peak = fn(i)
+        walls.append(wall)
+        rss.append(peak)
+        print(f"  {label} run {i + 1}/{runs}: {wall:.2f} s, peak RSS {peak:.0f} MiB", flush=True)
+    return {
+        "median_s": statistics.median(walls),
+        "min_s": min(walls),
+        "max_s": max(walls),
+        "runs": walls,
+        "peak_rss_mb": max(rss),
+    }
+
+
+def ensure_store(payload_gb: float, cases: int) -> Path:
+    root = CACHE / f"store-{cases}c-{payload_gb:g}gb"
+    done = root / ".complete"
+    if done.exists():
+        return root
+    if root.exists():
+        shutil.rmtree(root)
+    print(
+        f"generating the benchmark store ({cases} cases, {payload_gb:g} GB of payloads) ...",
+        flush=True,
+    )
+    from bundler.fixturegen import build_large_store
+
+    start = time.perf_counter()
+    build_large_store(
+        root, cases=cases, checks=4, payload_bytes=int(payload_gb * 1e9), sso_payloads=3
+    )
+    done.write_text("ok\n")
+    print(f"  generated in {time.perf_counter() - start:.1f} s", flush=True)
+    return root
+
+
+def store_files_of_bundle(bundle: dict[str, Any]) -> list[str]:
+    """The store paths whose bytes the bundle holds, for the tar|zstd baseline."""
+    rid = bundle["report"]["report_id"]
+    files = [f"reports/{rid}/body.json", f"reports/{rid}/envelope.json"]
+    suite = bundle["suite"]
+    if suite["path"]:
+        files.append(f"suites/{suite['suite_id']}/{suite['version']}.json")
+    for s in bundle["scorers"]:
+        base = f"scorers/{s['scorer_id']}/{s['version']}"
+        files.append(f"{base}/scorer.json")
+    for d in bundle["datasets"]:
+        base = f"datasets/{d['dataset_id']}/{d['version']}"
+        files.append(f"{base}/manifest.json")
+        files += [f"{base}/examples/{e['example_id']}.json" for e in d["examples"] if e["path"]]
+    for c in bundle["checks"]:
+        if c["path"]:
+            files.append(f"reports/{rid}/checks/{c['check_id']}.json")
+        if c["cases"]["path"]:
+            files.append(f"reports/{rid}/cases/{c['check_id']}.jsonl")
+    files += [f"blobs/sha256/{p['digest'][7:]}" for p in bundle["payloads"]]
+    return files
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--payload-gb", type=float, default=1.0)
+    parser.add_argument("--cases", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--level", type=int, default=3)
+    parser.add_argument("--json-out", type=Path, default=REPO / "bench" / "results.json")
+    parser.add_argument("--skip-bagit", action="store_true")
+    args = parser.parse_args()
+    for tool in ("zstd", "tar", "sha256sum", TIME):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"bench: {tool} is needed (apt-get install zstd time)")
+
+    store = ensure_store(args.payload_gb, args.cases)
+    work = Path(tempfile.mkdtemp(prefix="evalbook-bench-"))
+    results: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "params": {
+            "payload_gb": args.payload_gb,
+            "cases": args.cases,
+            "runs": args.runs,
+            "level": args.level,
+        },
+    }
+    try:
+        print("export", flush=True)
+
+        def export_once(i: int) -> tuple[float, float]:
+            out = work / f"export-{i}.tar.zst"
+            return timed(
+                [
+                    BIN,
+                    "export",
+                    "--store",
+                    str(store),
+                    "--report",
+                    "rpt-large",
+                    "--principal",
+                    "alice",
+                    "--exported-at",
+                    EXPORTED_AT,
+                    "--level",
+                    str(args.level),
+                    "--out",
+                    str(out),
+                    "--quiet",
+                ]
+            )
+
+        results["export"] = repeat("export", args.runs, export_once)
+        archive = work / "export-0.tar.zst"
+        results["archive_bytes"] = archive.stat().st_size
+        info = subprocess.run(
+            [BIN, "inspect", str(archive), "--json"], capture_output=True, check=True
+        )
+        extracted = work / "bag"
+        subprocess.run([BIN, "extract", str(archive), str(extracted), "--quiet"], check=True)
+        bag = next(extracted.iterdir())
+        bundle = json.loads((bag / "data" / "bundle.json").read_bytes())
+        results["payload_bytes_in_bundle"] = sum(p["size"] for p in bundle["payloads"])
+        file_list = work / "files.txt"
+        file_list.write_text("\n".join(store_files_of_bundle(bundle)) + "\n")
+        del info
+
+        def baseline_once(i: int) -> tuple[float, float]:
+            out = work / f"baseline-{i}.tar.zst"
+            return timed(
+                f"tar -C {store} -cf - -T {file_list} | zstd -{args.level} -T1 -q -o {out}",
+                shell=True,
+            )
+
+        print("baseline: tar | zstd", flush=True)
+        results["tar_zstd"] = repeat("tar|zstd", args.runs, baseline_once)
+
+        print("verify", flush=True)
+        results["verify"] = repeat(
+            "verify", args.runs, lambda i: timed([BIN, "verify", str(archive), "--quiet"])
+        )
+        print("floor: zstd -dc | sha256sum", flush=True)
+        results["decompress_hash"] = repeat(
+            "zstd -dc|sha256sum",
+            args.runs,
+            lambda i: timed(f"zstd -dc {archive} | sha256sum > /dev/null", shell=True),
+        )
+        if not args.skip_bagit:
+            bagit = str(Path(sys.executable).parent / "bagit.py")
+            print("peer: bagit.py --validate --processes 2", flush=True)
+            results["bagit_validate"] = repeat(
+                "bagit.py",
+                1,
+                lambda i: timed(
+                    [sys.executable, bagit, "--quiet", "--validate", "--processes", "2", str(bag)]
+                ),
+            )
+        if (
+            subprocess.run([BIN, "audit", "--help"], capture_output=True, check=False).returncode
+            == 0
+        ):
+            print("audit", flush=True)
+            results["audit"] = repeat(
+                "audit", args.runs, lambda i: timed([BIN, "audit", str(archive)])
+            )
+
+        print("canonicalization", flush=True)
+        sys.path.insert(0, str(REPO / "bench"))
+        import bench_canonical
+
+        results["canonical"] = bench_canonical.run(size_mb=50, repeats=max(3, args.runs))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    ratios = {
+        "export_vs_tar_zstd": results["export"]["median_s"] / results["tar_zstd"]["median_s"],
+        "verify_vs_floor": results["verify"]["median_s"] / results["decompress_hash"]["median_s"],
+        "peak_rss_mb": max(results["export"]["peak_rss_mb"], results["verify"]["peak_rss_mb"]),
+    }
+    if "bagit_validate" in results:
+        ratios["verify_vs_bagit"] = (
+            results["verify"]["median_s"] / results["bagit_validate"]["median_s"]
+        )
+    if "audit" in results:
+        ratios["audit_vs_verify"] = results["audit"]["median_s"] / results["verify"]["median_s"]
+    canon = results["canonical"]
+    ratios["canonical_vs_orjson"] = (
+        canon["canonical_dumps_mb_per_s"] / canon["orjson_dumps_mb_per_s"]
+    )
+    results["ratios"] = ratios
+    results["targets_met"] = {
+        key: (value >= TARGETS[key] if key == "canonical_vs_orjson" else value <= TARGETS[key])
+        for key, value in ratios.items()
+    }
+    args.json_out.write_text(json.dumps(results, indent=2) + "\n")
+    print_table(results)
+    print(f"\nfigures written to {args.json_out}")
+
+
+def print_table(r: dict[str, Any]) -> None:
+    def row(name: str, ours: str, base: str, ratio: float, target: str, met: bool) -> None:
+        print(
+            f"{name:<30} {ours:>14} {base:>16} {ratio:>8.2f}x  {target:<10} {'met' if met else 'MISSED'}"
+        )
+
+    ratios, met = r["ratios"], r["targets_met"]
+    gb = r["payload_bytes_in_bundle"] / 1e9
+    print(
+        f"\n{r['params']['cases']} cases, {gb:.2f} GB of payloads in the bundle, zstd level {r['params']['level']}, "
+        f"{r['machine']['cpus']} CPUs, Python {r['machine']['python']}"
+    )
+    print(f"{'measure':<30} {'ours':>14} {'baseline':>16} {'ratio':>9}  {'target':<10} result")
+    row(
+        "export vs tar|zstd",
+        f"{r['export']['median_s']:.2f} s",
+        f"{r['tar_zstd']['median_s']:.2f} s",
+        ratios["export_vs_tar_zstd"],
+        "<= 1.5x",
+        met["export_vs_tar_zstd"],
+    )
+    row(
+        "verify vs zstd -dc|sha256sum",
+        f"{r['verify']['median_s']:.2f} s",
+        f"{r['decompress_hash']['median_s']:.2f} s",
+        ratios["verify_vs_floor"],
+        "<= 1.5x",
+        met["verify_vs_floor"],
+    )
+    if "verify_vs_bagit" in ratios:
+        row(
+            "verify vs bagit.py --validate",
+            f"{r['verify']['median_s']:.2f} s",
+            f"{r['bagit_validate']['median_s']:.2f} s",
+            ratios["verify_vs_bagit"],
+            "< 1x",
+            met["verify_vs_bagit"],
+        )
+    if "audit_vs_verify" in ratios:
+        row(
+            "audit vs verify",
+            f"{r['audit']['median_s']:.2f} s",
+            f"{r['verify']['median_s']:.2f} s",
+            ratios["audit_vs_verify"],
+            "<= 1.3x",
+            met["audit_vs_verify"],
+        )
+    c = r["canonical"]
+    row(
+        "canonical.dumps vs orjson",
+        f"{c['canonical_dumps_mb_per_s']:.0f} MB/s",
+        f"{c['orjson_dumps_mb_per_s']:.0f} MB/s",
+        ratios["canonical_vs_orjson"],
+        ">= 0.6x",
+        met["canonical_vs_orjson"],
+    )
+    print(
+        f"{'peak RSS export / verify':<30} {r['export']['peak_rss_mb']:>10.0f} MiB {r['verify']['peak_rss_mb']:>12.0f} MiB"
+        f" {'':>9}  {'<= 200 MiB':<10} {'met' if met['peak_rss_mb'] else 'MISSED'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
