@@ -26,6 +26,7 @@ lint: $(STAMP)
 
 fixtures: $(STAMP)
 	$(PY) -m bundler.fixturegen fixtures/stores --force
+	$(PY) -m bundler.fixtures_audit fixtures/stores --force
 
 bench: $(STAMP)
 	$(PY) bench/run.py

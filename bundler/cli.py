@@ -648,6 +648,161 @@ def check_proof_cmd(
     )
 
 
+@cli.command("export-eb", epilog=EPILOG_EXIT)
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--project",
+    "project_root",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="eval-banana project root the run's definitions are found under.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    help="Archive path (default ./eval-banana-bundle-<run_id>.tar.zst); never overwritten.",
+)
+@click.option(
+    "--exported-at",
+    help="RFC 3339 UTC time recorded in the bundle (default $SOURCE_DATE_EPOCH, else now).",
+)
+@click.option(
+    "--level",
+    type=click.IntRange(1, 19),
+    default=3,
+    show_default=True,
+    help="zstd level (1-19 keep the window within 8 MiB).",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Fail (exit 1, nothing written) if any definition would be unavailable.",
+)
+@click.option(
+    "--sign-key",
+    type=click.Path(path_type=Path),
+    help="OpenSSH Ed25519 private key: embed bundle-head.json.sig (passphrase from $EVALBOOK_SIGN_PASSPHRASE).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+@click.option("--quiet", is_flag=True, help="No progress or summary on stderr.")
+def export_eb(
+    run_dir: Path,
+    project_root: Path,
+    out: Path | None,
+    exported_at: str | None,
+    level: int,
+    strict: bool,
+    sign_key: Path | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Export an eval-banana run directory into an eval-banana bundle (SPEC 10.1).
+
+    The bundle holds every file of RUN_DIR under data/run/, and each check's YAML and
+    referenced script (found under --project through the recorded project_root) under
+    data/definitions/; a definition that is missing or no longer gives the recorded
+    check_definition_sha256 is listed under unavailable. An inconsistent run or one
+    holding symbolic links is refused (exit 3). stdout: "<bundle digest>  <path>".
+    """
+    from bundler.export import Progress
+    from bundler.export_eb import EbExportConfig, export_eb_bundle, export_text
+
+    moment = _exported_at(exported_at)
+    signer = _signer(sign_key, quiet) if sign_key is not None else None
+    config = EbExportConfig(run_dir, project_root, moment, out, level, strict, signer)
+    line = _ProgressLine(not quiet, "export-eb")
+
+    def on_progress(p: Progress) -> None:
+        line.update(f"{p.files} files, {_human_bytes(p.bytes)}")
+
+    try:
+        result = export_eb_bundle(config, on_progress)
+    finally:
+        line.done()
+    summary = result.summary()
+    if as_json:
+        _emit_json(summary)
+    else:
+        click.echo(f"{result.bundle_digest}  {result.path}")
+    if not quiet:
+        _say(export_text(summary))
+
+
+AUDIT_HELP = """Re-derive an issued report's verdict from a bundle (SPEC section 12).
+
+BUNDLE is a .tar.zst archive, an extracted bag directory, or s3://bucket/key. The bundle is
+verified first; unless it verifies nothing is audited (exit 3). Every check is then
+re-derived from the exported cases, the suite and the dataset manifests and compared with
+the report body and the check results: exit 0 consistent, 1 at least one disagreement,
+3 error. Items that cannot be re-derived are listed with their reason.
+"""
+
+
+@cli.command(help=AUDIT_HELP, epilog=EPILOG_EXIT)
+@click.argument("bundle")
+@click.option(
+    "--expect-bundle-digest", help="Trust anchor: the bundle digest you expect (sha256:...)."
+)
+@click.option(
+    "--expect-report-digest", help="Trust anchor: the report digest you expect (sha256:...)."
+)
+@click.option(
+    "--strict", is_flag=True, help="Unprovable claims fail the verification, and so the audit."
+)
+@click.option("--json", "as_json", is_flag=True, help="Full result on stdout.")
+@click.option(
+    "--output-dir",
+    type=click.Path(path_type=Path),
+    help="Write audit.json and audit.md here (absent or empty).",
+)
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(1),
+    default=DEFAULT_MAX_BYTES,
+    show_default=True,
+    help="Cap on decompressed bytes.",
+)
+@click.option(
+    "--endpoint-url", help="S3 endpoint for s3:// bundles (default $AWS_ENDPOINT_URL_S3)."
+)
+@click.option("--quiet", is_flag=True, help="No summary on stderr.")
+def audit(
+    bundle: str,
+    expect_bundle_digest: str | None,
+    expect_report_digest: str | None,
+    strict: bool,
+    as_json: bool,
+    output_dir: Path | None,
+    max_bytes: int,
+    endpoint_url: str | None,
+    quiet: bool,
+) -> None:
+    from bundler.audit import audit_bundle, audit_markdown, audit_text
+
+    options = _verify_options(expect_bundle_digest, expect_report_digest, strict, max_bytes)
+    line = _ProgressLine(not quiet, "audit")
+    try:
+        with _bundle_stream(bundle, endpoint_url) as stream:
+            result = audit_bundle(bundle, options, stream=stream, progress=_bytes_progress(line))
+    finally:
+        line.done()
+    if as_json:
+        _emit_json(result.to_json())
+    if not quiet:
+        _say(audit_text(result))
+    if output_dir is not None:
+        from bundler.outputs import write_output_dir
+
+        write_output_dir(
+            output_dir,
+            {
+                "audit.json": orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n",
+                "audit.md": audit_markdown(result).encode("utf-8"),
+            },
+        )
+    sys.exit(result.exit_code)
+
+
 # ------------------------------------------------------------ signing, storage hooks
 
 

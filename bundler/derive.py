@@ -113,6 +113,9 @@ UNSCORED_STATUS_RANKING: tuple[CheckStatus, ...] = (
 )
 
 
+_STATUS_BY_VALUE = {s.value: s for s in CheckStatus}
+
+
 class CheckResult(enum.Enum):
     """A check's result (SPEC 3.1)."""
 
@@ -153,7 +156,11 @@ class Assurance(enum.Enum):
     @property
     def rank(self) -> int:
         """0 for the weakest level, 4 for the strongest."""
-        return list(Assurance).index(self)
+        return _ASSURANCE_RANK[self]
+
+
+_ASSURANCE_RANK = {level: rank for rank, level in enumerate(Assurance)}
+_ASSURANCE_BY_VALUE = {a.value: a for a in Assurance}
 
 
 def weakest_assurance(levels: Iterable[Assurance]) -> Assurance | None:
@@ -394,14 +401,16 @@ def _parse_case(raw: object, position: int) -> _Case | Problem:
     repeat = _as_int(raw.get("repeat"))
     if repeat is None:
         return malformed("repeat", "must be an integer")
-    status = next((s for s in CheckStatus if s.value == raw.get("status")), None)
+    raw_status = raw.get("status")
+    status = _STATUS_BY_VALUE.get(raw_status) if isinstance(raw_status, str) else None
     if status is None:
         return malformed("status", "must be a check status")
     raw_score = raw.get("score")
     score = _as_number(raw_score)
     if raw_score is not None and score is None:
         return malformed("score", "must be a finite number or null")
-    assurance = next((a for a in Assurance if a.value == raw.get("assurance")), None)
+    raw_assurance = raw.get("assurance")
+    assurance = _ASSURANCE_BY_VALUE.get(raw_assurance) if isinstance(raw_assurance, str) else None
     if assurance is None:
         return malformed("assurance", "must be an assurance level")
     return _Case(

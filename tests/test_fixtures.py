@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bundler.fixtures_audit import AUDIT_STORE, build_audit_store
 from bundler.fixturegen import MAIN_STORE, build_fixture_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,3 +34,10 @@ def test_generation_is_deterministic(tmp_path: Path) -> None:
     first, second = _tree(tmp_path / "a"), _tree(tmp_path / "b")
     assert len(first) > 200
     assert first == second
+
+
+def test_committed_audit_store_equals_a_fresh_generation(tmp_path: Path) -> None:
+    build_audit_store(tmp_path / AUDIT_STORE)
+    committed = _tree(REPO / "fixtures" / "stores" / AUDIT_STORE)
+    assert committed, "fixtures/stores/audit is missing: run `make fixtures`"
+    assert committed == _tree(tmp_path / AUDIT_STORE), "run `make fixtures` and commit the result"

@@ -1,0 +1,1107 @@
+"""Audit: re-deriving an issued report's verdict from its bundle (SPEC section 12).
+
+``audit_bundle`` runs the verifier first (``verify.read_and_verify``); unless the
+verdict is ``verified`` the audit is an error (exit 3) carrying the verification's
+reason. Over the verified bag it re-derives every check with ``derive.derive_check``
+(from the bundled suite's aggregation and dataset, the dataset manifest's examples and
+the exported cases) and the report with ``derive.derive_report``, and compares what
+was issued with what was derived. The result is an ``Audit``: per check and for the
+report, each field issued vs derived, every disagreement with both values, every item
+that cannot be re-derived with the reason, and the errors (defects of the inputs) that
+derivation found. Nothing here raises for a bad bundle; ``audit_contents`` raises
+InputError only when a document the verifier proved cannot be parsed at all.
+
+Choices where SPEC section 12 leaves room:
+
+- Issued documents. A check's status, result, score, coverage and assurance are
+  issued twice, in the report body's ``checks`` entry and in the check result file;
+  its interval only in the check result. Each is compared with the derived value, and
+  the two issued documents with each other: two documents that disagree are a
+  disagreement of kind ``between_documents`` even when one of them is right. The
+  ``required`` flag (report body, check result, suite) and the aggregation (suite,
+  check result) are compared between documents only; derivation uses the suite's. The
+  report's checks must be the suite's checks (as sets of ids).
+- Numbers. Scores and interval bounds agree when |issued - derived| <= 1e-12 x max(1,
+  |issued|, |derived|): an absolute tolerance of 1e-12 for values within [-1, 1] (every
+  pass rate, and scores on the usual 0..1 scale), relative beyond. Two issued
+  documents must carry the same number exactly; everything else compares exactly, as
+  JSON values.
+- Report assurance. The report body has no assurance field, so the report's assurance
+  is derived (the weakest of its required checks, SPEC 12) and shown as
+  informational. Comparing it with the weakest issued check assurance would only
+  repeat a check-level disagreement, which is reported already. A check's evidence
+  completeness is informational for the same reason (no issued field).
+- Errors. A defect that derivation finds (a case naming an example outside the
+  manifest, a repeat outside 1..repeats, a conflicting duplicate, an aggregation rule
+  outside the vocabulary, a missing threshold, a min_coverage outside 0..1, ...) is
+  listed as an error of that check and makes its derived status ``error``, as SPEC 12
+  rules for conflicting duplicates. It does not by itself decide the exit code: the
+  comparison does. A check issued as anything but ``error`` despite the defect is a
+  disagreement (exit 1); a check the issuer already reported as ``error`` is
+  consistent (exit 0, errors still listed). Exit 3 is kept for "no audit possible":
+  the bundle does not verify, or it is not an EvalBook report bundle.
+- Not re-derivable, never a disagreement: every field of a check whose cases were cut
+  by ``case_limit`` (bundle.json ``cases.total`` > ``cases.exported``), whose case file,
+  dataset manifest or suite is not in the bundle, or that the suite does not define;
+  slices (no store records slice membership), and with non-empty slices the check's
+  status and result (a failed required slice fails the check); the score and interval
+  of a check whose aggregation is invalid (and its coverage when ``repeats`` is
+  invalid); an interval whose method, parameters or rule derivation does not handle,
+  or whose issued form is not in the bundle. A report field is not re-derivable when a
+  required check's field it rests on is not.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import orjson
+
+from bundler import canonical
+from bundler.derive import (
+    DerivedCheck,
+    Interval,
+    NotRederivable,
+    Problem,
+    ProblemCode,
+    derive_check,
+    derive_report,
+)
+from bundler.errors import BundlerError, InputError
+from bundler.export import BUNDLE_SCHEMA
+from bundler.verify import (
+    Claim,
+    State,
+    Verdict,
+    Verification,
+    VerifyOptions,
+    read_and_verify,
+)
+
+AUDIT_SCHEMA = "evalbook.audit.v1"
+TOLERANCE = 1e-12
+TOLERANCE_RULE = "|issued - derived| <= 1e-12 x max(1, |issued|, |derived|)"
+REPORT_BODY = "report body"
+
+
+class AuditVerdict(enum.Enum):
+    """Consistent (exit 0), inconsistent (exit 1) or error: no audit possible (exit 3)."""
+
+    CONSISTENT = "consistent"
+    INCONSISTENT = "inconsistent"
+    ERROR = "error"
+
+
+class Field(enum.Enum):
+    """What is compared, for a check or for the report."""
+
+    CHECKS = "checks"
+    REQUIRED = "required"
+    AGGREGATION = "aggregation"
+    COVERAGE = "coverage"
+    STATUS = "status"
+    RESULT = "result"
+    SCORE = "score"
+    INTERVAL = "interval"
+    ASSURANCE = "assurance"
+    EVIDENCE_COMPLETE = "evidence_complete"
+    SLICES = "slices"
+
+
+class Outcome(enum.Enum):
+    """How one field's comparison ended."""
+
+    AGREE = "agree"
+    DISAGREE = "disagree"
+    NOT_REDERIVABLE = "not_rederivable"
+    INFORMATIONAL = "informational"
+
+
+class Comparison(enum.Enum):
+    """How values were compared: exactly as JSON, or numbers within TOLERANCE_RULE."""
+
+    EXACT = "exact"
+    TOLERANCE = "tolerance"
+
+
+class DisagreementKind(enum.Enum):
+    """An issued value differs from the derived one, or two issued documents differ."""
+
+    ISSUED_VS_DERIVED = "issued_vs_derived"
+    BETWEEN_DOCUMENTS = "between_documents"
+
+
+@dataclass(frozen=True)
+class IssuedValue:
+    """A value as one document (a bag-relative path) carries it."""
+
+    document: str
+    value: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"document": self.document, "value": self.value}
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A derived value (``value`` may itself be null: a derived null)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """One disagreement, with every value involved."""
+
+    check_id: str | None  # None: the report
+    field: Field
+    kind: DisagreementKind
+    issued: tuple[IssuedValue, ...]
+    derived: Derived | None
+    comparison: Comparison
+
+    @property
+    def scope(self) -> str:
+        return "report" if self.check_id is None else "check"
+
+    def describe(self) -> str:
+        """One line: what differs, with both sides."""
+        where = "report" if self.check_id is None else f"check {self.check_id}"
+        if self.kind is DisagreementKind.BETWEEN_DOCUMENTS:
+            sides = "; ".join(
+                f"{_doc_label(v.document)} {format_value(v.value)}" for v in self.issued
+            )
+            return f"{where} {self.field.value}: the issued documents differ: {sides}"
+        docs = ", ".join(_doc_label(v.document) for v in self.issued)
+        derived = format_value(self.derived.value) if self.derived is not None else "-"
+        return (
+            f"{where} {self.field.value}: issued {format_value(self.issued[0].value)} ({docs}); "
+            f"derived {derived}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "check_id": self.check_id,
+            "field": self.field.value,
+            "kind": self.kind.value,
+            "issued": [v.to_json() for v in self.issued],
+            "derived": None if self.derived is None else {"value": self.derived.value},
+            "comparison": self.comparison.value,
+            "detail": self.describe(),
+        }
+
+
+@dataclass(frozen=True)
+class FieldAudit:
+    """One field of a check or of the report: issued values, derived value, outcome."""
+
+    field: Field
+    outcome: Outcome
+    issued: tuple[IssuedValue, ...]
+    derived: Derived | None
+    comparison: Comparison
+    reason: str | None = None
+    disagreements: tuple[Disagreement, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "field": self.field.value,
+            "outcome": self.outcome.value,
+            "issued": [v.to_json() for v in self.issued],
+            "derived": None if self.derived is None else {"value": self.derived.value},
+            "comparison": self.comparison.value,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class NotRederivableItem:
+    """Fields of a check (or of the report) that cannot be re-derived, and why."""
+
+    check_id: str | None
+    fields: tuple[Field, ...]
+    reason: str
+
+    def describe(self) -> str:
+        where = "report" if self.check_id is None else f"check {self.check_id}"
+        return f"{where} ({', '.join(f.value for f in self.fields)}): {self.reason}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scope": "report" if self.check_id is None else "check",
+            "check_id": self.check_id,
+            "fields": [f.value for f in self.fields],
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class CheckAudit:
+    """One check: every field compared, and the defects derivation found."""
+
+    check_id: str
+    required: bool
+    fields: tuple[FieldAudit, ...]
+    errors: tuple[Problem, ...] = ()
+
+    def get(self, name: Field) -> FieldAudit | None:
+        return next((f for f in self.fields if f.field is name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "check_id": self.check_id,
+            "required": self.required,
+            "fields": [f.to_json() for f in self.fields],
+            "errors": [{"code": p.code.value, "message": p.message} for p in self.errors],
+        }
+
+
+@dataclass(frozen=True)
+class ReportAudit:
+    """The report's fields compared."""
+
+    report_id: str
+    fields: tuple[FieldAudit, ...]
+
+    def get(self, name: Field) -> FieldAudit | None:
+        return next((f for f in self.fields if f.field is name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"report_id": self.report_id, "fields": [f.to_json() for f in self.fields]}
+
+
+@dataclass(frozen=True)
+class Audit:
+    """The whole audit of one bundle; ``to_json`` follows schemas/audit.schema.json."""
+
+    source: str
+    verdict: AuditVerdict
+    verification: Verification | None = None
+    error: str | None = None
+    report: ReportAudit | None = None
+    checks: tuple[CheckAudit, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return {AuditVerdict.CONSISTENT: 0, AuditVerdict.INCONSISTENT: 1, AuditVerdict.ERROR: 3}[
+            self.verdict
+        ]
+
+    def _all_fields(self) -> list[tuple[str | None, FieldAudit]]:
+        items: list[tuple[str | None, FieldAudit]] = []
+        if self.report is not None:
+            items += [(None, f) for f in self.report.fields]
+        for check in self.checks:
+            items += [(check.check_id, f) for f in check.fields]
+        return items
+
+    @property
+    def disagreements(self) -> tuple[Disagreement, ...]:
+        """Every disagreement: the report's first, then the checks' in report order."""
+        return tuple(d for _, f in self._all_fields() for d in f.disagreements)
+
+    @property
+    def not_rederivable(self) -> tuple[NotRederivableItem, ...]:
+        """Fields that cannot be re-derived, grouped per check (or report) and reason."""
+        grouped: dict[tuple[str | None, str], list[Field]] = {}
+        for check_id, f in self._all_fields():
+            if f.outcome is Outcome.NOT_REDERIVABLE:
+                grouped.setdefault((check_id, f.reason or "unknown"), []).append(f.field)
+        return tuple(
+            NotRederivableItem(check_id, tuple(fields), reason)
+            for (check_id, reason), fields in grouped.items()
+        )
+
+    @property
+    def errors(self) -> tuple[tuple[str, Problem], ...]:
+        """(check_id, problem) for every defect derivation found."""
+        return tuple((c.check_id, p) for c in self.checks for p in c.errors)
+
+    def counts(self) -> dict[str, int]:
+        outcomes = [f.outcome for _, f in self._all_fields()]
+        return {
+            "checks": len(self.checks),
+            "agree": outcomes.count(Outcome.AGREE),
+            "disagree": outcomes.count(Outcome.DISAGREE),
+            "not_rederivable": outcomes.count(Outcome.NOT_REDERIVABLE),
+            "informational": outcomes.count(Outcome.INFORMATIONAL),
+            "disagreements": len(self.disagreements),
+            "errors": len(self.errors),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        v = self.verification
+        return {
+            "schema": AUDIT_SCHEMA,
+            "source": self.source,
+            "verdict": self.verdict.value,
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "verification": None
+            if v is None
+            else {
+                "verdict": v.verdict.value,
+                "bundle_schema": v.kind,
+                "bundle_digest": v.bundle_digest,
+                "report_id": v.report_id,
+                "report_digest": v.report_digest,
+                "anchor": v.anchor.describe(),
+                "counts": v.counts(),
+            },
+            "tolerance": {"value": TOLERANCE, "rule": TOLERANCE_RULE},
+            "counts": self.counts(),
+            "report": None if self.report is None else self.report.to_json(),
+            "checks": [c.to_json() for c in self.checks],
+            "disagreements": [d.to_json() for d in self.disagreements],
+            "not_rederivable": [n.to_json() for n in self.not_rederivable],
+            "errors": [
+                {"check_id": check_id, "code": p.code.value, "message": p.message}
+                for check_id, p in self.errors
+            ],
+        }
+
+
+# ------------------------------------------------------------------------ entry points
+
+
+def audit_bundle(
+    location: str,
+    options: VerifyOptions,
+    *,
+    stream: BinaryIO | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Audit:
+    """Verify the bundle at ``location`` (archive, bag directory, or ``stream``), then audit it.
+
+    ``progress`` receives the bytes read so far, as in ``verify.verify_bundle``. Never
+    raises for a bad bundle: a verdict other than ``verified``, a bundle that is not an
+    EvalBook report bundle, or a document that cannot be parsed give an ``Audit`` with
+    verdict ``error`` and the one-line reason.
+    """
+    verification, contents = read_and_verify(location, options, stream=stream, progress=progress)
+    if verification.verdict is not Verdict.VERIFIED or contents is None:
+        return Audit(location, AuditVerdict.ERROR, verification, _verification_reason(verification))
+    try:
+        return audit_contents(verification, contents.kept)
+    except BundlerError as exc:
+        return Audit(location, AuditVerdict.ERROR, verification, exc.message)
+
+
+def _verification_reason(v: Verification) -> str:
+    if v.verdict is Verdict.ERROR:
+        return f"the bundle could not be verified: {v.error}"
+    failed = [c for c in v.claims if c.state is State.FAILED]
+    first = f"; first: {_claim_text(failed[0])}" if failed else ""
+    return f"verification failed ({len(failed)} claim(s) failed){first}; nothing was audited"
+
+
+def _claim_text(c: Claim) -> str:
+    text = f"[{c.group}] {c.subject}: {c.detail or c.state.value}"
+    return text + (f" ({c.path})" if c.path else "")
+
+
+def audit_contents(verification: Verification, kept: Mapping[str, bytes]) -> Audit:
+    """Audit a bag already verified: ``kept`` maps bag-relative paths to document bytes.
+
+    Returns verdict ``error`` for a bundle that is not an EvalBook report bundle.
+    Raises InputError when a document named by bundle.json cannot be parsed as JSON.
+    """
+    source = verification.source
+    bundle = _parse(kept, "data/bundle.json")
+    if not isinstance(bundle, dict) or bundle.get("schema") != BUNDLE_SCHEMA:
+        schema = bundle.get("schema") if isinstance(bundle, dict) else None
+        return Audit(
+            source,
+            AuditVerdict.ERROR,
+            verification,
+            f"data/bundle.json: schema {schema!r} is not {BUNDLE_SCHEMA}; only EvalBook report "
+            "bundles have a verdict to re-derive",
+        )
+    return _Auditor(bundle, kept).run(verification)
+
+
+def _parse(kept: Mapping[str, bytes], path: str) -> Any:
+    data = kept.get(path)
+    if data is None:
+        raise InputError(f"{path}: named by bundle.json but not in the bag")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def _parse_lines(kept: Mapping[str, bytes], path: str) -> list[Any]:
+    """The case objects of a JSON Lines file, in line order.
+
+    Verified case lines are canonical JSON, which never holds a raw newline, so the
+    file is parsed in one call as a JSON array.
+    """
+    data = kept.get(path)
+    if data is None:
+        raise InputError(f"{path}: named by bundle.json but not in the bag")
+    body = data[:-1] if data.endswith(b"\n") else data
+    try:
+        value = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{path}: a line is not valid JSON ({exc})") from exc
+    assert isinstance(value, list)
+    return value
+
+
+# ------------------------------------------------------------------------- comparing
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: numbers by value (1 == 1.0), booleans only equal booleans."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def numbers_agree(issued: Any, derived: Any) -> bool:
+    """Two numbers (or nulls) within TOLERANCE_RULE; null agrees only with null."""
+    if issued is None or derived is None:
+        return issued is None and derived is None
+    if not (_is_number(issued) and _is_number(derived)):
+        return False
+    a, b = float(issued), float(derived)
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return a == b
+    return abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
+
+
+def _intervals_agree(issued: Any, derived: Any) -> bool:
+    if issued is None or derived is None:
+        return issued is None and derived is None
+    if not isinstance(issued, dict) or not isinstance(derived, dict):
+        return False
+    others = {k: v for k, v in issued.items() if k not in ("low", "high")}
+    derived_others = {k: v for k, v in derived.items() if k not in ("low", "high")}
+    return (
+        _json_equal(others, derived_others)
+        and numbers_agree(issued.get("low"), derived.get("low"))
+        and numbers_agree(issued.get("high"), derived.get("high"))
+    )
+
+
+_TOLERANT = {Field.SCORE: numbers_agree, Field.INTERVAL: _intervals_agree}
+
+
+def _compare(
+    check_id: str | None,
+    name: Field,
+    issued: Sequence[IssuedValue],
+    derived: Derived | None,
+) -> FieldAudit:
+    """Compare issued documents with each other and, if given, with the derived value."""
+    comparison = Comparison.TOLERANCE if name in _TOLERANT else Comparison.EXACT
+    agree = _TOLERANT.get(name, _json_equal)
+    groups: list[list[IssuedValue]] = []
+    for item in issued:
+        group = next((g for g in groups if _json_equal(g[0].value, item.value)), None)
+        if group is None:
+            groups.append([item])
+        else:
+            group.append(item)
+    found: list[Disagreement] = []
+    if len(groups) > 1:
+        found.append(
+            Disagreement(
+                check_id,
+                name,
+                DisagreementKind.BETWEEN_DOCUMENTS,
+                tuple(issued),
+                None,
+                Comparison.EXACT,
+            )
+        )
+    if derived is not None:
+        found += [
+            Disagreement(
+                check_id, name, DisagreementKind.ISSUED_VS_DERIVED, tuple(g), derived, comparison
+            )
+            for g in groups
+            if not agree(g[0].value, derived.value)
+        ]
+    return FieldAudit(
+        name,
+        Outcome.DISAGREE if found else Outcome.AGREE,
+        tuple(issued),
+        derived,
+        comparison,
+        disagreements=tuple(found),
+    )
+
+
+def _not_rederivable(name: Field, issued: Sequence[IssuedValue], reason: str) -> FieldAudit:
+    comparison = Comparison.TOLERANCE if name in _TOLERANT else Comparison.EXACT
+    return FieldAudit(name, Outcome.NOT_REDERIVABLE, tuple(issued), None, comparison, reason)
+
+
+def _informational(
+    name: Field, issued: Sequence[IssuedValue], derived: Any, reason: str
+) -> FieldAudit:
+    return FieldAudit(
+        name, Outcome.INFORMATIONAL, tuple(issued), Derived(derived), Comparison.EXACT, reason
+    )
+
+
+# ------------------------------------------------------------------------ the auditor
+
+_AGGREGATION_PROBLEMS = frozenset(
+    {
+        ProblemCode.UNKNOWN_RULE,
+        ProblemCode.MISSING_THRESHOLD,
+        ProblemCode.INVALID_THRESHOLD,
+        ProblemCode.INVALID_MIN_COVERAGE,
+        ProblemCode.INVALID_MIN_SAMPLES,
+        ProblemCode.INVALID_REPEATS,
+    }
+)
+# Per-check fields issued in the report body's entry and the check result file.
+_SHARED_FIELDS = (Field.COVERAGE, Field.STATUS, Field.RESULT, Field.SCORE, Field.ASSURANCE)
+_DERIVED_FIELDS = (*_SHARED_FIELDS, Field.INTERVAL)
+# The check fields each report field rests on.
+_REPORT_NEEDS = {
+    Field.RESULT: (Field.RESULT, Field.EVIDENCE_COMPLETE),
+    Field.EVIDENCE_COMPLETE: (Field.EVIDENCE_COMPLETE,),
+    Field.COVERAGE: (Field.COVERAGE,),
+    Field.ASSURANCE: (Field.ASSURANCE,),
+}
+
+
+@dataclass
+class _CheckState:
+    """What the report derivation needs from one check."""
+
+    check_id: str
+    required: bool
+    derived: DerivedCheck | None
+    blocked: dict[Field, str] = field(default_factory=dict)  # field -> why not re-derivable
+
+
+class _Auditor:
+    def __init__(self, bundle: dict[str, Any], kept: Mapping[str, bytes]) -> None:
+        self.bundle = bundle
+        self.kept = kept
+        self.body_path: str = bundle["report"]["path"]
+        self.body = _parse(kept, self.body_path)
+        self.unavailable = {(e["kind"], e["ref"]): e for e in bundle["unavailable"]}
+        self.suite_path: str | None = bundle["suite"]["path"]
+        self.suite: Any = None if self.suite_path is None else _parse(kept, self.suite_path)
+        self._manifests: dict[tuple[str, int], list[str] | str] = {}
+
+    def listed_reason(self, kind: str, ref: str, what: str) -> str:
+        entry = self.unavailable.get((kind, ref))
+        if entry is None:
+            return f"{what} is not in the bundle"
+        detail = f", {entry['detail']}" if entry.get("detail") else ""
+        return f"{what} is not in the bundle ({entry['reason']}{detail})"
+
+    def suite_checks(self) -> dict[str, dict[str, Any]] | str:
+        """check_id -> suite check, or why the suite cannot be used."""
+        ref = self.bundle["suite"]
+        item = f"{ref['suite_id']}@{ref['version']}"
+        if self.suite is None:
+            return self.listed_reason("suite", item, f"the suite {item}")
+        checks = self.suite.get("checks") if isinstance(self.suite, dict) else None
+        if not isinstance(checks, list):
+            return f"the suite {item} has no list of checks"
+        return {
+            c["check_id"]: c
+            for c in checks
+            if isinstance(c, dict) and isinstance(c.get("check_id"), str)
+        }
+
+    def expected_examples(self, dataset: Any) -> list[str] | str:
+        """The example ids of the dataset version a suite check names, or why unknown."""
+        if not isinstance(dataset, dict) or not isinstance(dataset.get("id"), str):
+            return "the suite check names no dataset"
+        version = dataset.get("version")
+        if isinstance(version, bool) or not isinstance(version, int):
+            return "the suite check names no dataset version"
+        key = (dataset["id"], version)
+        if key not in self._manifests:
+            item = f"{key[0]}@{key[1]}"
+            entry = next(
+                (d for d in self.bundle["datasets"] if (d["dataset_id"], d["version"]) == key), None
+            )
+            if entry is None:
+                self._manifests[key] = self.listed_reason("dataset", item, f"the dataset {item}")
+            else:
+                manifest = _parse(self.kept, entry["path"])
+                self._manifests[key] = [e["example_id"] for e in manifest["examples"]]
+        return self._manifests[key]
+
+    def run(self, verification: Verification) -> Audit:
+        suite_checks = self.suite_checks()
+        entries = {c["check_id"]: c for c in self.bundle["checks"]}
+        states: list[_CheckState] = []
+        audits: list[CheckAudit] = []
+        for body_check in self.body["checks"]:
+            check_id = body_check["check_id"]
+            suite_check = None
+            if isinstance(suite_checks, str):
+                missing_suite: str | None = suite_checks
+            else:
+                suite_check = suite_checks.get(check_id)
+                missing_suite = None if suite_check else f"the suite defines no check {check_id}"
+            audit, state = self.audit_check(
+                body_check, suite_check, missing_suite, entries.get(check_id)
+            )
+            audits.append(audit)
+            states.append(state)
+        report = ReportAudit(
+            self.body["report_id"], tuple(self.report_fields(suite_checks, states))
+        )
+        checks = tuple(audits)
+        has_disagreement = any(
+            f.outcome is Outcome.DISAGREE
+            for f in report.fields + tuple(x for c in checks for x in c.fields)
+        )
+        return Audit(
+            verification.source,
+            AuditVerdict.INCONSISTENT if has_disagreement else AuditVerdict.CONSISTENT,
+            verification,
+            None,
+            report,
+            checks,
+        )
+
+    # -- one check ---------------------------------------------------------------------
+
+    def audit_check(
+        self,
+        body_check: dict[str, Any],
+        suite_check: dict[str, Any] | None,
+        missing_suite: str | None,
+        entry: dict[str, Any] | None,
+    ) -> tuple[CheckAudit, _CheckState]:
+        check_id: str = body_check["check_id"]
+        body_doc = self.body_path
+        result_path = entry["path"] if entry is not None else None
+        result = _parse(self.kept, result_path) if result_path is not None else None
+        suite_doc = self.suite_path or "suite"
+
+        required_issued = [IssuedValue(body_doc, body_check["required"])]
+        if result is not None and result_path is not None:
+            required_issued.append(IssuedValue(result_path, result["required"]))
+        if suite_check is not None:
+            required_issued.append(IssuedValue(suite_doc, suite_check.get("required")))
+        fields = [_compare(check_id, Field.REQUIRED, required_issued, None)]
+        suite_required = suite_check.get("required") if suite_check is not None else None
+        required = (
+            suite_required if isinstance(suite_required, bool) else bool(body_check["required"])
+        )
+
+        aggregation: Any = suite_check.get("aggregation") if suite_check is not None else None
+        if suite_check is not None and result is not None and result_path is not None:
+            fields.append(
+                _compare(
+                    check_id,
+                    Field.AGGREGATION,
+                    [
+                        IssuedValue(suite_doc, aggregation),
+                        IssuedValue(result_path, result["aggregation"]),
+                    ],
+                    None,
+                )
+            )
+
+        def issued(name: Field) -> list[IssuedValue]:
+            values = []
+            if name is not Field.INTERVAL:
+                values.append(IssuedValue(body_doc, body_check[name.value]))
+            if result is not None and result_path is not None:
+                values.append(IssuedValue(result_path, result[name.value]))
+            return values
+
+        blocked = self.blockers(check_id, suite_check, missing_suite, entry)
+        derived: DerivedCheck | None = None
+        blocked_fields: dict[Field, str] = {}
+        if blocked is not None:
+            blocked_fields = dict.fromkeys((*_DERIVED_FIELDS, Field.EVIDENCE_COMPLETE), blocked)
+        else:
+            assert suite_check is not None and entry is not None
+            dataset = suite_check["dataset"]
+            expected = self.expected_examples(dataset)
+            assert isinstance(expected, list)
+            derived = derive_check(
+                aggregation if isinstance(aggregation, Mapping) else {},
+                dataset_id=dataset["id"],
+                dataset_version=dataset["version"],
+                expected_example_ids=expected,
+                cases=_parse_lines(self.kept, entry["cases"]["path"]),
+                interval=result.get("interval") if result is not None else None,
+            )
+            blocked_fields = self.partial_blockers(derived, body_check, result)
+
+        for name in _DERIVED_FIELDS:
+            values = issued(name)
+            if name in blocked_fields:
+                fields.append(_not_rederivable(name, values, blocked_fields[name]))
+            elif derived is not None:
+                fields.append(
+                    _compare(check_id, name, values, Derived(_derived_value(name, derived, result)))
+                )
+        if Field.EVIDENCE_COMPLETE in blocked_fields:
+            fields.append(
+                _not_rederivable(
+                    Field.EVIDENCE_COMPLETE, [], blocked_fields[Field.EVIDENCE_COMPLETE]
+                )
+            )
+        elif derived is not None:
+            fields.append(
+                _informational(
+                    Field.EVIDENCE_COMPLETE,
+                    [],
+                    derived.evidence_complete,
+                    "no document issues a check's evidence completeness; the report's rests on it",
+                )
+            )
+        slices = [IssuedValue(body_doc, body_check["slices"])]
+        if result is not None and result_path is not None:
+            slices.append(IssuedValue(result_path, result["slices"]))
+        if any(v.value for v in slices):
+            fields.append(
+                _not_rederivable(Field.SLICES, slices, "no store records slice membership")
+            )
+
+        audit = CheckAudit(check_id, required, tuple(fields), derived.problems if derived else ())
+        return audit, _CheckState(check_id, required, derived, blocked_fields)
+
+    def blockers(
+        self,
+        check_id: str,
+        suite_check: dict[str, Any] | None,
+        missing_suite: str | None,
+        entry: dict[str, Any] | None,
+    ) -> str | None:
+        """Why nothing of the check can be re-derived, or None."""
+        if suite_check is None:
+            return missing_suite or f"the suite defines no check {check_id}"
+        if entry is None:
+            return f"bundle.json lists no check {check_id}"
+        expected = self.expected_examples(suite_check.get("dataset"))
+        if isinstance(expected, str):
+            return expected
+        cases = entry["cases"]
+        if cases["path"] is None:
+            return self.listed_reason("cases", check_id, f"the case file of {check_id}")
+        if cases["total"] > cases["exported"]:
+            cut = cases["total"] - cases["exported"]
+            listed = self.unavailable.get(("cases", check_id))
+            reason = listed["reason"] if listed is not None else "case_limit"
+            return f"{reason}: {cut} of {cases['total']} cases were not exported"
+        return None
+
+    def partial_blockers(
+        self,
+        derived: DerivedCheck,
+        body_check: dict[str, Any],
+        result: dict[str, Any] | None,
+    ) -> dict[Field, str]:
+        """Fields of a derived check that still cannot be compared, with the reason."""
+        blocked: dict[Field, str] = {}
+        codes = {p.code for p in derived.problems}
+        if codes & _AGGREGATION_PROBLEMS:
+            reason = "the suite check's aggregation is invalid (see the check's errors)"
+            blocked[Field.SCORE] = reason
+            blocked[Field.INTERVAL] = reason
+            if ProblemCode.INVALID_REPEATS in codes:
+                blocked[Field.COVERAGE] = reason
+                blocked[Field.EVIDENCE_COMPLETE] = reason
+        if Field.INTERVAL not in blocked:
+            if result is None:
+                blocked[Field.INTERVAL] = self.listed_reason(
+                    "check", body_check["check_id"], "the check result holding the issued interval"
+                )
+            elif isinstance(derived.interval, NotRederivable):
+                blocked[Field.INTERVAL] = derived.interval.reason
+        if body_check["slices"] or (result is not None and result["slices"]):
+            reason = (
+                "a failed required slice fails the check, and no store records slice membership"
+            )
+            blocked.setdefault(Field.STATUS, reason)
+            blocked.setdefault(Field.RESULT, reason)
+        return blocked
+
+    # -- the report --------------------------------------------------------------------
+
+    def report_fields(
+        self, suite_checks: dict[str, dict[str, Any]] | str, states: Sequence[_CheckState]
+    ) -> list[FieldAudit]:
+        body = self.body
+        fields: list[FieldAudit] = []
+        if isinstance(suite_checks, dict):
+            fields.append(
+                _compare(
+                    None,
+                    Field.CHECKS,
+                    [
+                        IssuedValue(self.body_path, sorted(c["check_id"] for c in body["checks"])),
+                        IssuedValue(self.suite_path or "suite", sorted(suite_checks)),
+                    ],
+                    None,
+                )
+            )
+        required = [s for s in states if s.required]
+        derivable = all(s.derived is not None for s in required)
+        report = (
+            derive_report((True, s.derived) for s in required if s.derived is not None)
+            if derivable
+            else None
+        )
+        for name, needs in _REPORT_NEEDS.items():
+            blocker = next(
+                (
+                    f"required check {s.check_id}: {s.blocked[need]}"
+                    for s in required
+                    for need in needs
+                    if need in s.blocked
+                ),
+                None,
+            )
+            issued = (
+                [] if name is Field.ASSURANCE else [IssuedValue(self.body_path, body[name.value])]
+            )
+            if blocker is not None or report is None:
+                fields.append(
+                    _not_rederivable(
+                        name, issued, blocker or "a required check is not re-derivable"
+                    )
+                )
+                continue
+            if name is Field.ASSURANCE:
+                fields.append(
+                    _informational(
+                        name,
+                        issued,
+                        None if report.assurance is None else report.assurance.value,
+                        "the report body carries no assurance; derived as the weakest of the "
+                        "required checks, each compared above",
+                    )
+                )
+                continue
+            value: Any
+            if name is Field.RESULT:
+                value = report.result.value
+            elif name is Field.EVIDENCE_COMPLETE:
+                value = report.evidence_complete
+            else:
+                value = _coverage_json(report.coverage)
+            fields.append(_compare(None, name, issued, Derived(value)))
+        return fields
+
+
+def _coverage_json(coverage: Any) -> dict[str, int]:
+    return {
+        "expected": coverage.expected,
+        "executed": coverage.executed,
+        "missing": coverage.missing,
+    }
+
+
+def _derived_value(name: Field, derived: DerivedCheck, result: dict[str, Any] | None) -> Any:
+    if name is Field.COVERAGE:
+        return _coverage_json(derived.coverage)
+    if name is Field.STATUS:
+        return derived.status.value
+    if name is Field.RESULT:
+        return derived.result.value
+    if name is Field.SCORE:
+        return derived.score
+    if name is Field.ASSURANCE:
+        return None if derived.assurance is None else derived.assurance.value
+    if name is Field.INTERVAL:
+        issued = result.get("interval") if result is not None else None
+        if isinstance(derived.interval, Interval) and isinstance(issued, dict):
+            return {**issued, "low": derived.interval.low, "high": derived.interval.high}
+        return None
+    raise ValueError(f"{name.value} is not a derived check field")
+
+
+# ------------------------------------------------------------------------- rendering
+
+
+def format_value(value: Any) -> str:
+    """A value as the console shows it: numbers in full precision, coverage and intervals short."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, int | str):
+        return str(value)
+    if isinstance(value, dict) and set(value) == {"expected", "executed", "missing"}:
+        return (
+            f"{value['expected']} expected, {value['executed']} executed, "
+            f"{value['missing']} missing"
+        )
+    if isinstance(value, dict) and "low" in value and "high" in value:
+        low, high = format_value(value["low"]), format_value(value["high"])
+        extra = [str(value[k]) for k in ("method",) if value.get(k) is not None]
+        if value.get("level") is not None:
+            extra.append(f"level {format_value(value['level'])}")
+        if value.get("seed") is not None:
+            extra.append(f"seed {value['seed']}")
+        return f"[{low}, {high}]" + (f" ({', '.join(extra)})" if extra else "")
+    text: str = canonical.dumps(value).decode("utf-8")
+    return text
+
+
+def _doc_label(document: str) -> str:
+    if document == "data/report/body.json":
+        return REPORT_BODY
+    if document.startswith("data/checks/"):
+        return "check result"
+    if document.startswith("data/suite/"):
+        return "suite"
+    return document
+
+
+def _issued_text(f: FieldAudit) -> str:
+    if not f.issued:
+        return "not issued"
+    distinct: list[tuple[Any, list[str]]] = []
+    for v in f.issued:
+        group = next((g for g in distinct if _json_equal(g[0], v.value)), None)
+        if group is None:
+            distinct.append((v.value, [_doc_label(v.document)]))
+        else:
+            group[1].append(_doc_label(v.document))
+    if len(distinct) == 1:
+        return format_value(distinct[0][0])
+    return "; ".join(f"{format_value(value)} ({', '.join(docs)})" for value, docs in distinct)
+
+
+def _field_line(f: FieldAudit) -> str:
+    issued = f"issued {_issued_text(f)}" if f.issued else "not issued"
+    text = f"  {f.field.value + ':':<18} {issued}"
+    if f.outcome is Outcome.NOT_REDERIVABLE:
+        return f"{text}; not re-derivable: {f.reason}"
+    if f.derived is not None:
+        text += f"; derived {format_value(f.derived.value)}"
+    marker = {
+        Outcome.AGREE: "agrees",
+        Outcome.DISAGREE: "DISAGREES",
+        Outcome.INFORMATIONAL: "informational",
+    }[f.outcome]
+    return f"{text}  [{marker}]"
+
+
+def _header_lines(audit: Audit) -> list[str]:
+    lines = [f"Bundle:      {audit.source}"]
+    v = audit.verification
+    if v is not None and v.bundle_digest is not None:
+        lines.append(f"Digest:      {v.bundle_digest}")
+    if v is not None and v.report_id is not None:
+        lines.append(f"Report:      {v.report_id}  {v.report_digest}")
+    return lines
+
+
+def _verdict_text(audit: Audit) -> str:
+    counts = audit.counts()
+    if audit.verdict is AuditVerdict.ERROR:
+        return "ERROR (no audit possible)"
+    text: str = audit.verdict.value.upper()
+    notes = []
+    if counts["disagreements"]:
+        notes.append(f"{counts['disagreements']} disagreement(s)")
+    if audit.not_rederivable:
+        notes.append(f"{len(audit.not_rederivable)} item(s) not re-derivable")
+    if counts["errors"]:
+        notes.append(f"{counts['errors']} input error(s)")
+    return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def audit_text(audit: Audit) -> str:
+    """The console summary: Bundle, Report, Verdict, each check issued vs derived, then
+    Disagreements, Not re-derivable and Errors."""
+    lines = _header_lines(audit)
+    lines.append(f"Verdict:     {_verdict_text(audit)}")
+    if audit.verdict is AuditVerdict.ERROR:
+        lines.append(f"Error:       {audit.error}")
+        return "\n".join(lines) + "\n"
+    if audit.report is not None:
+        lines.append(f"Report {audit.report.report_id}:")
+        lines += [_field_line(f) for f in audit.report.fields]
+    for check in audit.checks:
+        lines.append(f"Check {check.check_id} ({'required' if check.required else 'optional'}):")
+        lines += [_field_line(f) for f in check.fields]
+        lines += [f"  error: {p.code.value}: {p.message}" for p in check.errors]
+    disagreements = audit.disagreements
+    lines.append(f"Disagreements: {len(disagreements)}")
+    lines += [f"  - {d.describe()}" for d in disagreements]
+    items = audit.not_rederivable
+    lines.append(f"Not re-derivable: {len(items)}")
+    lines += [f"  - {n.describe()}" for n in items]
+    errors = audit.errors
+    lines.append(f"Errors:      {len(errors)}")
+    lines += [f"  - check {check_id}: {p.code.value}: {p.message}" for check_id, p in errors]
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def audit_markdown(audit: Audit) -> str:
+    """The audit as a Markdown page (written as audit.md by ``--output-dir``)."""
+    out = [f"# Audit of `{audit.source}`", "", f"- **Verdict:** {_verdict_text(audit)}"]
+    v = audit.verification
+    if v is not None and v.bundle_digest is not None:
+        out.append(f"- **Bundle digest:** `{v.bundle_digest}`")
+    if v is not None and v.report_id is not None:
+        out.append(f"- **Report:** `{v.report_id}` `{v.report_digest}`")
+    if audit.verdict is AuditVerdict.ERROR:
+        out.append(f"- **Error:** {audit.error}")
+        return "\n".join(out) + "\n"
+    out.append(f"- **Numbers compared:** {TOLERANCE_RULE}")
+    sections: list[tuple[str, Iterable[FieldAudit]]] = []
+    if audit.report is not None:
+        sections.append((f"Report `{audit.report.report_id}`", audit.report.fields))
+    for check in audit.checks:
+        kind = "required" if check.required else "optional"
+        sections.append((f"Check `{check.check_id}` ({kind})", check.fields))
+    for title, fields in sections:
+        out += [
+            "",
+            f"## {title}",
+            "",
+            "| field | issued | derived | outcome |",
+            "|---|---|---|---|",
+        ]
+        for f in fields:
+            derived = "-" if f.derived is None else format_value(f.derived.value)
+            outcome = f.outcome.value.replace("_", " ")
+            if f.reason:
+                outcome += f": {f.reason}"
+            out.append(
+                f"| {f.field.value} | {_md(_issued_text(f))} | {_md(derived)} | {_md(outcome)} |"
+            )
+    out += ["", f"## Disagreements ({len(audit.disagreements)})", ""]
+    out += [f"- {_md(d.describe())}" for d in audit.disagreements] or ["None."]
+    out += ["", f"## Not re-derivable ({len(audit.not_rederivable)})", ""]
+    out += [f"- {_md(n.describe())}" for n in audit.not_rederivable] or ["None."]
+    out += ["", f"## Errors ({len(audit.errors)})", ""]
+    out += [f"- check `{c}`: {p.code.value}: {_md(p.message)}" for c, p in audit.errors] or [
+        "None."
+    ]
+    return "\n".join(out) + "\n"
