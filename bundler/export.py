@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import zstandard
 
@@ -47,6 +47,7 @@ INLINE_PAYLOAD_MAX_BYTES = 262_144
 DEFAULT_LEVEL = 3
 READ_BODY = "dataset.read_body"
 EXPORT = "report.export"
+T = TypeVar("T")
 
 
 class Reason(StrEnum):
@@ -538,6 +539,54 @@ def export_bundle(
     envelope = store.envelope(config.report_id)
     target = resolve_output(config.out, config.report_id)
 
+    def strict_check(bundle: dict[str, Any]) -> None:
+        if config.strict and bundle["unavailable"]:
+            reasons = sorted({u["reason"] for u in bundle["unavailable"]})
+            raise StrictFailure(
+                f"--strict: {len(bundle['unavailable'])} item(s) would be unavailable "
+                f"({', '.join(reasons)}); nothing written"
+            )
+
+    bundle, archive_sha256, archive_size = write_bag_archive(
+        target,
+        top=f"evalbook-bundle-{config.report_id}",
+        level=config.level,
+        mtime=int(config.exported_at.timestamp()),
+        fill=lambda writer: _fill_bag(writer, store, body, envelope, permissions, config),
+        progress=progress,
+        before_link=strict_check,
+    )
+    return ExportResult(
+        path=target,
+        report_id=config.report_id,
+        bundle_digest=json_digest(bundle),
+        report_digest=bundle["report"]["digest"],
+        archive_sha256=archive_sha256,
+        archive_size=archive_size,
+        bundle=bundle,
+    )
+
+
+def write_bag_archive(
+    target: Path,
+    *,
+    top: str,
+    level: int,
+    mtime: int,
+    fill: Callable[[BagWriter], T],
+    progress: Callable[[Progress], None] | None = None,
+    before_link: Callable[[T], None] | None = None,
+) -> tuple[T, str, int]:
+    """Write a bag archive at ``target`` atomically; return (fill's result, sha256, size).
+
+    ``fill`` adds every member below the top directory, tag files included. The archive
+    goes to a temporary file in the target's directory, is fsynced, checked by
+    ``before_link`` (which may raise to abandon it) and linked into place: ``os.link``
+    refuses an existing target, so nothing is overwritten, and an interrupted or failed
+    export leaves nothing at the target name.
+    """
+    from bundler.tarwriter import TarWriter
+
     fd, temp_name = tempfile.mkstemp(
         dir=target.parent, prefix=f".{target.name}.", suffix=".partial"
     )
@@ -545,15 +594,16 @@ def export_bundle(
     try:
         with os.fdopen(fd, "wb") as fh:
             sink = _HashingFile(fh)
-            bundle = _write_archive(sink, store, body, envelope, permissions, config, progress)
+            compressor = zstandard.ZstdCompressor(level=level, write_checksum=True, threads=1)
+            # _HashingFile is the write-only file object zstandard needs; its stubs want IO[bytes].
+            with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:  # type: ignore[arg-type]
+                tar = TarWriter(zout, mtime=mtime)
+                result = fill(BagWriter(tar, top, progress))
+                tar.close()
             fh.flush()
             os.fsync(fh.fileno())
-        if config.strict and bundle["unavailable"]:
-            reasons = sorted({u["reason"] for u in bundle["unavailable"]})
-            raise StrictFailure(
-                f"--strict: {len(bundle['unavailable'])} item(s) would be unavailable "
-                f"({', '.join(reasons)}); nothing written"
-            )
+        if before_link is not None:
+            before_link(result)
         try:
             os.link(temp, target)
         except FileExistsError as exc:
@@ -561,15 +611,7 @@ def export_bundle(
         _fsync_dir(target.parent)
     finally:
         temp.unlink(missing_ok=True)
-    return ExportResult(
-        path=target,
-        report_id=config.report_id,
-        bundle_digest=json_digest(bundle),
-        report_digest=bundle["report"]["digest"],
-        archive_sha256="sha256:" + sink.sha256.hexdigest(),
-        archive_size=sink.size,
-        bundle=bundle,
-    )
+    return result, "sha256:" + sink.sha256.hexdigest(), sink.size
 
 
 def _fsync_dir(path: Path) -> None:
@@ -580,72 +622,62 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_archive(
-    sink: _HashingFile,
+def _fill_bag(
+    writer: BagWriter,
     store: Store,
     body: Document,
     envelope: Document,
     permissions: frozenset[str],
     config: ExportConfig,
-    progress: Callable[[Progress], None] | None,
 ) -> dict[str, Any]:
-    from bundler.tarwriter import TarWriter
-
+    """Every member of an EvalBook bundle, in the documented order; returns bundle.json."""
     exported_at = format_timestamp(config.exported_at)
-    mtime = int(config.exported_at.timestamp())
-    compressor = zstandard.ZstdCompressor(level=config.level, write_checksum=True, threads=1)
-    # _HashingFile is the file-like sink zstandard needs (write only).
-    with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:  # type: ignore[arg-type]
-        tar = TarWriter(zout, mtime=mtime)
-        top = f"evalbook-bundle-{config.report_id}"
-        writer = BagWriter(tar, top, progress)
-        collector = _Collector(store, body, permissions)
-        writer.add("data/report/body.json", body.data)
-        writer.add("data/report/envelope.json", envelope.data)
-        suite = collector.suite(writer)
-        scorers = collector.scorers(writer)
-        datasets = collector.dataset_manifests(writer)
-        checks = collector.read_checks()
-        check_entries, tree = collector.write_checks(writer, checks)
-        collector.write_examples(writer, checks, datasets)
-        payloads = collector.write_payloads(writer, collector.payload_uses(checks))
-        bundle: dict[str, Any] = {
-            "schema": BUNDLE_SCHEMA,
-            "exported_at": exported_at,
-            "exporter": {
-                "tool": TOOL_NAME,
-                "version": __version__,
-                "principal": config.principal,
-                "permissions": sorted(permissions),
+    collector = _Collector(store, body, permissions)
+    writer.add("data/report/body.json", body.data)
+    writer.add("data/report/envelope.json", envelope.data)
+    suite = collector.suite(writer)
+    scorers = collector.scorers(writer)
+    datasets = collector.dataset_manifests(writer)
+    checks = collector.read_checks()
+    check_entries, tree = collector.write_checks(writer, checks)
+    collector.write_examples(writer, checks, datasets)
+    payloads = collector.write_payloads(writer, collector.payload_uses(checks))
+    bundle: dict[str, Any] = {
+        "schema": BUNDLE_SCHEMA,
+        "exported_at": exported_at,
+        "exporter": {
+            "tool": TOOL_NAME,
+            "version": __version__,
+            "principal": config.principal,
+            "permissions": sorted(permissions),
+        },
+        "limits": {
+            "max_cases": MAX_CASES,
+            "inline_payload_max_bytes": INLINE_PAYLOAD_MAX_BYTES,
+        },
+        "report": {
+            "report_id": config.report_id,
+            "evaluation_id": body.value["evaluation_id"],
+            "digest": body.sha256,
+            "path": "data/report/body.json",
+            "envelope": {
+                "path": "data/report/envelope.json",
+                "digest": envelope.sha256,
+                "status": envelope.value["status"],
             },
-            "limits": {
-                "max_cases": MAX_CASES,
-                "inline_payload_max_bytes": INLINE_PAYLOAD_MAX_BYTES,
-            },
-            "report": {
-                "report_id": config.report_id,
-                "evaluation_id": body.value["evaluation_id"],
-                "digest": body.sha256,
-                "path": "data/report/body.json",
-                "envelope": {
-                    "path": "data/report/envelope.json",
-                    "digest": envelope.sha256,
-                    "status": envelope.value["status"],
-                },
-            },
-            "suite": suite,
-            "scorers": scorers,
-            "datasets": [d["entry"] for _, d in sorted(datasets.items())],
-            "checks": check_entries,
-            "payloads": payloads,
-            "unavailable": collector.ledger.sorted_unavailable(),
-            "redacted": collector.ledger.sorted_redacted(),
-            "cases_tree": {"tree_size": tree.size, "root": tree.root().hex()},
-        }
-        bundle_bytes = canonical.dumps(bundle)
-        writer.add("data/bundle.json", bundle_bytes)
-        write_tag_files(writer, bundle, bundle_bytes, config.sign)
-        tar.close()
+        },
+        "suite": suite,
+        "scorers": scorers,
+        "datasets": [d["entry"] for _, d in sorted(datasets.items())],
+        "checks": check_entries,
+        "payloads": payloads,
+        "unavailable": collector.ledger.sorted_unavailable(),
+        "redacted": collector.ledger.sorted_redacted(),
+        "cases_tree": {"tree_size": tree.size, "root": tree.root().hex()},
+    }
+    bundle_bytes = canonical.dumps(bundle)
+    writer.add("data/bundle.json", bundle_bytes)
+    write_tag_files(writer, bundle, bundle_bytes, config.sign)
     return bundle
 
 

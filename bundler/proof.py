@@ -9,6 +9,8 @@ head against a signature or an expected bundle digest.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,7 +124,7 @@ def prove_case(
     signature = sidecar_signature
     if signature is None and HEAD_SIG_FILE in contents.kept:
         signature = contents.kept[HEAD_SIG_FILE].decode("ascii", "replace")
-    return {
+    proof: dict[str, Any] = {
         "schema": PROOF_SCHEMA,
         "head": head,
         "head_signature": signature,
@@ -130,6 +132,10 @@ def prove_case(
         "leaf_index": index,
         "audit_path": [h.hex() for h in tree.inclusion_proof(index)],
     }
+    if leaves[index] != canonical.dumps(case):
+        # eval-banana leaves are the verbatim check files (SPEC 11.1), not JCS bytes.
+        proof["case_bytes"] = base64.b64encode(leaves[index]).decode("ascii")
+    return proof
 
 
 def check_proof(
@@ -152,7 +158,7 @@ def check_proof(
         raise InputError(f"malformed proof: {exc.message}") from exc
     head = proof["head"]
     hashes: list[bytes] = [bytes.fromhex(h) for h in proof["audit_path"]]
-    leaf = leaf_hash(canonical.dumps(proof["case"]))
+    leaf = leaf_hash(_leaf_bytes(proof, source))
     size = head["cases_tree"]["tree_size"]
     root = bytes.fromhex(head["cases_tree"]["root"])
     try:
@@ -184,6 +190,22 @@ def check_proof(
         or "none: the proof ties the case to this head only, not to a signer or a known bundle",
         anchored=bool(anchors),
     )
+
+
+def _leaf_bytes(proof: dict[str, Any], source: str) -> bytes:
+    """The leaf: the case's JCS bytes, or the verbatim ``case_bytes`` that must parse to it."""
+    if "case_bytes" not in proof:
+        return canonical.dumps(proof["case"])
+    try:
+        raw = base64.b64decode(proof["case_bytes"], validate=True)
+        parsed = canonical.loads(raw, source=f"{source}: case_bytes")
+    except (binascii.Error, CanonicalJSONError) as exc:
+        raise InputError(
+            f"malformed proof: {source}: case_bytes is not base64 of a JSON document"
+        ) from exc
+    if parsed != proof["case"]:
+        raise NotProven(f"{source}: case_bytes do not hold the case shown")
+    return raw
 
 
 def write_sidecar(archive: Path, signature: str) -> Path:

@@ -24,7 +24,7 @@ def verification_text(v: Verification, *, max_failures: int = 50) -> str:
     if v.verdict.value == "error":
         lines += ["Verdict:     ERROR (no verdict possible)", f"Error:       {v.error}"]
         return "\n".join(lines) + "\n"
-    lines.append(f"Digest:      {v.bundle_digest}")
+    lines.append(f"Digest:      {v.bundle_digest or '(run directory in place: no bundle)'}")
     lines.append(f"Report:      {v.report_id}  {v.report_digest}")
     for key, value in v.summary.get("labels", []):
         lines.append(f"{key + ':':<12} {value}")
@@ -103,7 +103,7 @@ def inspect_text(info: dict[str, Any]) -> str:
         f"Bundle:      {info['source']}",
         f"Schema:      {info['schema']}",
         f"Digest:      {info['bundle_digest']}",
-        f"Exported at: {info['exported_at']} by {info['principal']}",
+        f"Exported at: {info['exported_at']} by " + (info["principal"] or info["exporter"]),
     ]
     for key, value in info.get("labels", []):
         lines.append(f"{key + ':':<12} {value}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -255,23 +255,7 @@ def verify_contents(contents: BagContents, options: VerifyOptions) -> Verificati
         claims, facts = ebverify.verify_eb_bundle(contents, bundle, options)
     anchor, signer_claims = _anchor_claims(contents, bundle, options)
     claims.items.extend(signer_claims)
-    final = list(claims.items)
-    if options.strict:
-        final = [
-            Claim(
-                c.group,
-                c.subject,
-                State.FAILED,
-                c.path,
-                c.expected,
-                c.observed,
-                c.reason,
-                f"--strict: unprovable ({c.reason})",
-            )
-            if c.state is State.UNPROVABLE
-            else c
-            for c in final
-        ]
+    final = apply_strict(claims.items, options.strict)
     verdict = Verdict.FAILED if any(c.state is State.FAILED for c in final) else Verdict.VERIFIED
     return Verification(
         source=contents.source,
@@ -285,6 +269,18 @@ def verify_contents(contents: BagContents, options: VerifyOptions) -> Verificati
         claims=tuple(final),
         summary=facts.get("summary", {}),
     )
+
+
+def apply_strict(claims: Iterable[Claim], strict: bool) -> list[Claim]:
+    """Under ``--strict`` an unprovable claim fails, keeping its reason."""
+    if not strict:
+        return list(claims)
+    return [
+        replace(c, state=State.FAILED, detail=f"--strict: unprovable ({c.reason})")
+        if c.state is State.UNPROVABLE
+        else c
+        for c in claims
+    ]
 
 
 def _load_bundle(contents: BagContents) -> dict[str, Any]:
@@ -1444,7 +1440,8 @@ def inspect_bundle(
         "schema": bundle["schema"],
         "bundle_digest": bytes_digest(canonical.dumps(bundle)),
         "exported_at": bundle["exported_at"],
-        "principal": bundle["exporter"]["principal"],
+        "principal": bundle["exporter"].get("principal"),
+        "exporter": f"{bundle['exporter']['tool']} {bundle['exporter']['version']}",
         "files": len(contents.files),
         "bytes": sum(f.size for f in contents.files.values()),
         "unavailable_by_reason": dict(sorted(by_reason["unavailable"].items())),

@@ -237,7 +237,34 @@ def tamper(source: Path, target: Path) -> None:
     print(f"  (changed one case's score from 1 to 0 in {target.name}; no digest was updated)")
 
 
-EXTRA_STEPS: list = []  # type: ignore[type-arg]
+def eb_demo() -> None:
+    eb_dir = REPO / "fixtures" / "eval-banana"
+    run_dir = next((eb_dir / "runs" / "default").iterdir())
+    banner("eval-banana: verify the recorded run in place, export it, verify it, and a tampered copy")
+    run("verify", str(run_dir), "--project", str(eb_dir / "project"))
+    run("export-eb", str(run_dir), "--project", str(eb_dir / "project"),
+        "--exported-at", EXPORTED_AT, "--out", "eb-run.tar.zst")
+    run("verify", "eb-run.tar.zst")
+    import zstandard
+
+    data = zstandard.ZstdDecompressor().stream_reader((OUT / "eb-run.tar.zst").read_bytes()).read()
+    i = data.index(b"expected 42, got 41")
+    data = data[:i] + b"expected 41, got 41" + data[i + 19 :]
+    (OUT / "eb-tampered.tar.zst").write_bytes(zstandard.ZstdCompressor(level=3, write_checksum=True).compress(data))
+    print("  (changed the failing check's recorded stderr in eb-tampered.tar.zst; no digest was updated)")
+    run("verify", "eb-tampered.tar.zst", expect=1)
+
+
+def audit_demo() -> None:
+    banner("Audit: re-derive the verdict from the cases (consistent, then a planted disagreement)")
+    run("audit", "rpt-clean.tar.zst")
+    audit_store = REPO / "fixtures" / "stores" / "audit"
+    run("export", "--store", str(audit_store), "--report", "rpt-audit-pass-below-threshold",
+        "--principal", "alice", "--exported-at", EXPORTED_AT, "--out", "audit-inconsistent.tar.zst", "--quiet")
+    run("audit", "audit-inconsistent.tar.zst", expect=1)
+
+
+EXTRA_STEPS: list = [eb_demo, audit_demo]  # type: ignore[type-arg]
 
 if __name__ == "__main__":
     main()
