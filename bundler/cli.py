@@ -812,7 +812,7 @@ def _signer(key_path: Path, quiet: bool) -> Callable[[bytes], str]:
     passphrase = os.environ.get("EVALBOOK_SIGN_PASSPHRASE")
     key = sshsig.load_private_key(key_path, passphrase=passphrase.encode() if passphrase else None)
     warning = sshsig.key_permissions_warning(key_path)
-    if warning and not quiet:
+    if warning:  # a security warning is shown even with --quiet
         _say(f"warning: {warning}\n")
     return lambda message: sshsig.sign(message, key)
 

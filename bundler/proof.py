@@ -167,18 +167,29 @@ def check_proof(
         raise NotProven(f"{source}: the case is not proven in the tree of the head: {exc}") from exc
     head_bytes = canonical.dumps(head)
     anchors = []
-    if expect_bundle_digest is not None:
-        if head["bundle_digest"] != expect_bundle_digest:
-            raise NotProven(
-                f"{source}: head names bundle {head['bundle_digest']}, expected {expect_bundle_digest}"
-            )
-        anchors.append(f"expected bundle digest {expect_bundle_digest}")
+    signed = False
     if check_signature is not None:
         try:
             signer = check_signature(head_bytes, proof["head_signature"])
         except BundlerError as exc:
             raise NotProven(f"{source}: head signature: {exc.message}") from exc
         anchors.append(f"signed by {signer}")
+        signed = True
+    if expect_bundle_digest is not None:
+        if head["bundle_digest"] != expect_bundle_digest:
+            raise NotProven(
+                f"{source}: head names bundle {head['bundle_digest']}, expected {expect_bundle_digest}"
+            )
+        # The proof does not carry bundle.json, so only a signature binds the head's case
+        # tree to that digest; without one, the author of the proof chose the whole head.
+        anchors.append(
+            f"head names the expected bundle {expect_bundle_digest}"
+            + (
+                ""
+                if signed
+                else " (unsigned: nothing binds its case tree to that bundle; verify the bundle or use a signed head)"
+            )
+        )
     case = proof["case"]
     return ProofCheck(
         case_id=str(case.get("case_id", case.get("check_id"))),
@@ -188,7 +199,7 @@ def check_proof(
         report_id=head["report_id"],
         anchor="; ".join(anchors)
         or "none: the proof ties the case to this head only, not to a signer or a known bundle",
-        anchored=bool(anchors),
+        anchored=signed,
     )
 
 

@@ -118,8 +118,11 @@ class LocalStoreSource:
         if not self._directory_ok(reldir):
             return None
         path = self.root / relpath
+        # O_NONBLOCK: opening a FIFO planted in the store must not hang the export; it has
+        # no effect on reading a regular file.
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(path, flags)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -128,11 +131,10 @@ class LocalStoreSource:
                     f"{path}: is a symbolic link (store files must be regular files)"
                 ) from exc
             raise StoreError(f"{path}: cannot read ({exc.strerror})") from exc
-        fh = os.fdopen(fd, "rb")
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            fh.close()
+            os.close(fd)
             raise StoreError(f"{path}: not a regular file")
-        return fh
+        return os.fdopen(fd, "rb")
 
     def read_bytes(self, relpath: str, *, max_size: int) -> bytes | None:
         fh = self._open(relpath)

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,14 +53,11 @@ ExportFn = Callable[..., ExportResult]
 def export(tmp_path: Path) -> ExportFn:
     """export(store, report_id, principal="alice", **config) -> ExportResult into tmp_path."""
 
-    def run(store: Path, report_id: str, principal: str = "alice", **kw: object) -> ExportResult:
-        out = kw.pop(
-            "out", tmp_path / f"{report_id}-{principal}-{len(list(tmp_path.iterdir()))}.tar.zst"
-        )
-        config = ExportConfig(
-            str(store), report_id, principal, kw.pop("exported_at", EXPORTED_AT), out=out, **kw
-        )  # type: ignore[arg-type]
-        return export_bundle(config)
+    def run(store: Path, report_id: str, principal: str = "alice", **kw: Any) -> ExportResult:
+        default_out = tmp_path / f"{report_id}-{principal}-{len(list(tmp_path.iterdir()))}.tar.zst"
+        out = kw.pop("out", default_out)
+        exported_at = kw.pop("exported_at", EXPORTED_AT)
+        return export_bundle(ExportConfig(str(store), report_id, principal, exported_at, out=out, **kw))
 
     return run
 
