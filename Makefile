@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check bundler tests bench
+	$(VENV)/bin/ruff check bundler tests bench scripts
 	$(VENV)/bin/mypy
 
 fixtures: $(STAMP)
