@@ -405,6 +405,11 @@ class _TarReader:
         computed = sum(block[:148]) + 8 * 0x20 + sum(block[156:])
         if stored != computed:
             raise self._at(offset, f"bad header checksum (stored {stored}, computed {computed})")
+        if block[148:156] != b"%06o\0 " % computed:
+            # Leniency in how the field is spelled would let a byte change go unnoticed.
+            raise self._at(
+                offset, f"checksum field not in the ustar form '%06o\\0 ' ({block[148:156]!r})"
+            )
         typeflag = block[156:157]
         name = _cstring(block[0:100])
         prefix = _cstring(block[345:500])

@@ -24,8 +24,11 @@ from bundler.errors import ArchiveError, InputError
 
 # A JSON document or tag file over this is refused (SPEC 5: "a JSON document over its
 # size cap"); kept bytes in total are capped so memory stays bounded.
-MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
-MAX_KEPT_BYTES = 160 * 1024 * 1024
+MAX_DOCUMENT_BYTES = 48 * 1024 * 1024
+MAX_KEPT_BYTES = 96 * 1024 * 1024
+# Parsed JSON costs far more than its bytes (an empty object is about 64 bytes of
+# Python): a document with more objects and arrays than this is refused before parsing.
+MAX_JSON_CONTAINERS = 1_000_000
 # Canonical evidence manifests start with their first key in JCS order.
 EVIDENCE_MANIFEST_PREFIX = b'{"check_id":'
 CHUNK = 1024 * 1024
@@ -125,6 +128,13 @@ def read_bag(
             for chunk in chunks:
                 if buffer is None and size == 0:
                     keep = _keep(rel, chunk, member.size)
+                    if keep and kept_total + member.size > MAX_KEPT_BYTES:
+                        raise ArchiveError(
+                            f"{source}: {member.path}: documents in the bundle exceed "
+                            f"{MAX_KEPT_BYTES} bytes in total"
+                        )
+                    if keep:
+                        kept_total += member.size
                     if keep and member.size > MAX_DOCUMENT_BYTES:
                         raise ArchiveError(
                             f"{source}: {member.path}: document of {member.size} bytes is over the "
@@ -147,12 +157,16 @@ def read_bag(
             buffer = []
         bag.files[rel] = FileInfo(hasher.hexdigest(), size)
         if buffer is not None:
-            kept_total += size
-            if kept_total > MAX_KEPT_BYTES:
-                raise ArchiveError(
-                    f"{source}: documents in the bundle exceed {MAX_KEPT_BYTES} bytes in total"
-                )
-            bag.kept[rel] = b"".join(buffer)
+            data = b"".join(buffer)
+            del buffer
+            if rel.endswith((".json", ".jsonl")):
+                containers = data.count(b"{") + data.count(b"[")
+                if containers > MAX_JSON_CONTAINERS:
+                    raise ArchiveError(
+                        f"{source}: {member.path}: JSON document with more than "
+                        f"{MAX_JSON_CONTAINERS} objects and arrays (refused before parsing)"
+                    )
+            bag.kept[rel] = data
     if bag is None:
         raise ArchiveError(f"{source}: the archive holds no members")
     return bag

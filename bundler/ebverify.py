@@ -572,9 +572,7 @@ class _BundleVerifier:
 
     def check_all(self) -> str:
         digest = check_bundle_document(self.c, self.claims, self.bundle, self.options)
-        check_bagit(
-            self.c, self.claims, bundle_digest=digest, report_digest=self.bundle["run"]["digest"]
-        )
+        check_bagit(self.c, self.claims, self.bundle, bundle_digest=digest)
         expected_top = top_directory(self.bundle["run"]["run_id"])
         if self.c.top == expected_top:
             self.claims.proven(1, "top directory names the run", observed=self.c.top)

@@ -694,6 +694,36 @@ def bundle_head(bundle: dict[str, Any], bundle_digest: str) -> dict[str, Any]:
     }
 
 
+TAG_FILES = frozenset(
+    {
+        bag.BAGIT,
+        bag.BAG_INFO,
+        bag.MANIFEST,
+        bag.TAG_MANIFEST,
+        "bundle-head.json",
+        "bundle-head.json.sig",
+    }
+)
+
+
+def bag_info_bytes(
+    bundle: dict[str, Any], bundle_digest: str, payload_bytes: int, file_count: int
+) -> bytes:
+    """bag-info.txt, derived from bundle.json alone; the verifier expects exactly these bytes."""
+    head = bundle_head(bundle, bundle_digest)
+    return bag.bag_info(
+        [
+            ("Bag-Software-Agent", f"{bundle['exporter']['tool']} {bundle['exporter']['version']}"),
+            ("Bagging-Date", bundle["exported_at"][:10]),
+            ("Bundle-Digest", bundle_digest),
+            ("Bundle-Schema", bundle["schema"]),
+            ("External-Identifier", str(head["report_id"])),
+            ("Payload-Oxum", bag.payload_oxum(payload_bytes, file_count)),
+            ("Report-Digest", head["report_digest"]),
+        ]
+    )
+
+
 def write_tag_files(
     writer: BagWriter,
     bundle: dict[str, Any],
@@ -704,17 +734,7 @@ def write_tag_files(
     bundle_digest = bytes_digest(bundle_bytes)
     tags: dict[str, str] = {}
     tags[bag.BAGIT] = writer.add(bag.BAGIT, bag.BAGIT_TXT)
-    info = bag.bag_info(
-        [
-            ("Bag-Software-Agent", f"{TOOL_NAME} {__version__}"),
-            ("Bagging-Date", bundle["exported_at"][:10]),
-            ("Bundle-Digest", bundle_digest),
-            ("Bundle-Schema", bundle["schema"]),
-            ("External-Identifier", str(bundle_head(bundle, bundle_digest)["report_id"])),
-            ("Payload-Oxum", bag.payload_oxum(writer.payload_bytes, len(writer.manifest))),
-            ("Report-Digest", bundle_head(bundle, bundle_digest)["report_digest"]),
-        ]
-    )
+    info = bag_info_bytes(bundle, bundle_digest, writer.payload_bytes, len(writer.manifest))
     tags[bag.BAG_INFO] = writer.add(bag.BAG_INFO, info)
     tags[bag.MANIFEST] = writer.add(bag.MANIFEST, bag.manifest(writer.manifest))
     head_bytes = canonical.dumps(bundle_head(bundle, bundle_digest))

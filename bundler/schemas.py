@@ -28,7 +28,6 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from importlib.resources.abc import Traversable
-from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator, validators  # type: ignore[import-untyped]

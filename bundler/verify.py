@@ -26,6 +26,8 @@ from bundler.export import (
     HEAD_FILE,
     HEAD_SIG_FILE,
     READ_BODY,
+    TAG_FILES,
+    bag_info_bytes,
     bundle_head,
 )
 from bundler.merkle import TreeBuilder
@@ -338,10 +340,14 @@ def _anchor_claims(
 
 
 def check_bagit(
-    contents: BagContents, claims: Claims, *, bundle_digest: str, report_digest: str | None
+    contents: BagContents, claims: Claims, bundle: dict[str, Any], *, bundle_digest: str
 ) -> None:
-    """Claim group 1 for any of our bags: bagit.txt, manifests, Payload-Oxum, bag-info."""
+    """Claim group 1 for any of our bags: bagit.txt, the manifests, the tag files,
+    Payload-Oxum, and bag-info.txt exactly as bundle.json gives it (so no tag file
+    escapes the bundle digest)."""
     files = contents.files
+    for path in sorted(p for p in files if "/" not in p and p not in TAG_FILES):
+        claims.failed(1, "only the known tag files", "unexpected file at the bag root", path=path)
     if contents.kept.get(bag.BAGIT) == bag.BAGIT_TXT:
         claims.proven(1, "bagit.txt declares BagIt 1.0, UTF-8", path=bag.BAGIT)
     else:
@@ -377,7 +383,8 @@ def check_bagit(
     except ArchiveError as exc:
         claims.failed(1, "bag-info.txt well-formed", exc.message, path=bag.BAG_INFO)
         return
-    oxum = bag.payload_oxum(sum(files[p].size for p in data_files), len(data_files))
+    payload_bytes = sum(files[p].size for p in data_files)
+    oxum = bag.payload_oxum(payload_bytes, len(data_files))
     claims.compare(
         1,
         "Payload-Oxum",
@@ -394,15 +401,15 @@ def check_bagit(
         path=bag.BAG_INFO,
         detail="Bundle-Digest is not the digest of bundle.json",
     )
-    if report_digest is not None:
-        claims.compare(
-            1,
-            "bag-info Report-Digest",
-            report_digest,
-            info.get("Report-Digest"),
-            path=bag.BAG_INFO,
-            detail="Report-Digest differs from bundle.json",
-        )
+    expected_info = bag_info_bytes(bundle, bundle_digest, payload_bytes, len(data_files))
+    claims.compare(
+        1,
+        "bag-info.txt is what bundle.json gives",
+        bytes_digest(expected_info),
+        bytes_digest(info_bytes),
+        path=bag.BAG_INFO,
+        detail="bag-info.txt differs from the one bundle.json determines",
+    )
 
 
 def _match_manifest(
@@ -559,9 +566,7 @@ class _EvalBookVerifier:
 
     def run(self) -> tuple[Claims, dict[str, Any]]:
         digest = check_bundle_document(self.c, self.claims, self.bundle, self.options)
-        check_bagit(
-            self.c, self.claims, bundle_digest=digest, report_digest=self.bundle["report"]["digest"]
-        )
+        check_bagit(self.c, self.claims, self.bundle, bundle_digest=digest)
         expected_top = f"evalbook-bundle-{self.bundle['report']['report_id']}"
         if self.c.top != expected_top:
             self.claims.failed(
@@ -856,6 +861,17 @@ class _EvalBookVerifier:
             for e in d["examples"]:
                 item = f"{key[0]}@{key[1]}/{e['example_id']}"
                 listed_in_bundle.add((key[0], key[1], e["example_id"]))
+                if e["path"] is not None:
+                    # Named even when its claim fails below, so one bad entry is not also
+                    # reported as an unnamed file.
+                    self.named.add(e["path"])
+                if (key[0], key[1], e["example_id"]) not in self.examples_used:
+                    self.claims.failed(
+                        10,
+                        f"example {item}",
+                        "bundle.json lists an example that no exported case uses",
+                        path=e["path"],
+                    )
                 manifest_digest = manifests.get(key, {}).get(e["example_id"])
                 if manifest_digest is None:
                     self.claims.failed(
@@ -877,7 +893,6 @@ class _EvalBookVerifier:
                 if e["path"] is None:
                     self.listed_or_failed(6, "example", item, f"example {item}")
                     continue
-                self.named.add(e["path"])
                 self.claims.compare(
                     6,
                     f"example {item} sha256",
@@ -904,6 +919,7 @@ class _EvalBookVerifier:
                 expected=",".join(report_ids),
                 observed=",".join(bundle_ids),
             )
+        report_required = {c["check_id"]: c["required"] for c in self.report["checks"]}
         tree = TreeBuilder()
         remaining = self.bundle["limits"]["max_cases"]
         for entry in self.bundle["checks"]:
@@ -935,6 +951,16 @@ class _EvalBookVerifier:
                                 path=entry["path"],
                                 expected=check_id,
                                 observed=value["check_id"],
+                            )
+                        required = report_required.get(check_id)
+                        if required is not None and value["required"] != required:
+                            self.claims.failed(
+                                7,
+                                f"check result {check_id}",
+                                "required differs from the report's check",
+                                path=entry["path"],
+                                expected=str(required).lower(),
+                                observed=str(value["required"]).lower(),
                             )
                     except SchemaError as exc:
                         self.claims.failed(
@@ -1065,6 +1091,20 @@ class _EvalBookVerifier:
                     path=p["path"],
                     expected=str(p["size"]),
                     observed=str(info.size),
+                )
+        manifest_refs = {
+            r["digest"]
+            for c in (self.report or {}).get("checks", [])
+            for r in c["evidence_refs"]
+            if r["kind"] == "manifest"
+        }
+        for p in self.bundle["payloads"]:
+            if p["digest"] not in self.case_refs and p["digest"] not in manifest_refs:
+                self.claims.failed(
+                    10,
+                    f"payload {p['digest']}",
+                    "in the bundle, but no exported case or evidence manifest refers to it",
+                    path=p["path"],
                 )
         for digest in sorted(self.case_refs):
             entry = payloads.get(digest)
