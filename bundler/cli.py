@@ -211,7 +211,9 @@ def export(
         raise UsageError("no principal: give --principal or set EVALBOOK_PRINCIPAL")
     moment = _exported_at(exported_at)
     signer = _signer(sign_key, quiet) if sign_key is not None else None
-    config = ExportConfig(store_root, report_id, principal, moment, out, level, strict, signer)
+    config = ExportConfig(
+        store_root, report_id, principal, moment, out, level, strict, signer, endpoint_url
+    )
     line = _ProgressLine(not quiet, "export")
 
     def on_progress(p: Progress) -> None:
@@ -834,10 +836,151 @@ def _signature_checker(
     return check
 
 
-def _upload(path: Path, destination: str, endpoint_url: str | None, quiet: bool) -> dict[str, Any]:
+def _storage_config(endpoint_url: str | None) -> Any:
     from bundler import storage
 
-    raise UsageError(f"upload is not available in this build ({storage.__name__})")
+    return storage.StorageConfig(endpoint_url=endpoint_url)
+
+
+def _upload(
+    path: Path,
+    destination: str,
+    endpoint_url: str | None,
+    quiet: bool,
+    retain_until: datetime | None = None,
+    retention_mode: str | None = None,
+) -> dict[str, Any]:
+    """Verify the archive, then upload it (and its sidecar signature, if any)."""
+    from bundler import storage
+    from bundler.verify import Verdict, VerifyOptions, read_and_verify
+
+    location = storage.parse_s3_url(destination)
+    result, _ = read_and_verify(str(path), VerifyOptions())
+    if result.verdict is not Verdict.VERIFIED or result.bundle_digest is None:
+        detail = result.error or "; ".join(
+            f"{c.subject}: {c.detail}" for c in result.failures()[:3]
+        )
+        raise InputError(f"{path}: bundle does not verify ({detail}); refusing to upload")
+    sidecar = Path(str(path) + ".sig")
+    line = _ProgressLine(not quiet, "upload")
+    try:
+        uploaded = storage.upload_bundle(
+            path,
+            location,
+            bundle_digest=result.bundle_digest,
+            report_id=str(result.report_id),
+            report_digest=str(result.report_digest),
+            config=_storage_config(endpoint_url),
+            retain_until=retain_until,
+            retention_mode=retention_mode,
+            sidecar=sidecar if sidecar.is_file() else None,
+            progress=_bytes_progress(line),
+        )
+    finally:
+        line.done()
+    info: dict[str, Any] = uploaded.as_dict()
+    if not quiet:
+        state = "already archived" if uploaded.status.value == "already_archived" else "uploaded"
+        _say(
+            f"Upload:      {state}: {uploaded.url} ({uploaded.size} bytes, checksum {uploaded.checksum_algorithm})\n"
+        )
+    return info
+
+
+@cli.command(epilog=EPILOG_EXIT)
+@click.argument("bundle", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("destination")
+@click.option("--retain-until", help="S3 Object Lock: keep the object until this RFC 3339 time.")
+@click.option(
+    "--retention-mode",
+    type=click.Choice(["GOVERNANCE", "COMPLIANCE"]),
+    help="Object Lock mode (with --retain-until; default GOVERNANCE).",
+)
+@click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("--quiet", is_flag=True)
+def upload(
+    bundle: Path,
+    destination: str,
+    retain_until: str | None,
+    retention_mode: str | None,
+    endpoint_url: str | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Verify BUNDLE, then store it under s3://bucket/prefix without ever overwriting.
+
+    The key is <prefix>/reports/bundles/<report_id>/<bundle-digest-hex>.tar.zst; an
+    identical archive already there is reported as already archived. A sidecar
+    BUNDLE.sig is stored beside it. Credentials come from the standard AWS chain.
+    """
+    if retention_mode is not None and retain_until is None:
+        raise UsageError("--retention-mode needs --retain-until")
+    until = _parse_timestamp(retain_until) if retain_until is not None else None
+    info = _upload(bundle, destination, endpoint_url, quiet, until, retention_mode)
+    if as_json:
+        _emit_json(info)
+    else:
+        click.echo(f"s3://{info['bucket']}/{info['key']}")
+
+
+@cli.command("list", epilog=EPILOG_EXIT)
+@click.argument("prefix")
+@click.option("--report", "report_id", help="Only the bundles of this report id.")
+@click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines on stdout, one bundle per line.")
+def list_cmd(prefix: str, report_id: str | None, endpoint_url: str | None, as_json: bool) -> None:
+    """List the bundles stored under s3://bucket/prefix (report id, digest, size, time)."""
+    from bundler import storage
+
+    count = 0
+    for item in storage.list_bundles(
+        storage.parse_s3_url(prefix), report_id=report_id, config=_storage_config(endpoint_url)
+    ):
+        count += 1
+        if as_json:
+            sys.stdout.buffer.write(orjson.dumps(item.as_dict()) + b"\n")
+        else:
+            click.echo(
+                f"{item.report_id}  {item.bundle_digest}  {item.size:>12}  {item.last_modified.isoformat()}  s3://{storage.parse_s3_url(prefix).bucket}/{item.key}"
+            )
+    if not as_json:
+        _say(f"{count} bundle(s)\n")
+
+
+@cli.command(epilog=EPILOG_EXIT)
+@click.argument("source")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("--quiet", is_flag=True)
+def download(source: str, path: Path, endpoint_url: str | None, as_json: bool, quiet: bool) -> None:
+    """Download s3://bucket/key to PATH, only if its bytes hash to its sha256 metadata.
+
+    The object streams to a temporary file beside PATH and is renamed into place after
+    the SHA-256 matches; a mismatch exits 5 and leaves nothing at PATH. PATH is never
+    overwritten. A sidecar signature (<key>.sig) comes along as PATH.sig.
+    """
+    from bundler import storage
+
+    line = _ProgressLine(not quiet, "download")
+    try:
+        result = storage.download_bundle(
+            storage.parse_s3_url(source),
+            path,
+            config=_storage_config(endpoint_url),
+            progress=_bytes_progress(line),
+        )
+    finally:
+        line.done()
+    if as_json:
+        _emit_json(result.as_dict())
+    else:
+        click.echo(str(result.path))
+    if not quiet:
+        _say(
+            f"Download:    {result.url} -> {result.path} ({result.size} bytes, sha256 matches metadata)\n"
+        )
 
 
 # ------------------------------------------------------------------------------ main

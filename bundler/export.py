@@ -86,6 +86,7 @@ class ExportConfig:
     level: int = DEFAULT_LEVEL
     strict: bool = False
     sign: Callable[[bytes], str] | None = None  # signs bundle-head.json bytes (SSHSIG armor)
+    endpoint_url: str | None = None  # for an s3:// store root
 
 
 @dataclass(frozen=True)
@@ -526,7 +527,7 @@ def export_bundle(
     path, StrictFailure (exit 1) under ``strict`` when anything would be unavailable.
     Nothing is left at the target name unless the export succeeds.
     """
-    store = Store(open_source(config.store_root))
+    store = Store(open_source(config.store_root, endpoint_url=config.endpoint_url))
     access = store.access()
     permissions = access.get(config.principal)
     if permissions is None:

@@ -141,8 +141,12 @@ class LocalStoreSource:
         if fh is None:
             return None
         with fh:
+            # Size the read from fstat: read(max_size + 1) would allocate the whole cap
+            # (64 MiB) for every small payload, which cost seconds over 20,000 files.
+            if os.fstat(fh.fileno()).st_size > max_size:
+                raise StoreError(f"{self.describe(relpath)}: larger than {max_size} bytes")
             try:
-                data = fh.read(max_size + 1)
+                data = fh.read()
             except OSError as exc:
                 raise StoreError(f"{self.describe(relpath)}: cannot read ({exc.strerror})") from exc
         if len(data) > max_size:
@@ -156,12 +160,14 @@ class LocalStoreSource:
         return fh, os.fstat(fh.fileno()).st_size
 
 
-def open_source(root: str) -> StoreSource:
+def open_source(root: str, *, endpoint_url: str | None = None) -> StoreSource:
     """A store source for a local directory or an ``s3://bucket/prefix`` root."""
     if root.startswith("s3://"):
         from bundler import storage  # boto3 is imported only when a bucket is used
 
-        return storage.S3StoreSource.from_url(root)
+        return storage.S3StoreSource.from_url(
+            root, config=storage.StorageConfig(endpoint_url=endpoint_url)
+        )
     return LocalStoreSource(Path(root))
 
 

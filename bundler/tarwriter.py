@@ -30,12 +30,16 @@ def _octal(value: int, width: int) -> bytes:
 
 
 def _split_ustar(name: bytes) -> tuple[bytes, bytes] | None:
-    """(prefix, name) for the ustar fields, or None when a pax path is needed."""
+    """(prefix, name) for the ustar fields, or None when a pax path is needed.
+
+    The split is at the last '/' within the 155-byte prefix field, as tarfile does; if
+    more than 100 bytes follow it, no split fits.
+    """
     if len(name) <= 100:
         return b"", name
-    for i in range(min(len(name) - 1, 155), 0, -1):
-        if name[i : i + 1] == b"/" and len(name) - i - 1 <= 100:
-            return name[:i], name[i + 1 :]
+    i = name.rfind(b"/", 0, min(len(name) - 1, 155) + 1)
+    if i > 0 and len(name) - i - 1 <= 100:
+        return name[:i], name[i + 1 :]
     return None
 
 
@@ -95,12 +99,14 @@ class TarWriter:
         self._sink.write(data)
         self._offset += len(data)
 
-    def _begin(self, path: str, *, size: int, mode: int, typeflag: bytes) -> None:
+    def _header_bytes(self, path: str, *, size: int, mode: int, typeflag: bytes) -> bytes:
+        """The header block, preceded by a pax header when the name needs one."""
         raw = path.encode("utf-8")
         split = None if not raw.isascii() else _split_ustar(raw)
+        pax = b""
         if split is None:
             record = _pax_record("path", path)
-            self._write(
+            pax = (
                 _header(
                     PAX_HEADER_NAME.encode(),
                     b"",
@@ -109,19 +115,20 @@ class TarWriter:
                     typeflag=b"x",
                     mtime=self._mtime,
                 )
+                + record
+                + _padding(len(record))
             )
-            self._write(record + _padding(len(record)))
             split = (b"", raw[:100])
-        self._write(
-            _header(split[1], split[0], size=size, mode=mode, typeflag=typeflag, mtime=self._mtime)
+        return pax + _header(
+            split[1], split[0], size=size, mode=mode, typeflag=typeflag, mtime=self._mtime
         )
+
+    def _begin(self, path: str, *, size: int, mode: int, typeflag: bytes) -> None:
+        self._write(self._header_bytes(path, size=size, mode=mode, typeflag=typeflag))
 
     def add_dir(self, path: str) -> None:
         """A directory member; ``path`` has no trailing slash."""
         self._begin(path + "/", size=0, mode=DIR_MODE, typeflag=b"5")
-
-    def add_file(self, path: str, data: bytes) -> None:
-        self.add_file_chunks(path, len(data), (data,))
 
     def add_file_chunks(self, path: str, size: int, chunks: Iterable[bytes]) -> None:
         """A regular file of exactly ``size`` bytes fed in chunks."""
@@ -135,6 +142,11 @@ class TarWriter:
         if written != size:
             raise ValueError(f"{path}: {written} bytes written, {size} declared")
         self._write(_padding(size))
+
+    def add_file(self, path: str, data: bytes) -> None:
+        """A regular file held in memory: header, data and padding in one write."""
+        header = self._header_bytes(path, size=len(data), mode=FILE_MODE, typeflag=b"0")
+        self._write(b"".join((header, data, _padding(len(data)))))
 
     def close(self) -> None:
         """Two zero blocks, then zeros to the end of the 10,240-byte record."""
