@@ -20,7 +20,7 @@ from bundler import bag, canonical, schemas
 from bundler.archive_reader import DEFAULT_MAX_BYTES
 from bundler.bag_reader import BagContents, Extractor, open_members, read_bag
 from bundler.digests import SCORER_TAG, FramedHasher, bytes_digest, is_digest
-from bundler.errors import ArchiveError, BundlerError, CanonicalJSONError, SchemaError
+from bundler.errors import ArchiveError, BundlerError, CanonicalJSONError, SchemaError, StorageError
 from bundler.export import (
     BUNDLE_SCHEMA,
     HEAD_FILE,
@@ -240,6 +240,8 @@ def read_and_verify(
         members = open_members(location, max_bytes=options.max_bytes, stream=stream)
         contents = read_bag(members, source=location, progress=progress)
         return verify_contents(contents, options), contents
+    except StorageError:
+        raise  # the bucket, not the bundle, failed: exit 5, not a verdict
     except BundlerError as exc:
         return Verification(
             source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
@@ -1560,6 +1562,9 @@ def extract_bundle(
         members = open_members(location, max_bytes=options.max_bytes, stream=stream)
         contents = read_bag(members, source=location, extract=extractor, progress=progress)
         result = verify_contents(contents, options)
+    except StorageError:
+        _clean(extractor, destination, created)
+        raise
     except BundlerError as exc:
         result = Verification(
             source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from botocore.config import Config
+from s3_server import ACCESS_KEY, SECRET_KEY, Server, start_server
 
 from bundler.export import ExportConfig, ExportResult, export_bundle
 from bundler.fixturegen import build_fixture_store
@@ -57,7 +61,9 @@ def export(tmp_path: Path) -> ExportFn:
         default_out = tmp_path / f"{report_id}-{principal}-{len(list(tmp_path.iterdir()))}.tar.zst"
         out = kw.pop("out", default_out)
         exported_at = kw.pop("exported_at", EXPORTED_AT)
-        return export_bundle(ExportConfig(str(store), report_id, principal, exported_at, out=out, **kw))
+        return export_bundle(
+            ExportConfig(str(store), report_id, principal, exported_at, out=out, **kw)
+        )
 
     return run
 
@@ -97,3 +103,55 @@ def run_cli(
     return subprocess.run(
         cmd, input=input, capture_output=True, env=full_env, cwd=cwd, timeout=timeout, check=False
     )
+
+
+# ------------------------------------------------------- the S3-compatible test server
+
+
+@pytest.fixture(scope="session")
+def s3_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Credentials in the environment, and nothing from this machine's AWS setup."""
+    home = tmp_path_factory.mktemp("aws-home")
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):
+            if name.startswith("AWS_") or name.lower() in ("http_proxy", "https_proxy"):
+                mp.delenv(name)
+        mp.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        mp.setenv("AWS_CONFIG_FILE", str(home / "config"))
+        mp.setenv("AWS_SHARED_CREDENTIALS_FILE", str(home / "credentials"))
+        # No instance-metadata lookups: only loopback traffic.
+        mp.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        mp.setenv("NO_PROXY", "127.0.0.1,localhost")
+        yield
+
+
+@pytest.fixture(scope="session")
+def s3_server(s3_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = start_server(tmp_path_factory.mktemp("s3"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def raw_client(endpoint: str) -> Any:
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+    )
+
+
+@pytest.fixture
+def raw(s3_server: Server) -> Any:
+    """A plain boto3 client: sets up state and checks results independently."""
+    return raw_client(s3_server.endpoint)
+
+
+@pytest.fixture
+def bucket(raw: Any) -> str:
+    name = f"t-{secrets.token_hex(6)}"
+    raw.create_bucket(Bucket=name)
+    return name
