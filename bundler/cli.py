@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO, NoReturn, TypeVar
 
 import click
 import orjson
@@ -130,6 +130,24 @@ def _source_name(path: str) -> str:
 # --------------------------------------------------------------------------- commands
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _archive_options(command: F) -> F:
+    """--exported-at and --level, shared by export and export-eb."""
+    command = click.option(
+        "--level",
+        type=click.IntRange(1, 19),
+        default=3,
+        show_default=True,
+        help="zstd level (1-19 keep the window within 8 MiB).",
+    )(command)
+    return click.option(
+        "--exported-at",
+        help="RFC 3339 UTC time recorded in the bundle (default $SOURCE_DATE_EPOCH, else now).",
+    )(command)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG_EXIT)
 @click.version_option(__version__, prog_name="evalbook-bundle")
 @click.option("--verbose", is_flag=True, help="Show tracebacks for errors.")
@@ -159,17 +177,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     type=click.Path(path_type=Path),
     help="Archive path (default ./evalbook-bundle-<report_id>.tar.zst); never overwritten.",
 )
-@click.option(
-    "--exported-at",
-    help="RFC 3339 UTC time recorded in the bundle (default $SOURCE_DATE_EPOCH, else now).",
-)
-@click.option(
-    "--level",
-    type=click.IntRange(1, 19),
-    default=3,
-    show_default=True,
-    help="zstd level (1-19 keep the window within 8 MiB).",
-)
+@_archive_options
 @click.option(
     "--strict",
     is_flag=True,
@@ -664,17 +672,7 @@ def check_proof_cmd(
     type=click.Path(path_type=Path),
     help="Archive path (default ./eval-banana-bundle-<run_id>.tar.zst); never overwritten.",
 )
-@click.option(
-    "--exported-at",
-    help="RFC 3339 UTC time recorded in the bundle (default $SOURCE_DATE_EPOCH, else now).",
-)
-@click.option(
-    "--level",
-    type=click.IntRange(1, 19),
-    default=3,
-    show_default=True,
-    help="zstd level (1-19 keep the window within 8 MiB).",
-)
+@_archive_options
 @click.option(
     "--strict",
     is_flag=True,
@@ -1008,7 +1006,3 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except BrokenPipeError:
         sys.exit(1)
     sys.exit(0)
-
-
-def _stdout() -> IO[str]:
-    return sys.stdout

@@ -59,8 +59,7 @@ from bundler.verify import (
     Verification,
     VerifyOptions,
     apply_strict,
-    check_bagit,
-    check_bundle_document,
+    check_bag_frame,
 )
 
 MODE_BUNDLE = "bundle"
@@ -571,19 +570,13 @@ class _BundleVerifier:
         self.run: eb.Run | None = None  # report.json as read, once it parses
 
     def check_all(self) -> str:
-        digest = check_bundle_document(self.c, self.claims, self.bundle, self.options)
-        check_bagit(self.c, self.claims, self.bundle, bundle_digest=digest)
-        expected_top = top_directory(self.bundle["run"]["run_id"])
-        if self.c.top == expected_top:
-            self.claims.proven(1, "top directory names the run", observed=self.c.top)
-        else:
-            self.claims.failed(
-                1,
-                "top directory names the run",
-                "top directory does not match run_id",
-                expected=expected_top,
-                observed=self.c.top,
-            )
+        digest = check_bag_frame(
+            self.c,
+            self.claims,
+            self.bundle,
+            self.options,
+            expected_top=top_directory(self.bundle["run"]["run_id"]),
+        )
         self.check_report()
         if self.run is not None:
             self.check_entries(self.run)

@@ -498,6 +498,30 @@ def check_bundle_document(
     return digest
 
 
+def check_bag_frame(
+    contents: BagContents,
+    claims: Claims,
+    bundle: dict[str, Any],
+    options: VerifyOptions,
+    *,
+    expected_top: str,
+) -> str:
+    """Claims every bundle kind shares: bundle.json (2), BagIt and the top directory (1).
+
+    Returns the bundle digest.
+    """
+    digest = check_bundle_document(contents, claims, bundle, options)
+    check_bagit(contents, claims, bundle, bundle_digest=digest)
+    claims.compare(
+        1,
+        "top directory names the report or run",
+        expected_top,
+        contents.top,
+        detail="top directory does not match the bundle's id",
+    )
+    return digest
+
+
 def parse_kept(
     contents: BagContents, path: str, *, canonical_required: bool
 ) -> tuple[Any, str | None]:
@@ -562,22 +586,17 @@ class _EvalBookVerifier:
         self.named: set[str] = {"data/bundle.json"}
         # Filled while checking cases: digest -> [(kind, location, check_id)]
         self.case_refs: dict[str, list[tuple[str, str, str]]] = {}
-        self.cases_by_check: dict[str, list[dict[str, Any]]] = {}
         self.examples_used: set[tuple[str, int, str]] = set()
         self.read_body = READ_BODY in bundle["exporter"]["permissions"]
 
     def run(self) -> tuple[Claims, dict[str, Any]]:
-        digest = check_bundle_document(self.c, self.claims, self.bundle, self.options)
-        check_bagit(self.c, self.claims, self.bundle, bundle_digest=digest)
-        expected_top = f"evalbook-bundle-{self.bundle['report']['report_id']}"
-        if self.c.top != expected_top:
-            self.claims.failed(
-                1,
-                "top directory names the report",
-                "top directory does not match report_id",
-                expected=expected_top,
-                observed=self.c.top,
-            )
+        digest = check_bag_frame(
+            self.c,
+            self.claims,
+            self.bundle,
+            self.options,
+            expected_top=f"evalbook-bundle-{self.bundle['report']['report_id']}",
+        )
         self.check_report()
         self.check_suite()
         self.check_scorers()
@@ -1061,7 +1080,6 @@ class _EvalBookVerifier:
                 f"cases of {check_id}: {len(lines)} lines canonical and schema-valid",
                 path=cases["path"],
             )
-        self.cases_by_check[check_id] = parsed
         for case in parsed:
             ex = case["example"]
             self.examples_used.add((ex["dataset_id"], ex["version"], ex["example_id"]))
