@@ -38,6 +38,7 @@ MAX_WINDOW_BYTES: Final = 8 * 1024 * 1024
 MAX_PAX_BYTES: Final = 64 * 1024
 MAX_NAME_BYTES: Final = 4096
 MAX_SEGMENT_BYTES: Final = 255
+_BLOCKS_PER_FEED: Final = 8
 _CONTROL_RE: Final = re.compile("[\x00-\x1f\x7f]")
 CHUNK_BYTES: Final = 1024 * 1024
 MAX_MEMBERS: Final = 1_000_000
@@ -206,20 +207,21 @@ class ZstdStream:
             self._read_frame_header()
             return
         offset = self._in_offset
-        header = self._take(3, "block header")
-        value = int.from_bytes(header, "little")
-        last = value & 1
-        block_type = (value >> 1) & 3
-        block_size = value >> 3
-        if block_type == 3:
-            raise self._fail("corrupt zstd frame (reserved block type)", offset)
-        if block_size > self._block_max:
-            raise self._fail(
-                f"zstd block of {block_size} bytes exceeds the block maximum {self._block_max}",
-                offset,
-            )
-        payload = self._take(1 if block_type == 1 else block_size, "block")
-        out = self._feed(header + payload, "block", offset)
+        # Up to _BLOCKS_PER_FEED blocks go to the decompressor at once: each block yields
+        # at most one block maximum of output, so memory stays bounded while the Python
+        # work per gigabyte drops eightfold.
+        pieces: list[bytes] = []
+        last = 0
+        while not last and len(pieces) < 2 * _BLOCKS_PER_FEED:
+            try:
+                last = self._take_block(pieces)
+            except ArchiveError:
+                if pieces:
+                    # A corrupt earlier block explains garbage after it: let the decoder
+                    # name that block first.
+                    self._feed(b"".join(pieces), "block", offset)
+                raise
+        out = self._feed(b"".join(pieces), "block", offset)
         if last:
             offset = self._in_offset
             checksum = self._take(4, "content checksum")
@@ -230,6 +232,24 @@ class ZstdStream:
             self._done = True
         self._out = out
         self._outpos = 0
+
+    def _take_block(self, pieces: list[bytes]) -> int:
+        """Append one block's header and payload to ``pieces``; return its last-block bit."""
+        block_offset = self._in_offset
+        header = self._take(3, "block header")
+        value = int.from_bytes(header, "little")
+        block_type = (value >> 1) & 3
+        block_size = value >> 3
+        if block_type == 3:
+            raise self._fail("corrupt zstd frame (reserved block type)", block_offset)
+        if block_size > self._block_max:
+            raise self._fail(
+                f"zstd block of {block_size} bytes exceeds the block maximum {self._block_max}",
+                block_offset,
+            )
+        pieces.append(header)
+        pieces.append(self._take(1 if block_type == 1 else block_size, "block"))
+        return value & 1
 
     def _read_frame_header(self) -> None:
         self._fill(4)
