@@ -196,9 +196,9 @@ class StorageConfig:
     endpoint_url: str | None = None
     profile: str | None = None
     multipart_threshold: int = 64 * MiB
-    part_size: int = 16 * MiB
+    part_size: int = 8 * MiB
     page_size: int = 1000
-    max_concurrency: int = 4
+    max_concurrency: int = 10
     connect_timeout: float = 4.0
     read_timeout: float = 60.0
     max_attempts: int = 3
