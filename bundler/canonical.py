@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any, NoReturn
 
 import orjson
@@ -237,23 +238,26 @@ def _reference_dumps(value: Any) -> bytes:
 # key order differs from orjson's code-point order; those become Fragments too.
 
 
-def _scan_dict(obj: dict[Any, Any], depth: int, dirty: set[int]) -> bool:
+def _scan_values(values: Iterable[Any], owner: Any, depth: int, dirty: set[int]) -> bool:
+    """Check the values of one container; mark it (by id) when it holds floats JCS
+    formats differently from orjson, or containers that do. Raises _Fallback for
+    anything the reference path must judge (NaN, infinities, depth, other types)."""
     # Kept lean on purpose: it visits every value of the document.
     found = False
     plain_min = _PLAIN_FLOAT_MIN
-    for item in obj.values():
+    for item in values:
         kind = type(item)
         if kind is str:
             continue
         if kind is dict:
             if depth >= MAX_DEPTH:
                 raise _Fallback
-            if _scan_dict(item, depth + 1, dirty):
+            if _scan_values(item.values(), item, depth + 1, dirty):
                 found = True
         elif kind is list:
             if depth >= MAX_DEPTH:
                 raise _Fallback
-            if _scan_list(item, depth + 1, dirty):
+            if _scan_values(item, item, depth + 1, dirty):
                 found = True
         elif kind is int or kind is _NONE_TYPE or kind is bool:
             continue
@@ -265,38 +269,7 @@ def _scan_dict(obj: dict[Any, Any], depth: int, dirty: set[int]) -> bool:
         else:
             raise _Fallback
     if found:
-        dirty.add(id(obj))
-    return found
-
-
-def _scan_list(arr: list[Any], depth: int, dirty: set[int]) -> bool:
-    found = False
-    plain_min = _PLAIN_FLOAT_MIN
-    for item in arr:
-        kind = type(item)
-        if kind is str:
-            continue
-        if kind is dict:
-            if depth >= MAX_DEPTH:
-                raise _Fallback
-            if _scan_dict(item, depth + 1, dirty):
-                found = True
-        elif kind is list:
-            if depth >= MAX_DEPTH:
-                raise _Fallback
-            if _scan_list(item, depth + 1, dirty):
-                found = True
-        elif kind is int or kind is _NONE_TYPE or kind is bool:
-            continue
-        elif kind is float:
-            if item.is_integer() or -plain_min < item < plain_min or item - item != 0:
-                if item - item != 0:
-                    raise _Fallback
-                found = True
-        else:
-            raise _Fallback
-    if found:
-        dirty.add(id(arr))
+        dirty.add(id(owner))
     return found
 
 
@@ -380,9 +353,9 @@ def _fast_dumps(value: Any) -> bytes:
     dirty: set[int] = set()
     kind = type(value)
     if kind is dict:
-        _scan_dict(value, 1, dirty)
+        _scan_values(value.values(), value, 1, dirty)
     elif kind is list:
-        _scan_list(value, 1, dirty)
+        _scan_values(value, value, 1, dirty)
     elif kind is float:
         if value - value != 0:
             raise _Fallback
