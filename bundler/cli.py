@@ -822,8 +822,7 @@ def _signature_checker(
 ) -> Callable[[bytes, str | None], str]:
     from bundler import sshsig
 
-    text = _read_input(str(allowed_signers)).decode("utf-8", "replace")
-    allowed = sshsig.parse_allowed_signers(text, source=str(allowed_signers))
+    allowed = sshsig.load_allowed_signers(allowed_signers)
 
     def check(head: bytes, signature_text: str | None) -> str:
         if signature_text is None:
@@ -850,15 +849,12 @@ def _upload(
 ) -> dict[str, Any]:
     """Verify the archive, then upload it (and its sidecar signature, if any)."""
     from bundler import storage
-    from bundler.verify import Verdict, VerifyOptions, read_and_verify
+    from bundler.verify import VerifyOptions, read_verified
 
     location = storage.parse_s3_url(destination)
-    result, _ = read_and_verify(str(path), VerifyOptions())
-    if result.verdict is not Verdict.VERIFIED or result.bundle_digest is None:
-        detail = result.error or "; ".join(
-            f"{c.subject}: {c.detail}" for c in result.failures()[:3]
-        )
-        raise InputError(f"{path}: bundle does not verify ({detail}); refusing to upload")
+    result, _ = read_verified(str(path), VerifyOptions(), action="upload")
+    if result.bundle_digest is None:
+        raise InputError(f"{path}: not a bundle archive (no bundle digest); refusing to upload")
     sidecar = Path(str(path) + ".sig")
     line = _ProgressLine(not quiet, "upload")
     try:

@@ -21,7 +21,7 @@ from bundler.bag_reader import BagContents
 from bundler.errors import BundlerError, CanonicalJSONError, InputError, SchemaError
 from bundler.export import HEAD_FILE, HEAD_SIG_FILE
 from bundler.merkle import InclusionError, TreeBuilder, leaf_hash, verify_inclusion
-from bundler.verify import Verdict, Verification, VerifyOptions, read_and_verify
+from bundler.verify import Verification, VerifyOptions, read_verified
 
 PROOF_SCHEMA = "evalbook.case_proof.v1"
 
@@ -43,20 +43,6 @@ class ProofCheck:
     anchored: bool
 
 
-def _verified(
-    location: str, options: VerifyOptions, stream: BinaryIO | None
-) -> tuple[Verification, BagContents]:
-    result, contents = read_and_verify(location, options, stream=stream)
-    if result.verdict is not Verdict.VERIFIED or contents is None:
-        detail = result.error or "; ".join(
-            f"{c.subject}: {c.detail}" for c in result.failures()[:3]
-        )
-        raise InputError(
-            f"{location}: bundle does not verify ({detail}); refusing to sign or prove"
-        )
-    return result, contents
-
-
 def head_of(contents: BagContents) -> bytes:
     head = contents.kept.get(HEAD_FILE)
     if head is None:
@@ -68,7 +54,7 @@ def sign_bundle(
     location: str, sign: Callable[[bytes], str], *, options: VerifyOptions | None = None
 ) -> tuple[str, Verification]:
     """Verify the archive and return the armored signature of its head (for a sidecar)."""
-    result, contents = _verified(location, options or VerifyOptions(), None)
+    result, contents = read_verified(location, options or VerifyOptions(), action="sign")
     return sign(head_of(contents)), result
 
 
@@ -103,7 +89,7 @@ def prove_case(
 
     Raises InputError when the bundle does not verify or holds no such case.
     """
-    _, contents = _verified(location, options or VerifyOptions(), stream)
+    _, contents = read_verified(location, options or VerifyOptions(), action="prove", stream=stream)
     bundle = canonical.loads(contents.kept["data/bundle.json"], source="data/bundle.json")
     head = canonical.loads(head_of(contents), source=HEAD_FILE)
     leaves, _ = _case_leaves(contents, bundle)

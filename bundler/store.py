@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from bundler import canonical, schemas
-from bundler.digests import SCORER_TAG, FramedHasher, bytes_digest, json_digest
+from bundler.digests import SCORER_TAG, FramedHasher, bytes_digest
 from bundler.errors import CanonicalJSONError, InputError, StoreError
 
 IDENTIFIER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
@@ -295,13 +295,6 @@ class Store:
             )
         return doc
 
-    def case_file_exists(self, report_id: str, check_id: str) -> bool:
-        opened = self.source.open_stream(f"reports/{report_id}/cases/{check_id}.jsonl")
-        if opened is None:
-            return False
-        opened[0].close()
-        return True
-
     def iter_cases(self, report_id: str, check_id: str) -> Iterator[CaseLine] | None:
         """Stream the cases of one check, validating each line; None when absent."""
         relpath = f"reports/{report_id}/cases/{check_id}.jsonl"
@@ -397,18 +390,9 @@ class Store:
     def blob(self, hex_digest: str, *, max_size: int) -> bytes | None:
         """An inline payload or evidence manifest from ``blobs/``; None when absent.
 
-        Returns at most ``max_size + 1`` bytes' worth of evidence that the blob is too
-        large: a larger file is reported through StoreError by the source, so callers
-        pass a limit and treat the error as a digest mismatch.
+        Raises StoreError for a file larger than ``max_size``.
         """
         return self.source.read_bytes(f"blobs/sha256/{hex_digest}", max_size=max_size)
-
-    def evidence_manifest(self, hex_digest: str) -> Document | None:
-        relpath = f"blobs/sha256/{hex_digest}"
-        data = self.source.read_bytes(relpath, max_size=MAX_DOCUMENT_BYTES)
-        if data is None:
-            return None
-        return Document(relpath, data, None)
 
     def parse_evidence_manifest(self, doc: Document) -> dict[str, Any]:
         """Validate an evidence manifest whose digest already matched (SPEC 3.1)."""
@@ -422,10 +406,6 @@ class Store:
                 "and sorted by (digest, kind)"
             )
         return dict(value)
-
-    @staticmethod
-    def json_digest_of(doc: Document) -> str:
-        return json_digest(doc.value)
 
 
 def _iter_lines(stream: BinaryIO, where: str) -> Iterator[bytes]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -20,7 +20,14 @@ from bundler import bag, canonical, schemas
 from bundler.archive_reader import DEFAULT_MAX_BYTES
 from bundler.bag_reader import BagContents, Extractor, open_members, read_bag
 from bundler.digests import SCORER_TAG, FramedHasher, bytes_digest, is_digest
-from bundler.errors import ArchiveError, BundlerError, CanonicalJSONError, SchemaError, StorageError
+from bundler.errors import (
+    ArchiveError,
+    BundlerError,
+    CanonicalJSONError,
+    InputError,
+    SchemaError,
+    StorageError,
+)
 from bundler.export import (
     BUNDLE_SCHEMA,
     HEAD_FILE,
@@ -248,6 +255,23 @@ def read_and_verify(
         ), None
 
 
+def read_verified(
+    location: str, options: VerifyOptions, *, action: str, stream: BinaryIO | None = None
+) -> tuple[Verification, BagContents]:
+    """Read and verify; raise InputError unless the verdict is ``verified``.
+
+    For commands that must not act on a bundle that does not verify (sign, prove,
+    upload); the message carries the error or the first failed claims.
+    """
+    result, contents = read_and_verify(location, options, stream=stream)
+    if result.verdict is not Verdict.VERIFIED or contents is None:
+        detail = result.error or "; ".join(
+            f"{c.subject}: {c.detail}" for c in result.failures()[:3]
+        )
+        raise InputError(f"{location}: bundle does not verify ({detail}); refusing to {action}")
+    return result, contents
+
+
 def verify_contents(contents: BagContents, options: VerifyOptions) -> Verification:
     """Check the claims over a bag already read. Raises BundlerError when no verdict is possible."""
     bundle = _load_bundle(contents)
@@ -455,8 +479,9 @@ def check_bundle_document(
 ) -> str:
     """Claim group 2: bundle.json stored canonical, its digest, the bundle head. Returns the digest."""
     data = contents.kept["data/bundle.json"]
-    digest = bytes_digest(canonical.dumps(bundle))
-    if canonical.dumps(bundle) == data:
+    canonical_bytes = canonical.dumps(bundle)
+    digest = bytes_digest(canonical_bytes)
+    if canonical_bytes == data:
         claims.proven(
             2,
             "bundle.json is schema-valid and stored canonical",
@@ -1476,11 +1501,6 @@ class _EvalBookVerifier:
         if kind == "report":
             return "the report body is always in the bundle"
         return f"unknown kind {kind}"
-
-
-def verify_many(locations: Iterable[str], options: VerifyOptions) -> Iterator[Verification]:
-    for location in locations:
-        yield verify_bundle(location, options)
 
 
 def inspect_bundle(
