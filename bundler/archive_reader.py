@@ -32,6 +32,7 @@ from typing import Final, Protocol
 import zstandard
 
 from bundler.errors import ArchiveError
+from bundler.prefetch import ReadAhead
 
 DEFAULT_MAX_BYTES: Final = 64 * 1024**3
 MAX_WINDOW_BYTES: Final = 8 * 1024 * 1024
@@ -716,6 +717,9 @@ def iter_archive(
     """Read a `.tar.zst` bundle: :class:`ZstdStream` under :func:`iter_members`.
 
     Same promises and errors as both; ``max_bytes`` caps the decompressed bytes.
+    Decompression runs in a background thread, at most 8 MiB ahead of the tar layer;
+    its errors surface in stream order, after the bytes before them.
     """
     stream = ZstdStream(fileobj, source=source, max_bytes=max_bytes)
-    yield from iter_members(stream, source=source, max_bytes=max_bytes, max_members=max_members)
+    with ReadAhead(stream) as ahead:
+        yield from iter_members(ahead, source=source, max_bytes=max_bytes, max_members=max_members)

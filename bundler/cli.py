@@ -52,11 +52,14 @@ class _ProgressLine:
         self.label = label
         self._last = 0.0
 
-    def update(self, text: str) -> None:
+    def update(self, text: Callable[[], str]) -> None:
+        """Redraw with ``text()`` at most ten times a second; ``text`` is called only then."""
+        if not self.enabled:
+            return
         now = time.monotonic()
-        if self.enabled and now - self._last > 0.1:
+        if now - self._last > 0.1:
             self._last = now
-            sys.stderr.write(f"\r{self.label}: {text}\x1b[K")
+            sys.stderr.write(f"\r{self.label}: {text()}\x1b[K")
             sys.stderr.flush()
 
     def done(self) -> None:
@@ -65,8 +68,11 @@ class _ProgressLine:
             sys.stderr.flush()
 
 
-def _bytes_progress(line: _ProgressLine) -> Callable[[int], None]:
-    return lambda n: line.update(_human_bytes(n))
+def _bytes_progress(line: _ProgressLine) -> Callable[[int], None] | None:
+    """A byte-count callback for ``line``; None when nothing is shown, to save the calls."""
+    if not line.enabled:
+        return None
+    return lambda n: line.update(lambda: _human_bytes(n))
 
 
 def _human_bytes(n: int) -> str:
@@ -225,10 +231,10 @@ def export(
     line = _ProgressLine(not quiet, "export")
 
     def on_progress(p: Progress) -> None:
-        line.update(f"{p.files} files, {p.cases} cases, {_human_bytes(p.bytes)}")
+        line.update(lambda: f"{p.files} files, {p.cases} cases, {_human_bytes(p.bytes)}")
 
     try:
-        result = export_bundle(config, on_progress)
+        result = export_bundle(config, on_progress if line.enabled else None)
     finally:
         line.done()
     summary = result.summary()
@@ -713,10 +719,10 @@ def export_eb(
     line = _ProgressLine(not quiet, "export-eb")
 
     def on_progress(p: Progress) -> None:
-        line.update(f"{p.files} files, {_human_bytes(p.bytes)}")
+        line.update(lambda: f"{p.files} files, {_human_bytes(p.bytes)}")
 
     try:
-        result = export_eb_bundle(config, on_progress)
+        result = export_eb_bundle(config, on_progress if line.enabled else None)
     finally:
         line.done()
     summary = result.summary()

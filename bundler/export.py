@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 import zstandard
 
@@ -31,6 +31,7 @@ from bundler import TOOL_NAME, __version__, bag, canonical
 from bundler.digests import bytes_digest, json_digest, parse_digest
 from bundler.errors import OutputError, PermissionDenied, StoreError, StrictFailure
 from bundler.merkle import TreeBuilder
+from bundler.prefetch import ThreadedSink, prefetch
 from bundler.store import (
     MAX_DOCUMENT_BYTES,
     CaseLine,
@@ -47,6 +48,8 @@ INLINE_PAYLOAD_MAX_BYTES = 262_144
 DEFAULT_LEVEL = 3
 READ_BODY = "dataset.read_body"
 EXPORT = "report.export"
+# Payload bytes read ahead of the writer (beyond the one being read).
+PREFETCH_BYTES = 16 * 1024 * 1024
 T = TypeVar("T")
 
 
@@ -176,21 +179,6 @@ class _CheckCases:
 
 
 # ----------------------------------------------------------------------------- writing
-
-
-class _HashingFile:
-    """A file sink that also computes the archive's own sha256 and size."""
-
-    def __init__(self, fh: BinaryIO) -> None:
-        self._fh = fh
-        self.sha256 = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        self.sha256.update(data)
-        self.size += len(data)
-        self._fh.write(data)
-        return len(data)
 
 
 class BagWriter:
@@ -489,14 +477,21 @@ class _Collector:
                     wanted.setdefault(ref["digest"], "evidence_manifest")
                     self._manifest_checks[ref["digest"]] = check["check_id"]
         payloads = []
-        for digest in sorted(wanted):
+
+        def load(digest: str) -> tuple[tuple[bytes | None, str | None], int]:
+            # Runs in the prefetch thread: the read and the hash release the GIL.
+            data = self.store.blob(parse_digest(digest), max_size=MAX_DOCUMENT_BYTES)
+            if data is None:
+                return (None, None), 0
+            return (data, bytes_digest(data)), len(data)
+
+        for digest, (data, observed) in prefetch(sorted(wanted), load, budget=PREFETCH_BYTES):
             kind = wanted[digest]
             hex_digest = parse_digest(digest)
-            data = self.store.blob(hex_digest, max_size=MAX_DOCUMENT_BYTES)
             if data is None:
                 self.ledger.list_unavailable(kind, digest, digest, Reason.MISSING_FROM_STORE)
                 continue
-            if (observed := bytes_digest(data)) != digest:
+            if observed != digest:
                 self.ledger.list_unavailable(kind, digest, digest, Reason.DIGEST_MISMATCH, observed)
                 continue
             if kind == "evidence_manifest":
@@ -594,13 +589,20 @@ def write_bag_archive(
     temp = Path(temp_name)
     try:
         with os.fdopen(fd, "wb") as fh:
-            sink = _HashingFile(fh)
-            compressor = zstandard.ZstdCompressor(level=level, write_checksum=True, threads=1)
-            # _HashingFile is the write-only file object zstandard needs; its stubs want IO[bytes].
-            with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:  # type: ignore[arg-type]
-                tar = TarWriter(zout, mtime=mtime)
-                result = fill(BagWriter(tar, top, progress))
-                tar.close()
+            # Compressed output is hashed and written in its own thread, while zstd's
+            # worker compresses and this thread reads and hashes the store's files.
+            sink = ThreadedSink(fh)
+            try:
+                compressor = zstandard.ZstdCompressor(level=level, write_checksum=True, threads=1)
+                # ThreadedSink is the write-only file object zstandard needs; its stubs want IO[bytes].
+                with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:  # type: ignore[arg-type]
+                    tar = TarWriter(zout, mtime=mtime)
+                    result = fill(BagWriter(tar, top, progress))
+                    tar.close()
+            except BaseException:
+                sink.close(raise_error=False)
+                raise
+            sink.close()
             fh.flush()
             os.fsync(fh.fileno())
         if before_link is not None:

@@ -8,6 +8,7 @@ to a whole 10,240-byte record. The same calls always give the same bytes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -43,31 +44,44 @@ def _split_ustar(name: bytes) -> tuple[bytes, bytes] | None:
     return None
 
 
+@functools.lru_cache(maxsize=16)
+def _fixed_fields(mode: int, typeflag: bytes, mtime: int) -> tuple[bytes, bytes, bytes, int]:
+    """The header fields that do not vary per member, and their byte sum.
+
+    Returns (mode..gid, mtime + checksum placeholder + typeflag, linkname..devminor,
+    sum), so a header is the name, these pieces, the size and the prefix.
+    """
+    owner = _octal(mode, 8) + _octal(0, 8) + _octal(0, 8)
+    stamp = _octal(mtime, 12) + b" " * 8 + typeflag
+    rest = b"\0" * 100 + b"ustar\x0000" + b"\0" * 64 + _octal(0, 8) + _octal(0, 8)
+    return owner, stamp, rest, sum(owner) + sum(stamp) + sum(rest)
+
+
 def _header(
     name: bytes, prefix: bytes, *, size: int, mode: int, typeflag: bytes, mtime: int
 ) -> bytes:
-    fields = [
-        name.ljust(100, b"\0"),
-        _octal(mode, 8),
-        _octal(0, 8),
-        _octal(0, 8),
-        _octal(size, 12),
-        _octal(mtime, 12),
-        b" " * 8,
-        typeflag,
-        b"\0" * 100,
-        b"ustar\x0000",
-        b"\0" * 32,
-        b"\0" * 32,
-        _octal(0, 8),
-        _octal(0, 8),
-        prefix.ljust(155, b"\0"),
-        b"\0" * 12,
-    ]
-    block = bytearray(b"".join(fields))
+    owner, stamp, rest, fixed_sum = _fixed_fields(mode, typeflag, mtime)
+    size_field = _octal(size, 12)
+    # The checksum is the byte sum of the header with its own field read as spaces;
+    # NUL padding adds nothing, so the sum of the pieces is the sum of the block.
+    checksum = fixed_sum + sum(name) + sum(size_field) + sum(prefix)
+    stamp = stamp[:12] + b"%06o\0 " % checksum + stamp[20:]
+    block = b"".join(
+        (
+            name.ljust(100, b"\0"),
+            owner,
+            size_field,
+            stamp,
+            rest,
+            prefix.ljust(155, b"\0"),
+            _TAIL,
+        )
+    )
     assert len(block) == BLOCK
-    block[148:156] = b"%06o\0 " % sum(block)
-    return bytes(block)
+    return block
+
+
+_TAIL = b"\0" * 12
 
 
 def _pax_record(key: str, value: str) -> bytes:

@@ -1,0 +1,243 @@
+"""Overlap file reads and hashing with the work of the calling thread.
+
+An export reads and hashes tens of thousands of payloads, then compresses them. File
+reads and ``hashlib`` release the GIL, so one background thread can load the next
+payloads while the main thread writes the current one. Two pieces:
+
+- :func:`prefetch` runs a loader over items in order in one background thread and yields
+  the results in the same order, holding at most ``budget`` bytes of loaded results
+  ahead of the consumer (plus the one being loaded, so a single large item still goes).
+- :class:`ThreadedSink` is a write-only file object whose writes (and a SHA-256 of
+  everything written) happen in a background thread, through a bounded queue.
+
+Errors keep their order: an exception raised by the loader for item *n* reaches the
+consumer when it asks for item *n*, after items 0..n-1, exactly as a plain loop would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator
+from typing import Any, BinaryIO, Protocol, TypeVar
+
+K = TypeVar("K")
+R = TypeVar("R")
+
+_END = object()
+
+
+class Readable(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
+class _Budget:
+    """Bytes loaded but not yet taken by the consumer; the loader waits above ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._held = 0
+        self._cond = threading.Condition()
+        self.stopped = False
+
+    def acquire(self, size: int) -> bool:
+        """Wait until ``size`` more bytes fit (or nothing is held); False once stopped."""
+        with self._cond:
+            while self._held and self._held + size > self._limit and not self.stopped:
+                self._cond.wait()
+            self._held += size
+            return not self.stopped
+
+    def release(self, size: int) -> None:
+        with self._cond:
+            self._held -= size
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self.stopped = True
+            self._cond.notify()
+
+
+def prefetch(
+    items: Iterable[K],
+    load: Callable[[K], tuple[R, int]],
+    *,
+    budget: int,
+) -> Generator[tuple[K, R], None, None]:
+    """Yield ``(item, result)`` for each item, in order, loading ahead in a thread.
+
+    ``load(item)`` returns the result and its size in bytes (what it holds in memory).
+    At most ``budget`` bytes of results wait for the consumer at a time, beyond the one
+    the thread has just loaded. An exception from ``load`` is raised to the consumer in
+    the item's turn. Closing the iterator early stops the thread and waits for it.
+    """
+    results: queue.SimpleQueue[tuple[K, R, int] | tuple[object, BaseException]] = (
+        queue.SimpleQueue()
+    )
+    held = _Budget(budget)
+
+    def run() -> None:
+        try:
+            for item in items:
+                if held.stopped:
+                    return
+                result, size = load(item)
+                if not held.acquire(size):
+                    return
+                results.put((item, result, size))
+        except BaseException as exc:  # handed to the consumer, in order
+            results.put((_END, exc))
+            return
+        results.put((_END, StopIteration()))
+
+    thread = threading.Thread(target=run, name="evalbook-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            entry = results.get()
+            if entry[0] is _END:
+                error = entry[1]
+                assert isinstance(error, BaseException)
+                if isinstance(error, StopIteration):
+                    return
+                raise error
+            item, result, size = entry  # type: ignore[misc]
+            held.release(size)
+            yield item, result
+    finally:
+        held.stop()
+        thread.join()
+
+
+class ThreadedSink:
+    """Write-only file object: writes go to ``fh`` in a background thread.
+
+    ``sha256`` and ``size`` cover every byte written, once :meth:`close` returned. At
+    most ``depth`` writes wait in the queue, so memory stays bounded when the disk is
+    slower than the producer. A write error is raised by the next ``write`` or by
+    ``close``; nothing after it is written.
+    """
+
+    def __init__(self, fh: BinaryIO, *, depth: int = 8) -> None:
+        self._fh = fh
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="evalbook-sink", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            data = self._queue.get()
+            if data is None:
+                return
+            if self._error is not None:
+                continue  # drain, so that the producer never blocks on a dead sink
+            try:
+                self.sha256.update(data)
+                self._fh.write(data)
+                self.size += len(data)
+            except BaseException as exc:  # raised to the producer
+                self._error = exc
+
+    def write(self, data: bytes) -> int:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise ValueError("write to a closed sink")
+        self._queue.put(bytes(data))
+        return len(data)
+
+    def close(self, *, raise_error: bool = True) -> None:
+        """Wait for every queued write; raise the first write error, if any.
+
+        ``raise_error=False`` is for a producer already failing with its own error.
+        """
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join()
+        if raise_error and self._error is not None:
+            raise self._error
+
+
+class ReadAhead:
+    """A reader that fills itself from ``source`` in a background thread.
+
+    ``source.read`` (decompression, for a bundle) runs ahead of the consumer by at most
+    ``budget`` bytes. ``read(n)`` returns up to ``n`` bytes and ``b""`` only at the end;
+    an error raised by ``source.read`` is raised here once the bytes before it are
+    consumed. Call :meth:`close` (or use ``with``) to stop the thread early.
+    """
+
+    def __init__(
+        self, source: Readable, *, chunk: int = 1024 * 1024, budget: int = 8 << 20
+    ) -> None:
+        def chunks() -> Iterator[bytes]:
+            while data := source.read(chunk):
+                yield data
+
+        self._chunks = prefetch(chunks(), lambda data: (data, len(data)), budget=budget)
+        self._buf = b""
+        self._pos = 0
+
+    def read(self, size: int, /) -> bytes:
+        if self._pos >= len(self._buf):
+            entry = next(self._chunks, None)
+            if entry is None:
+                return b""
+            self._buf = entry[1]
+            self._pos = 0
+        end = self._pos + size
+        data = self._buf[self._pos : end]
+        self._pos = end
+        return data
+
+    def close(self) -> None:
+        """Stop the background thread (it finishes the read it is in)."""
+        self._chunks.close()
+
+    def __enter__(self) -> ReadAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class BackgroundHasher:
+    """Feeds hash objects in a background thread, in the order of the calls.
+
+    ``update(hasher, data)`` queues the work and returns; once :meth:`close` returned
+    (or the ``with`` block ended), every queued update has been applied. At most
+    ``depth`` chunks wait at a time. Worth it for chunks of kilobytes and more, whose
+    hashing releases the GIL; small ones are cheaper hashed in place.
+    """
+
+    def __init__(self, *, depth: int = 16) -> None:
+        self._queue: queue.Queue[tuple[Any, bytes] | None] = queue.Queue(maxsize=depth)
+        self._thread = threading.Thread(target=self._run, name="evalbook-hash", daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    def _run(self) -> None:
+        while (work := self._queue.get()) is not None:
+            work[0].update(work[1])
+
+    def update(self, hasher: Any, data: bytes) -> None:
+        self._queue.put((hasher, data))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join()
+
+    def __enter__(self) -> BackgroundHasher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,204 @@
+"""The background-thread helpers: order, error order, bounded memory, clean shutdown."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import random
+import threading
+import time
+
+import pytest
+
+from bundler.prefetch import BackgroundHasher, ReadAhead, ThreadedSink, prefetch
+
+
+def _threads() -> set[str]:
+    return {t.name for t in threading.enumerate()}
+
+
+def _settle(name: str) -> bool:
+    """True once no thread called ``name`` is alive (waits up to 5 s)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if name not in _threads():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_prefetch_yields_every_item_in_order() -> None:
+    items = list(range(500))
+    got = list(prefetch(items, lambda i: (i * i, 8), budget=64))
+    assert got == [(i, i * i) for i in items]
+    assert _settle("evalbook-prefetch")
+
+
+def test_prefetch_raises_the_loaders_error_in_the_items_turn() -> None:
+    def load(i: int) -> tuple[int, int]:
+        if i == 7:
+            raise ValueError("item 7 is bad")
+        return i, 1
+
+    seen = []
+    with pytest.raises(ValueError, match="item 7 is bad"):
+        for item, _ in prefetch(range(20), load, budget=1 << 20):
+            seen.append(item)
+    assert seen == list(range(7))
+    assert _settle("evalbook-prefetch")
+
+
+def test_prefetch_holds_at_most_the_budget_ahead() -> None:
+    lock = threading.Lock()
+    loaded = 0
+    taken = 0
+    most_ahead = 0
+
+    def load(i: int) -> tuple[bytes, int]:
+        nonlocal loaded, most_ahead
+        with lock:
+            loaded += 100
+            most_ahead = max(most_ahead, loaded - taken)
+        return bytes(100), 100
+
+    for _ in prefetch(range(200), load, budget=1000):
+        with lock:
+            taken += 100
+        time.sleep(0.0005)  # a slow consumer: the loader would run far ahead unbounded
+    # The budget, the item just handed over (released before the consumer counts it)
+    # and the one the thread has loaded and waits to queue.
+    assert most_ahead <= 1000 + 2 * 100
+    assert most_ahead >= 500  # it did read ahead
+
+
+def test_prefetch_lets_one_item_larger_than_the_budget_through() -> None:
+    got = list(prefetch([1, 2], lambda i: (i, 10_000), budget=10))
+    assert got == [(1, 1), (2, 2)]
+
+
+def test_closing_prefetch_early_stops_the_thread() -> None:
+    started = threading.Event()
+
+    def load(i: int) -> tuple[int, int]:
+        started.set()
+        return i, 1
+
+    it = prefetch(range(10**9), load, budget=10)
+    assert next(it) == (0, 0)
+    assert started.is_set()
+    it.close()
+    assert _settle("evalbook-prefetch")
+
+
+class _FailingFile(io.BytesIO):
+    def __init__(self, fail_after: int) -> None:
+        super().__init__()
+        self._fail_after = fail_after
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        if self.tell() + len(data) > self._fail_after:
+            raise OSError(28, "No space left on device")
+        return super().write(data)
+
+
+def test_threaded_sink_writes_and_hashes_everything() -> None:
+    rng = random.Random(5)
+    pieces = [rng.randbytes(rng.randint(0, 70_000)) for _ in range(300)]
+    out = io.BytesIO()
+    sink = ThreadedSink(out, depth=4)
+    for piece in pieces:
+        assert sink.write(piece) == len(piece)
+    sink.close()
+    whole = b"".join(pieces)
+    assert out.getvalue() == whole
+    assert sink.sha256.hexdigest() == hashlib.sha256(whole).hexdigest()
+    assert sink.size == len(whole)
+    assert _settle("evalbook-sink")
+
+
+def test_threaded_sink_reports_a_write_error() -> None:
+    sink = ThreadedSink(_FailingFile(10_000), depth=2)
+    with pytest.raises(OSError, match="No space left"):
+        for _ in range(1000):
+            sink.write(bytes(1000))
+        sink.close()
+    with pytest.raises(OSError, match="No space left"):
+        sink.close()
+    assert _settle("evalbook-sink")
+
+
+def test_threaded_sink_close_without_raising_for_a_failing_producer() -> None:
+    sink = ThreadedSink(_FailingFile(0))
+    sink.write(b"x")
+    sink.close(raise_error=False)
+    assert _settle("evalbook-sink")
+    with pytest.raises(OSError, match="No space left"):
+        sink.close()
+
+
+def test_threaded_sink_refuses_writes_after_close() -> None:
+    sink = ThreadedSink(io.BytesIO())
+    sink.close()
+    with pytest.raises(ValueError, match="closed"):
+        sink.write(b"more")
+
+
+class _Source:
+    """Returns data in uneven pieces, then raises after ``fail_at`` bytes if set."""
+
+    def __init__(self, data: bytes, fail_at: int | None = None) -> None:
+        self._data = data
+        self._pos = 0
+        self._fail_at = fail_at
+        self._rng = random.Random(1)
+
+    def read(self, size: int) -> bytes:
+        if self._fail_at is not None and self._pos >= self._fail_at:
+            raise ValueError(f"corrupt at byte {self._pos}")
+        end = min(self._pos + self._rng.randint(1, size), len(self._data))
+        if self._fail_at is not None:
+            end = min(end, self._fail_at)
+        piece = self._data[self._pos : end]
+        self._pos = end
+        return piece
+
+
+def test_read_ahead_returns_the_source_bytes_for_any_read_sizes() -> None:
+    data = random.Random(2).randbytes(3_000_000)
+    rng = random.Random(3)
+    got = []
+    with ReadAhead(_Source(data), chunk=65536, budget=200_000) as ahead:
+        while piece := ahead.read(rng.choice([1, 511, 512, 4096, 100_000])):
+            got.append(piece)
+        assert ahead.read(10) == b""
+    assert b"".join(got) == data
+
+
+def test_read_ahead_raises_the_source_error_after_the_bytes_before_it() -> None:
+    data = bytes(range(256)) * 1000
+    ahead = ReadAhead(_Source(data, fail_at=100_000), chunk=4096, budget=16_384)
+    got = b""
+    with pytest.raises(ValueError, match="corrupt at byte 100000"):
+        while piece := ahead.read(1000):
+            got += piece
+    assert got == data[:100_000]
+    ahead.close()
+    assert _settle("evalbook-prefetch")
+
+
+def test_background_hasher_matches_hashing_in_place() -> None:
+    rng = random.Random(4)
+    members = [
+        [rng.randbytes(rng.randint(0, 40_000)) for _ in range(rng.randint(0, 5))]
+        for _ in range(200)
+    ]
+    hashers = []
+    with BackgroundHasher(depth=3) as background:
+        for chunks in members:
+            hasher = hashlib.sha256()
+            for chunk in chunks:
+                background.update(hasher, chunk)
+            hashers.append(hasher)
+    for chunks, hasher in zip(members, hashers, strict=True):
+        assert hasher.hexdigest() == hashlib.sha256(b"".join(chunks)).hexdigest()
+    assert _settle("evalbook-hash")
