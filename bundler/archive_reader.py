@@ -347,6 +347,41 @@ def _cstring(field: bytes) -> bytes | None:
     return field[:nul]
 
 
+# The numeric fields (mode, uid, gid, size, mtime, checksum) as a plain ustar writer
+# spells them: zero-padded octal digits, each field closed by NUL (checksum by NUL, space).
+_PLAIN_NUMBERS: Final = re.compile(
+    rb"([0-7]{7})\0[0-7]{7}\0[0-7]{7}\0([0-7]{11})\0([0-7]{11})\0([0-7]{6})\0 "
+)
+_PLAIN_TYPES: Final = frozenset({b"0", b"\0", _DIR_TYPE, _PAX_TYPE})
+_NO_LINK: Final = bytes(100)
+
+
+def _fast_header(block: bytes) -> tuple[bytes, bytes, int, int, int] | None:
+    """(typeflag, name, size, mtime, mode) of a header in the plain form, else None.
+
+    Accepts only headers the full parser accepts with the same result; anything else
+    (including every malformed header) returns None and gets the full parser and its
+    error messages. Exporters write this form, so it is the path of nearly every member.
+    """
+    numbers = _PLAIN_NUMBERS.fullmatch(block, 100, 156)
+    typeflag = block[156:157]
+    if (
+        numbers is None
+        or typeflag not in _PLAIN_TYPES
+        or block[257:265] != b"ustar\x0000"
+        or block[157:257] != _NO_LINK
+    ):
+        return None
+    if int(numbers[4], 8) != sum(block[:148]) + 256 + sum(block[156:]):
+        return None
+    name = _cstring(block[0:100])
+    prefix = _cstring(block[345:500])
+    if name is None or prefix is None:
+        return None
+    raw_name = prefix + b"/" + name if prefix else name
+    return typeflag, raw_name, int(numbers[2], 8), int(numbers[3], 8), int(numbers[1], 8)
+
+
 class _TarReader:
     def __init__(self, stream: Readable, source: str, max_bytes: int, max_members: int) -> None:
         self._stream = stream
@@ -422,6 +457,10 @@ class _TarReader:
         return int(digits, 8)
 
     def _parse_header(self, block: bytes, offset: int) -> _Header:
+        fast = _fast_header(block)
+        if fast is not None:
+            typeflag, raw_name, size, mtime, mode = fast
+            return _Header(offset, typeflag, raw_name, size, mtime, mode)
         stored = self._octal(block, 148, 156, "checksum", offset)
         computed = sum(block[:148]) + 8 * 0x20 + sum(block[156:])
         if stored != computed:

@@ -768,3 +768,41 @@ def test_any_single_byte_change_to_the_frame_is_refused_or_harmless() -> None:
         except ArchiveError:
             continue
         assert result == original, f"byte {position} changed the content undetected"
+
+
+def test_plain_header_fast_path_agrees_with_the_full_parser(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whenever the fast path accepts a header, the full parser gives the same result;
+    headers are real ones from the writer with random bytes changed."""
+    from bundler import archive_reader, tarwriter
+
+    rng = random.Random(11)
+    base = [
+        tarwriter._header(
+            b"top/dir/file%d.json" % i,
+            b"" if i % 2 else b"pre/fix",
+            size=rng.randint(0, 10**9),
+            mode=rng.choice([0o644, 0o755]),
+            typeflag=rng.choice([b"0", b"5", b"x"]),
+            mtime=1_700_000_000,
+        )
+        for i in range(40)
+    ]
+    fast_path = archive_reader._fast_header
+    reader = archive_reader._TarReader(io.BytesIO(), "t", 10**12, 10**6)
+    accepted = 0
+    for _ in range(20_000):
+        block = bytearray(rng.choice(base))
+        for _ in range(rng.choice([0, 1, 1, 2])):
+            pos = rng.choice([rng.randrange(512), rng.randrange(100, 160), rng.randrange(257, 265)])
+            block[pos] = rng.choice([0, 0x20, 0x30, 0x37, 0x38, rng.randrange(256)])
+        fast = fast_path(bytes(block))
+        if fast is None:
+            continue
+        accepted += 1
+        monkeypatch.setattr(archive_reader, "_fast_header", lambda _block: None)
+        header = reader._parse_header(bytes(block), 0)
+        monkeypatch.setattr(archive_reader, "_fast_header", fast_path)
+        assert (header.typeflag, header.raw_name, header.size, header.mtime, header.mode) == fast
+    assert accepted > 5_000
