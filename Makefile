@@ -7,7 +7,9 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: demo test lint fixtures bench eb-fixtures clean
 
-$(STAMP): pyproject.toml
+# The stamp also follows the C source: an editable install compiles bundler/_jcs.c once,
+# so a changed source needs a new install to take effect.
+$(STAMP): pyproject.toml bundler/_jcs.c
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=...)")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -32,7 +34,7 @@ bench: $(STAMP)
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache bundler/*.so
 
 # Regenerates the committed eval-banana runs with the real eb 0.5.0 (needs Python 3.12).
 eb-fixtures:

@@ -16,11 +16,14 @@ both ``loads`` and ``dumps``.
 ``float``, ``bool`` and ``None``, and subclasses of those types (so an enum that
 mixes in ``str`` or ``int`` is written as its value). Anything else is rejected.
 
-Serialising and parsing each have two implementations with one contract. The
-reference path is plain Python and says exactly which rule a value or document breaks.
-The fast path lets orjson do the work wherever orjson's output already is JCS, and
-hands the input to the reference path whenever it meets anything it is not sure about,
-so every rejection and every unusual value goes through the reference path.
+Serialising has three implementations with one contract, parsing two. The reference
+path is plain Python and says exactly which rule a value or document breaks. The
+native path (the C extension ``bundler._jcs``) writes values built of the exact JSON
+types and raises its ``Fallback`` for anything else. The orjson path lets orjson do
+the work wherever orjson's output already is JCS; it serves when the native path
+declines or is not built. Each fast path hands the input on whenever it meets anything
+it is not sure about, so every rejection and every unusual value goes through the
+reference path.
 
 Note the one asymmetry that JCS itself creates: ``dumps`` writes an integral float in
 [2^53, 1e21) as a plain integer (``1e20`` -> ``100000000000000000000``), which ``loads``
@@ -37,6 +40,11 @@ from typing import Any, NoReturn
 import orjson
 
 from bundler.errors import CanonicalJSONError
+
+try:
+    from bundler import _jcs
+except ImportError:  # pragma: no cover - the package build compiles it
+    _jcs = None  # type: ignore[assignment]
 
 MAX_DEPTH = 64
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -72,6 +80,13 @@ _ESCAPED_COLON = (b"\\u003a", b"\\u003A")
 
 class _Fallback(Exception):
     """The fast path cannot vouch for this input; the reference path decides."""
+
+
+class _NoNativeFallback(Exception):
+    """Stands in for ``_jcs.Fallback`` when the extension is missing; never raised."""
+
+
+_NativeFallback: type[Exception] = _jcs.Fallback if _jcs is not None else _NoNativeFallback
 
 
 class _Reject(Exception):
@@ -378,12 +393,25 @@ def dumps(value: Any) -> bytes:
     with lone surrogates, non-string keys, unsupported types and nesting deeper than
     ``MAX_DEPTH``.
     """
-    if _FAST_DUMPS:
+    try:
+        return _quick_dumps(value)
+    except _Fallback:
+        return _reference_dumps(value)
+
+
+def _quick_dumps(value: Any) -> bytes:
+    """The native path, then the orjson path; raises _Fallback when neither vouches."""
+    if _jcs is not None:
         try:
-            return _fast_dumps(value)
-        except (_Fallback, orjson.JSONEncodeError):
+            return _jcs.dumps(value)
+        except _NativeFallback:
             pass
-    return _reference_dumps(value)
+    if not _FAST_DUMPS:
+        raise _Fallback
+    try:
+        return _fast_dumps(value)
+    except orjson.JSONEncodeError as exc:
+        raise _Fallback from exc
 
 
 # --------------------------------------------------------------------------------------
@@ -612,9 +640,9 @@ def loads_canonical(data: bytes, *, source: str = "<input>") -> Any:
         value = None
     else:
         try:
-            if _fast_dumps(value) == data:
+            if _quick_dumps(value) == data:
                 return value
-        except (_Fallback, orjson.JSONEncodeError):
+        except _Fallback:
             pass
     value = _reference_loads(data, source)
     canonical = dumps(value)
