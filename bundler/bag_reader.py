@@ -11,18 +11,16 @@ every file beneath a directory while reading (used by ``extract``).
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from bundler.archive_reader import DEFAULT_MAX_BYTES, Member, iter_archive
 from bundler.errors import ArchiveError, InputError
-from bundler.prefetch import BackgroundHasher
 
 # A JSON document or tag file over this is refused (SPEC 5: "a JSON document over its
 # size cap"); kept bytes in total are capped so memory stays bounded.
@@ -34,8 +32,6 @@ MAX_JSON_CONTAINERS = 1_000_000
 # Canonical evidence manifests start with their first key in JCS order.
 EVIDENCE_MANIFEST_PREFIX = b'{"check_id":'
 CHUNK = 1024 * 1024
-# Below this, queueing a member for the background hasher costs more than hashing it.
-BACKGROUND_HASH_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -105,25 +101,6 @@ def read_bag(
     progress: Callable[[int], None] | None = None,
 ) -> BagContents:
     """Consume the member stream into BagContents; raises ArchiveError when unsafe."""
-    # Members of BACKGROUND_HASH_BYTES or more are hashed in a background thread
-    # (hashlib releases the GIL), overlapping the reading of the archive; their digests
-    # are taken once that thread has finished.
-    hashed: list[tuple[str, Any, int]] = []
-    with BackgroundHasher() as background:
-        bag = _read_members(members, source, extract, progress, background, hashed)
-    for rel, hasher, size in hashed:
-        bag.files[rel] = FileInfo(hasher.hexdigest(), size)
-    return bag
-
-
-def _read_members(
-    members: Iterator[tuple[Member, Iterator[bytes]]],
-    source: str,
-    extract: Extractor | None,
-    progress: Callable[[int], None] | None,
-    background: BackgroundHasher,
-    hashed: list[tuple[str, Any, int]],
-) -> BagContents:
     bag: BagContents | None = None
     kept_total = 0
     done = 0
@@ -144,11 +121,6 @@ def _read_members(
                 extract.directory(member.path)
             continue
         hasher = hashlib.sha256()
-        update = (
-            functools.partial(background.update, hasher)
-            if member.size >= BACKGROUND_HASH_BYTES
-            else hasher.update
-        )
         buffer: list[bytes] | None = None
         out = extract.open(member.path) if extract is not None else None
         size = 0
@@ -169,7 +141,7 @@ def _read_members(
                             f"{MAX_DOCUMENT_BYTES}-byte cap"
                         )
                     buffer = [] if keep else None
-                update(chunk)
+                hasher.update(chunk)
                 size += len(chunk)
                 if buffer is not None:
                     buffer.append(chunk)
@@ -183,9 +155,7 @@ def _read_members(
                 out.close()
         if size == 0 and _keep(rel, b"", 0):
             buffer = []
-        # A placeholder keeps the archive's order; the digest is filled in by read_bag.
-        bag.files[rel] = FileInfo("", size)
-        hashed.append((rel, hasher, size))
+        bag.files[rel] = FileInfo(hasher.hexdigest(), size)
         if buffer is not None:
             data = b"".join(buffer)
             del buffer

@@ -19,17 +19,13 @@ from __future__ import annotations
 import hashlib
 import queue
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator
-from typing import Any, BinaryIO, Protocol, TypeVar
+from collections.abc import Callable, Generator, Iterable
+from typing import BinaryIO, TypeVar
 
 K = TypeVar("K")
 R = TypeVar("R")
 
 _END = object()
-
-
-class Readable(Protocol):
-    def read(self, size: int, /) -> bytes: ...
 
 
 class _Budget:
@@ -163,81 +159,3 @@ class ThreadedSink:
             self._thread.join()
         if raise_error and self._error is not None:
             raise self._error
-
-
-class ReadAhead:
-    """A reader that fills itself from ``source`` in a background thread.
-
-    ``source.read`` (decompression, for a bundle) runs ahead of the consumer by at most
-    ``budget`` bytes. ``read(n)`` returns up to ``n`` bytes and ``b""`` only at the end;
-    an error raised by ``source.read`` is raised here once the bytes before it are
-    consumed. Call :meth:`close` (or use ``with``) to stop the thread early.
-    """
-
-    def __init__(
-        self, source: Readable, *, chunk: int = 1024 * 1024, budget: int = 8 << 20
-    ) -> None:
-        def chunks() -> Iterator[bytes]:
-            while data := source.read(chunk):
-                yield data
-
-        self._chunks = prefetch(chunks(), lambda data: (data, len(data)), budget=budget)
-        self._buf = b""
-        self._pos = 0
-
-    def read(self, size: int, /) -> bytes:
-        if self._pos >= len(self._buf):
-            entry = next(self._chunks, None)
-            if entry is None:
-                return b""
-            self._buf = entry[1]
-            self._pos = 0
-        end = self._pos + size
-        data = self._buf[self._pos : end]
-        self._pos = end
-        return data
-
-    def close(self) -> None:
-        """Stop the background thread (it finishes the read it is in)."""
-        self._chunks.close()
-
-    def __enter__(self) -> ReadAhead:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class BackgroundHasher:
-    """Feeds hash objects in a background thread, in the order of the calls.
-
-    ``update(hasher, data)`` queues the work and returns; once :meth:`close` returned
-    (or the ``with`` block ended), every queued update has been applied. At most
-    ``depth`` chunks wait at a time. Worth it for chunks of kilobytes and more, whose
-    hashing releases the GIL; small ones are cheaper hashed in place.
-    """
-
-    def __init__(self, *, depth: int = 16) -> None:
-        self._queue: queue.Queue[tuple[Any, bytes] | None] = queue.Queue(maxsize=depth)
-        self._thread = threading.Thread(target=self._run, name="evalbook-hash", daemon=True)
-        self._thread.start()
-        self._closed = False
-
-    def _run(self) -> None:
-        while (work := self._queue.get()) is not None:
-            work[0].update(work[1])
-
-    def update(self, hasher: Any, data: bytes) -> None:
-        self._queue.put((hasher, data))
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._queue.put(None)
-            self._thread.join()
-
-    def __enter__(self) -> BackgroundHasher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

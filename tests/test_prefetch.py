@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from bundler.prefetch import BackgroundHasher, ReadAhead, ThreadedSink, prefetch
+from bundler.prefetch import ThreadedSink, prefetch
 
 
 def _threads() -> set[str]:
@@ -141,64 +141,3 @@ def test_threaded_sink_refuses_writes_after_close() -> None:
     sink.close()
     with pytest.raises(ValueError, match="closed"):
         sink.write(b"more")
-
-
-class _Source:
-    """Returns data in uneven pieces, then raises after ``fail_at`` bytes if set."""
-
-    def __init__(self, data: bytes, fail_at: int | None = None) -> None:
-        self._data = data
-        self._pos = 0
-        self._fail_at = fail_at
-        self._rng = random.Random(1)
-
-    def read(self, size: int) -> bytes:
-        if self._fail_at is not None and self._pos >= self._fail_at:
-            raise ValueError(f"corrupt at byte {self._pos}")
-        end = min(self._pos + self._rng.randint(1, size), len(self._data))
-        if self._fail_at is not None:
-            end = min(end, self._fail_at)
-        piece = self._data[self._pos : end]
-        self._pos = end
-        return piece
-
-
-def test_read_ahead_returns_the_source_bytes_for_any_read_sizes() -> None:
-    data = random.Random(2).randbytes(3_000_000)
-    rng = random.Random(3)
-    got = []
-    with ReadAhead(_Source(data), chunk=65536, budget=200_000) as ahead:
-        while piece := ahead.read(rng.choice([1, 511, 512, 4096, 100_000])):
-            got.append(piece)
-        assert ahead.read(10) == b""
-    assert b"".join(got) == data
-
-
-def test_read_ahead_raises_the_source_error_after_the_bytes_before_it() -> None:
-    data = bytes(range(256)) * 1000
-    ahead = ReadAhead(_Source(data, fail_at=100_000), chunk=4096, budget=16_384)
-    got = b""
-    with pytest.raises(ValueError, match="corrupt at byte 100000"):
-        while piece := ahead.read(1000):
-            got += piece
-    assert got == data[:100_000]
-    ahead.close()
-    assert _settle("evalbook-prefetch")
-
-
-def test_background_hasher_matches_hashing_in_place() -> None:
-    rng = random.Random(4)
-    members = [
-        [rng.randbytes(rng.randint(0, 40_000)) for _ in range(rng.randint(0, 5))]
-        for _ in range(200)
-    ]
-    hashers = []
-    with BackgroundHasher(depth=3) as background:
-        for chunks in members:
-            hasher = hashlib.sha256()
-            for chunk in chunks:
-                background.update(hasher, chunk)
-            hashers.append(hasher)
-    for chunks, hasher in zip(members, hashers, strict=True):
-        assert hasher.hexdigest() == hashlib.sha256(b"".join(chunks)).hexdigest()
-    assert _settle("evalbook-hash")
