@@ -50,6 +50,10 @@ READ_BODY = "dataset.read_body"
 EXPORT = "report.export"
 # Payload bytes read ahead of the writer (beyond the one being read).
 PREFETCH_BYTES = 16 * 1024 * 1024
+# libzstd's output is the same for any number of worker threads from one up (not for
+# none); two let one job compress while the next fills, so the bursty producer (case
+# parsing, then payloads) rarely waits.
+ZSTD_WORKERS = 2
 T = TypeVar("T")
 
 
@@ -196,6 +200,9 @@ class BagWriter:
         self._dirs.add(top)
 
     def _ensure_dirs(self, relpath: str) -> None:
+        parent = relpath.rpartition("/")[0]
+        if not parent or f"{self.top}/{parent}" in self._dirs:
+            return  # most files go into a directory already written
         parts = relpath.split("/")[:-1]
         for i in range(1, len(parts) + 1):
             directory = self.top + "/" + "/".join(parts[:i])
@@ -593,7 +600,9 @@ def write_bag_archive(
             # worker compresses and this thread reads and hashes the store's files.
             sink = ThreadedSink(fh)
             try:
-                compressor = zstandard.ZstdCompressor(level=level, write_checksum=True, threads=1)
+                compressor = zstandard.ZstdCompressor(
+                    level=level, write_checksum=True, threads=ZSTD_WORKERS
+                )
                 # ThreadedSink is the write-only file object zstandard needs; its stubs want IO[bytes].
                 with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:  # type: ignore[arg-type]
                     tar = TarWriter(zout, mtime=mtime)
