@@ -49,7 +49,7 @@ DEFAULT_LEVEL = 3
 READ_BODY = "dataset.read_body"
 EXPORT = "report.export"
 # Payload bytes read ahead of the writer (beyond the one being read).
-PREFETCH_BYTES = 16 * 1024 * 1024
+PREFETCH_BYTES = 8 * 1024 * 1024
 # libzstd's output is the same for any number of worker threads from one up (not for
 # none); two let one job compress while the next fills, so the bursty producer (case
 # parsing, then payloads) rarely waits.

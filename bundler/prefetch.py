@@ -116,7 +116,7 @@ class ThreadedSink:
     ``close``; nothing after it is written.
     """
 
-    def __init__(self, fh: BinaryIO, *, depth: int = 8) -> None:
+    def __init__(self, fh: BinaryIO, *, depth: int = 4) -> None:
         self._fh = fh
         self.sha256 = hashlib.sha256()
         self.size = 0
