@@ -76,6 +76,9 @@ _ESCAPES["\\"] = "\\\\"
 
 _ESCAPED_SURROGATE_RE = re.compile(r"\\u[dD][89a-fA-F]")
 _ESCAPED_COLON = (b"\\u003a", b"\\u003A")
+# Nineteen digits in a row: what an integer literal too large for orjson's integers
+# (2^64 and more, twenty digits) would contain.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
 class _Fallback(Exception):
@@ -632,6 +635,17 @@ def loads_canonical(data: bytes, *, source: str = "<input>") -> Any:
     saying "not stored canonical" when ``data != dumps(loads(data))``.
     """
     data = bytes(data)
+    if _jcs is not None and not data.startswith(_BOM) and _LONG_DIGITS.search(data) is None:
+        # The native writer declines integers outside the safe range and nesting deeper
+        # than MAX_DEPTH, so bytes equal to its output need no walk of the parsed value:
+        # the one case it cannot see, an integer literal of 2^64 or more that orjson
+        # reads as a float, would be a run of at least 20 digits in the bytes.
+        try:
+            value = orjson.loads(data)
+            if _jcs.dumps(value) == data:
+                return value
+        except (orjson.JSONDecodeError, _NativeFallback):
+            pass
     try:
         # Duplicate keys need no separate check here: bytes equal to JCS output of the
         # parsed value cannot hold duplicates.

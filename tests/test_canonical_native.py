@@ -579,3 +579,38 @@ def test_no_leaks() -> None:
         _jcs.dumps(holder)
         _declined([holder, unsupported])
     assert (sys.getrefcount(key), sys.getrefcount(item), sys.getrefcount(holder)) == counts
+
+
+@pytest.mark.parametrize(
+    ("data", "rule"),
+    [
+        (b'{"a":18446744073709551616}', "outside"),  # 2^64: orjson reads it as a float
+        (b"[100000000000000000000]", "outside"),
+        (b"[-18446744073709551617]", "outside"),
+        (b'{"a":9007199254740992}', "outside"),
+        (b"[" * 65 + b"]" * 65, "nesting"),
+        (b'{"a":1,"a":1}', "duplicate"),
+        (b'{"a":1.0}', "not stored canonical"),
+    ],
+)
+def test_loads_canonical_fast_path_refuses_what_the_reference_refuses(
+    data: bytes, rule: str
+) -> None:
+    with pytest.raises(CanonicalJSONError, match=rule):
+        canonical.loads_canonical(data, source="doc.json")
+
+
+def test_loads_canonical_takes_the_native_path_without_walking_the_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def walked(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the orjson path was used")
+
+    monkeypatch.setattr(canonical, "_fast_parse", walked)
+    data = b'{"a":[1,2.5,"x"],"b":{"c":null,"d":true},"e":"12345678901234567"}'
+    assert canonical.loads_canonical(data) == orjson.loads(data)
+
+
+def test_loads_canonical_with_long_digit_runs_still_accepts_canonical_text() -> None:
+    data = b'{"id":"1234567890123456789012345","n":9007199254740991}'
+    assert canonical.loads_canonical(data) == orjson.loads(data)
