@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 
 # The stamp also follows the C source: an editable install compiles bundler/_jcs.c once,
 # so a changed source needs a new install to take effect.
-$(STAMP): pyproject.toml bundler/_jcs.c
+$(STAMP): pyproject.toml setup.py bundler/_jcs.c
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=...)")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
