@@ -595,25 +595,33 @@ def write_bag_archive(
     )
     temp = Path(temp_name)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            # Compressed output is hashed and written in its own thread, while zstd's
-            # worker compresses and this thread reads and hashes the store's files.
-            sink = ThreadedSink(fh)
-            try:
-                compressor = zstandard.ZstdCompressor(
-                    level=level, write_checksum=True, threads=ZSTD_WORKERS
-                )
-                # ThreadedSink is the write-only file object zstandard needs; its stubs want IO[bytes].
-                with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:  # type: ignore[arg-type]
-                    tar = TarWriter(zout, mtime=mtime)
-                    result = fill(BagWriter(tar, top, progress))
-                    tar.close()
-            except BaseException:
-                sink.close(raise_error=False)
-                raise
-            sink.close()
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                # Compressed output is hashed and written in its own thread, while zstd's
+                # workers compress and this thread reads and hashes the store's files.
+                sink = ThreadedSink(fh)
+                try:
+                    compressor = zstandard.ZstdCompressor(
+                        level=level, write_checksum=True, threads=ZSTD_WORKERS
+                    )
+                    # ThreadedSink is the write-only file object zstandard needs; its stubs want IO[bytes].
+                    with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:  # type: ignore[arg-type]
+                        tar = TarWriter(zout, mtime=mtime)
+                        result = fill(BagWriter(tar, top, progress))
+                        tar.close()
+                except BaseException:
+                    sink.close(raise_error=False)
+                    raise
+                sink.close()
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            # Store reads raise StoreError; an OSError here is the archive's own file
+            # (disk full, file size limit, I/O error).
+            reason = exc.strerror or str(exc)
+            raise OutputError(
+                f"{target}: cannot write the archive ({reason}); nothing written"
+            ) from exc
         if before_link is not None:
             before_link(result)
         try:

@@ -25,6 +25,7 @@ from bundler.errors import (
     BundlerError,
     CanonicalJSONError,
     InputError,
+    OutputError,
     SchemaError,
     StorageError,
 )
@@ -1613,6 +1614,12 @@ def extract_bundle(
         result = Verification(
             source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
         )
+    except OSError as exc:
+        # Archive reads raise ArchiveError; an OSError here is writing the copy (disk
+        # full, file size limit): the bundle was not judged, the copy is removed.
+        _clean(extractor, destination, created)
+        reason = exc.strerror or str(exc)
+        raise OutputError(f"{destination}: cannot write the extracted bag ({reason})") from exc
     except BaseException:
         _clean(extractor, destination, created)
         raise

@@ -622,6 +622,33 @@ def test_directory_as_target_is_refused(fixture_store: Path, tmp_path: Path) -> 
     assert leftovers(tmp_path) == []
 
 
+def test_archive_that_cannot_be_written_is_one_line_and_leaves_nothing(
+    fixture_store: Path, tmp_path: Path
+) -> None:
+    """A write failure of the archive itself (here the file size limit, as a full disk
+    would) is exit 3 with one line naming the target, and no partial file is left."""
+    import resource
+
+    def small_files() -> None:
+        # Python ignores SIGXFSZ, so an oversized write fails with EFBIG instead.
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    out = tmp_path / "bundle.tar.zst"
+    args = ["export", "--store", str(fixture_store), "--report", "rpt-clean", "--principal"]
+    proc = subprocess.run(
+        [*cli_exe(), *args, "alice", "--out", str(out), "--exported-at", EXPORTED_AT_TEXT],
+        capture_output=True,
+        preexec_fn=small_files,
+        check=False,
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert len(err.splitlines()) == 1, err
+    assert str(out) in err and "cannot write the archive" in err and "File too large" in err
+    assert not out.exists()
+    assert leftovers(tmp_path) == []
+
+
 def test_missing_parent_directory_is_refused(fixture_store: Path, tmp_path: Path) -> None:
     out = tmp_path / "no-such-dir" / "bundle.tar.zst"
     proc = export_cli(fixture_store, "rpt-clean", "--out", str(out), "--exported-at", EXPORTED_AT_TEXT)

@@ -125,6 +125,36 @@ def test_modes_through_the_cli(bundles: dict[str, Path], tmp_path: Path) -> None
     assert modes == {0o644} and dir_modes == {0o755}
 
 
+def test_copy_that_cannot_be_written_is_one_line_and_removed(
+    bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    """A write failure while extracting (here the file size limit, as a full disk would)
+    is exit 3 with one line naming the destination; what was written is removed."""
+    import resource
+    import shutil
+    import subprocess
+    import sys
+
+    def small_files() -> None:
+        # Python ignores SIGXFSZ, so an oversized write fails with EFBIG instead.
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    out = tmp_path / "out"
+    exe = shutil.which("evalbook-bundle", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    proc = subprocess.run(
+        [exe, "extract", str(bundles["rpt-clean/alice"]), str(out)],
+        capture_output=True,
+        preexec_fn=small_files,
+        check=False,
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert len(err.splitlines()) == 1, err
+    assert str(out) in err and "cannot write the extracted bag" in err
+    assert not out.exists()
+
+
 # -------------------------------------------------------------------------- refusals
 
 
