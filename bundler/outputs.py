@@ -32,9 +32,15 @@ def prepare_output_dir(directory: Path) -> Path:
 def write_new_file(path: Path, data: bytes) -> None:
     """Write ``path`` atomically: a temporary file in the same directory, fsync, then link.
 
-    Raises OutputError when ``path`` exists (it is never replaced).
+    Raises OutputError when ``path`` exists (it is never replaced) or cannot be written
+    (unwritable directory, full disk); nothing is left behind then.
     """
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        fd, temp_name = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".partial"
+        )
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot create ({exc.strerror or exc})") from exc
     temp = Path(temp_name)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -45,6 +51,8 @@ def write_new_file(path: Path, data: bytes) -> None:
             os.link(temp, path)
         except FileExistsError as exc:
             raise OutputError(f"{path}: already exists; refusing to overwrite") from exc
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
     finally:
         temp.unlink(missing_ok=True)
 

@@ -244,6 +244,31 @@ def test_prove_out_writes_the_same_bytes_and_never_overwrites(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["proof.json"]  # no temporary left
 
 
+def test_prove_out_that_cannot_be_written_is_one_line(signed: Bundle, tmp_path: Path) -> None:
+    """A proof file that cannot be written (file size limit here, as a full disk) is
+    exit 3 with one line naming it, and no temporary file is left."""
+    import resource
+    import sys
+
+    def no_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+
+    out = tmp_path / "proof.json"
+    exe = shutil.which("evalbook-bundle", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    done = subprocess.run(
+        [exe, "prove", str(signed.archive), "--case", CASE, "--out", str(out)],
+        capture_output=True,
+        preexec_fn=no_files,
+        check=False,
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 3, err
+    assert len(err.splitlines()) == 1, err
+    assert f"{out}: cannot write" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_prove_refuses_an_unknown_case_and_a_broken_bundle(signed: Bundle, tmp_path: Path) -> None:
     done = run_cli("prove", str(signed.archive), "--case", "no-such-case")
     assert done.returncode == 3, done.stderr.decode()
