@@ -599,14 +599,18 @@ def _no_duplicate_keys(data: bytes, value: Any) -> bool:
     return data.count(b":") == orjson.dumps(value).count(b":")
 
 
-def _fast_parse(data: bytes, *, duplicates: bool) -> Any:
+def _fast_parse(data: bytes, *, duplicates: bool, walk: bool = True) -> Any:
+    """orjson's parse, checked for what orjson lets through; ``walk=False`` leaves the
+    value unchecked, for a caller that re-serialises it through a writer that refuses
+    the same things (see ``loads_canonical``)."""
     if data.startswith(_BOM):
         raise _Fallback
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise _Fallback from exc
-    _check_parsed(value)
+    if walk:
+        _check_parsed(value)
     if duplicates and not _no_duplicate_keys(data, value):
         raise _Fallback
     return value
@@ -635,21 +639,15 @@ def loads_canonical(data: bytes, *, source: str = "<input>") -> Any:
     saying "not stored canonical" when ``data != dumps(loads(data))``.
     """
     data = bytes(data)
-    if _jcs is not None and not data.startswith(_BOM) and _LONG_DIGITS.search(data) is None:
-        # The native writer declines integers outside the safe range and nesting deeper
-        # than MAX_DEPTH, so bytes equal to its output need no walk of the parsed value:
-        # the one case it cannot see, an integer literal of 2^64 or more that orjson
-        # reads as a float, would be a run of at least 20 digits in the bytes.
-        try:
-            value = orjson.loads(data)
-            if _jcs.dumps(value) == data:
-                return value
-        except (orjson.JSONDecodeError, _NativeFallback):
-            pass
+    # Both fast writers refuse integers outside the safe range and nesting deeper than
+    # MAX_DEPTH, so bytes equal to their output need no walk of the parsed value for
+    # those. The one case they cannot see, an integer literal of 2^64 or more that
+    # orjson reads as a float, would be a run of at least 20 digits in the bytes.
+    walk = _LONG_DIGITS.search(data) is not None
     try:
         # Duplicate keys need no separate check here: bytes equal to JCS output of the
         # parsed value cannot hold duplicates.
-        value = _fast_parse(data, duplicates=False)
+        value = _fast_parse(data, duplicates=False, walk=walk)
     except _Fallback:
         value = None
     else:

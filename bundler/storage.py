@@ -51,6 +51,7 @@ from botocore.config import Config
 from bundler.digests import PREFIX as DIGEST_PREFIX
 from bundler.digests import parse_digest
 from bundler.errors import InputError, OutputError, StorageError, StoreError, UsageError
+from bundler.prefetch import ThreadedSink
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -1688,27 +1689,19 @@ def _write_temp(
     (hashlib and file writes release the GIL).
     """
     fd, tmp = _create_temp(dest)
-    sha = hashlib.sha256()
     try:
-        with (
-            contextlib.closing(chunks),
-            os.fdopen(fd, "wb") as out,
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3-sink") as sink,
-        ):
-
-            def consume(chunk: bytes) -> None:
-                sha.update(chunk)
-                out.write(chunk)
-
-            pending: Future[None] | None = None
-            for chunk in chunks:
-                if pending is not None:
-                    pending.result()
-                pending = sink.submit(consume, chunk)
-                if progress is not None:
-                    progress(len(chunk))
-            if pending is not None:
-                pending.result()
+        with contextlib.closing(chunks), os.fdopen(fd, "wb") as out:
+            # One chunk in flight, as many bytes as one range: memory stays bounded.
+            sink = ThreadedSink(out, depth=1)
+            try:
+                for chunk in chunks:
+                    sink.write(chunk)
+                    if progress is not None:
+                        progress(len(chunk))
+            except BaseException:
+                sink.close(raise_error=False)
+                raise
+            sink.close()
             out.flush()
             os.fsync(out.fileno())
     except BaseException as exc:
@@ -1717,7 +1710,7 @@ def _write_temp(
         if isinstance(exc, OSError):
             raise OutputError(f"{dest}: cannot write ({exc.strerror})") from exc
         raise
-    return tmp, DIGEST_PREFIX + sha.hexdigest()
+    return tmp, DIGEST_PREFIX + sink.sha256.hexdigest()
 
 
 def _reader_chunks(reader: _BodyReader) -> Generator[bytes, None, None]:

@@ -641,18 +641,17 @@ class _EvalBookVerifier:
     # -- helpers -----------------------------------------------------------------------
 
     def file_digest(self, path: str | None) -> str | None:
+        """The SHA-256 of a bag file, computed while reading the bag; None when absent.
+
+        For a document read with ``canonical_required`` this is also its JSON digest:
+        its bytes are its JCS form.
+        """
         if path is None or path not in self.c.files:
             return None
         return "sha256:" + self.c.files[path].sha256
 
     def present(self, path: str | None) -> bool:
         return path is not None and path in self.c.files
-
-    def canonical_digest(self, path: str) -> str:
-        """The JSON digest of a kept document that ``parse_kept`` read with
-        ``canonical_required``: its bytes are its JCS form, so the JSON digest is the
-        file's SHA-256, already computed while reading the bag."""
-        return "sha256:" + self.c.files[path].sha256
 
     def listed_or_failed(
         self, group: int, kind: str, ref: str, subject: str, *, path: str | None = None
@@ -776,7 +775,7 @@ class _EvalBookVerifier:
             4,
             f"suite {item} JSON digest",
             ref["digest"],
-            self.canonical_digest(entry["path"]),
+            self.file_digest(entry["path"]),
             path=entry["path"],
         )
 
@@ -876,7 +875,7 @@ class _EvalBookVerifier:
                 6,
                 f"dataset {item} manifest JSON digest",
                 refs[key],
-                self.canonical_digest(entry["path"]),
+                self.file_digest(entry["path"]),
                 path=entry["path"],
             )
             if entry["digest"] != refs[key]:
@@ -1263,7 +1262,7 @@ class _EvalBookVerifier:
                 9, subject, f"evidence manifest unreadable: {problem}", path=entry["path"]
             )
             return
-        if self.canonical_digest(entry["path"]) != entry["digest"]:
+        if self.file_digest(entry["path"]) != entry["digest"]:
             self.claims.failed(
                 9,
                 subject,

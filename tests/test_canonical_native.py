@@ -593,20 +593,26 @@ def test_no_leaks() -> None:
         (b'{"a":1.0}', "not stored canonical"),
     ],
 )
+@pytest.mark.parametrize("native", [True, False], ids=["native", "orjson"])
 def test_loads_canonical_fast_path_refuses_what_the_reference_refuses(
-    data: bytes, rule: str
+    data: bytes, rule: str, native: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if not native:
+        monkeypatch.setattr(canonical, "_jcs", None)
     with pytest.raises(CanonicalJSONError, match=rule):
         canonical.loads_canonical(data, source="doc.json")
 
 
-def test_loads_canonical_takes_the_native_path_without_walking_the_value(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("native", [True, False], ids=["native", "orjson"])
+def test_loads_canonical_does_not_walk_the_parsed_value(
+    native: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def walked(*_args: object, **_kwargs: object) -> None:
-        raise AssertionError("the orjson path was used")
+        raise AssertionError("the parsed value was walked")
 
-    monkeypatch.setattr(canonical, "_fast_parse", walked)
+    if not native:
+        monkeypatch.setattr(canonical, "_jcs", None)
+    monkeypatch.setattr(canonical, "_check_parsed", walked)
     data = b'{"a":[1,2.5,"x"],"b":{"c":null,"d":true},"e":"12345678901234567"}'
     assert canonical.loads_canonical(data) == orjson.loads(data)
 
