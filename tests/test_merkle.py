@@ -26,7 +26,7 @@ from bundler.merkle import (
     verify_inclusion,
 )
 
-PROBES = Path(__file__).resolve().parents[1].parent / "shared" / "testdata" / "ct-inclusion"
+PROBES = Path(__file__).resolve().parent / "data" / "ct-inclusion"
 
 # SPEC section 11.1: the 8-leaf tree used across CT implementations.
 CT_LEAVES = [
