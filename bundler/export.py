@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import zstandard
 
-from bundler import TOOL_NAME, __version__, bag, canonical
+from bundler import TOOL_NAME, __version__, bag, bag_reader, canonical, names
 from bundler.digests import bytes_digest, json_digest, parse_digest
 from bundler.errors import OutputError, PermissionDenied, StoreError, StrictFailure
 from bundler.merkle import TreeBuilder
@@ -196,8 +196,24 @@ class BagWriter:
         self.payload_bytes = 0
         self._progress = progress
         self._cases = 0
+        self._folded: dict[str, str] = {}
+        self._kept_bytes = 0
+        self._claim_name(top)
         tar.add_dir(top)
         self._dirs.add(top)
+
+    def _claim_name(self, name: str) -> None:
+        """Refuse a member name the reader would refuse (names.py), before writing it."""
+        problem = names.name_problem(name)
+        key = names.folded(name)
+        if problem is None and key in self._folded:
+            problem = f"collides with {self._folded[key]} after NFC and case folding"
+        if problem is not None:
+            raise StoreError(
+                f"{name[len(self.top) + 1 :]}: the bundle cannot hold this name ({problem}); "
+                "export refused"
+            )
+        self._folded[key] = name
 
     def _ensure_dirs(self, relpath: str) -> None:
         parent = relpath.rpartition("/")[0]
@@ -207,12 +223,27 @@ class BagWriter:
         for i in range(1, len(parts) + 1):
             directory = self.top + "/" + "/".join(parts[:i])
             if directory not in self._dirs:
+                self._claim_name(directory)
                 self._tar.add_dir(directory)
                 self._dirs.add(directory)
 
+    def _check_document(self, relpath: str, data: bytes) -> None:
+        """Refuse a document over the reader's caps, which the verifier would reject."""
+        if not bag_reader.is_kept(relpath, data[: bag_reader.CHUNK], len(data)):
+            return
+        problem = bag_reader.document_problem(relpath, data, self._kept_bytes)
+        if problem is not None:
+            raise StoreError(f"{relpath}: {problem}; the verifier would reject it, export refused")
+        self._kept_bytes += len(data)
+
     def add(self, relpath: str, data: bytes, *, sha256_hex: str | None = None) -> str:
-        """Add a file at ``relpath`` (relative to the bag root); returns its sha256 hex."""
+        """Add a file at ``relpath`` (relative to the bag root); returns its sha256 hex.
+
+        Raises StoreError for a name or a document the bundle's reader would refuse.
+        """
         self._ensure_dirs(relpath)
+        self._claim_name(f"{self.top}/{relpath}")
+        self._check_document(relpath, data)
         self._tar.add_file(f"{self.top}/{relpath}", data)
         hex_digest = sha256_hex or hashlib.sha256(data).hexdigest()
         if relpath.startswith("data/"):
@@ -334,7 +365,14 @@ class _Collector:
         """Check results and cases in report order, cut at MAX_CASES exported cases."""
         budget = MAX_CASES
         out = []
+        seen: set[str] = set()
         for check in self.report["checks"]:
+            if check["check_id"] in seen:
+                raise StoreError(
+                    f"{self.body.relpath}: lists check {check['check_id']!r} more than once "
+                    "(each check appears once in a report); export refused"
+                )
+            seen.add(check["check_id"])
             check_id = check["check_id"]
             result = self.store.check_result(self.report["report_id"], check_id)
             if result is None:
@@ -350,10 +388,22 @@ class _Collector:
                 continue
             kept: list[CaseLine] = []
             total = 0
+            case_bytes = 0
             for line in cases:
                 total += 1
                 if budget > 0:
-                    kept.append(line)
+                    case_bytes += len(line.data) + 1
+                    if case_bytes > bag_reader.MAX_DOCUMENT_BYTES:
+                        # Refused while reading, before memory grows with the store.
+                        raise StoreError(
+                            f"reports/{self.report['report_id']}/cases/{check_id}.jsonl: the "
+                            f"exported cases would make a case file over the "
+                            f"{bag_reader.MAX_DOCUMENT_BYTES}-byte document cap that the "
+                            "verifier holds; export refused"
+                        )
+                    # Only what the export decides on is kept of the parsed case.
+                    slim = {k: line.value[k] for k in ("example", "output", "evidence")}
+                    kept.append(CaseLine(line.line, line.data, slim))
                     budget -= 1
             if total > len(kept):
                 self.ledger.list_unavailable(

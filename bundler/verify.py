@@ -8,7 +8,6 @@ possible: an unreadable or unsafe archive, or a malformed bundle.json.
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -19,7 +18,7 @@ from typing import Any, BinaryIO
 from bundler import bag, canonical, schemas
 from bundler.archive_reader import DEFAULT_MAX_BYTES
 from bundler.bag_reader import BagContents, Extractor, open_members, read_bag
-from bundler.digests import SCORER_TAG, FramedHasher, bytes_digest, is_digest
+from bundler.digests import SCORER_TAG, FramedHasher, bytes_digest
 from bundler.errors import (
     ArchiveError,
     BundlerError,
@@ -31,6 +30,7 @@ from bundler.errors import (
 )
 from bundler.export import (
     BUNDLE_SCHEMA,
+    EXPORT,
     HEAD_FILE,
     HEAD_SIG_FILE,
     READ_BODY,
@@ -38,6 +38,7 @@ from bundler.export import (
     bag_info_bytes,
     bundle_head,
 )
+from bundler.listing import INLINE_MAX, BundleFacts, PayloadUse, listing_problems, ref_of
 from bundler.merkle import TreeBuilder
 from bundler.outputs import prepare_output_dir
 
@@ -52,6 +53,7 @@ GROUPS = {
     8: "cases",
     9: "evidence",
     10: "accounting",
+    11: "coherence",
 }
 PAYLOAD_KINDS = {"output", "trace", "artifact"}
 
@@ -373,8 +375,23 @@ def check_bagit(
     Payload-Oxum, and bag-info.txt exactly as bundle.json gives it (so no tag file
     escapes the bundle digest)."""
     files = contents.files
-    for path in sorted(p for p in files if "/" not in p and p not in TAG_FILES):
-        claims.failed(1, "only the known tag files", "unexpected file at the bag root", path=path)
+    for path in sorted(p for p in files if not p.startswith("data/")):
+        if "/" in path:
+            claims.failed(
+                1,
+                "only the known tag files, at the bag root",
+                "file outside data/ below the bag root (it would escape the bundle digest)",
+                path=path,
+            )
+        elif path not in TAG_FILES:
+            claims.failed(1, "only the known tag files", "unexpected file at the bag root", path=path)
+    for path in sorted(d for d in contents.directories if d != "data" and not d.startswith("data/")):
+        claims.failed(
+            1,
+            "only the known tag files, at the bag root",
+            "directory outside data/ (nothing but data/ and the tag files may be in a bag)",
+            path=path + "/",
+        )
     if contents.kept.get(bag.BAGIT) == bag.BAGIT_TXT:
         claims.proven(1, "bagit.txt declares BagIt 1.0, UTF-8", path=bag.BAGIT)
     else:
@@ -610,8 +627,8 @@ class _EvalBookVerifier:
         self.listing = _Listing.of(bundle)
         self.report: dict[str, Any] | None = None
         self.named: set[str] = {"data/bundle.json"}
-        # Filled while checking cases: digest -> [(kind, location, check_id)]
-        self.case_refs: dict[str, list[tuple[str, str, str]]] = {}
+        # Filled while checking cases: digest -> [(kind, location, check_id, size)]
+        self.case_refs: dict[str, list[tuple[str, str, str, int]]] = {}
         self.examples_used: set[tuple[str, int, str]] = set()
         self.read_body = READ_BODY in bundle["exporter"]["permissions"]
 
@@ -632,6 +649,7 @@ class _EvalBookVerifier:
         self.check_payloads()
         self.check_evidence_refs()
         self.check_accounting(manifests)
+        self.check_coherence()
         return self.claims, {
             "bundle_digest": digest,
             "report_id": self.bundle["report"]["report_id"],
@@ -778,6 +796,20 @@ class _EvalBookVerifier:
             self.file_digest(entry["path"]),
             path=entry["path"],
         )
+        try:
+            schemas.validate("suite", value, source=entry["path"])
+        except SchemaError as exc:
+            self.claims.failed(11, f"suite {item} is schema-valid", exc.message, path=entry["path"])
+            return
+        if (value["suite_id"], value["version"]) != (ref["id"], ref["version"]):
+            self.claims.failed(
+                11,
+                f"suite {item} names itself",
+                "suite_id or version inside differs from the report's suite_ref",
+                path=entry["path"],
+                expected=item,
+                observed=f"{value['suite_id']}@{value['version']}",
+            )
 
     # -- claim 5: scorers --------------------------------------------------------------
 
@@ -820,14 +852,24 @@ class _EvalBookVerifier:
         desc_path = f"{base}/scorer.json"
         self.named.add(desc_path)
         value, problem = parse_kept(self.c, desc_path, canonical_required=True)
-        if value is None or not isinstance(value, dict) or not isinstance(value.get("files"), list):
-            self.claims.failed(
-                5,
-                f"scorer {entry['scorer_id']}@{entry['version']} descriptor",
-                problem or "malformed",
-                path=desc_path,
-            )
+        item = f"{entry['scorer_id']}@{entry['version']}"
+        if value is None:
+            self.claims.failed(5, f"scorer {item} descriptor", problem or "malformed", path=desc_path)
             return None
+        try:
+            schemas.validate("scorer", value, source=desc_path)
+        except SchemaError as exc:
+            self.claims.failed(11, f"scorer {item} descriptor is schema-valid", exc.message, path=desc_path)
+            return None
+        if (value["scorer_id"], value["version"]) != (entry["scorer_id"], entry["version"]):
+            self.claims.failed(
+                11,
+                f"scorer {item} names itself",
+                "scorer_id or version inside differs from bundle.json",
+                path=desc_path,
+                expected=item,
+                observed=f"{value['scorer_id']}@{value['version']}",
+            )
         hasher = FramedHasher(SCORER_TAG)
         hasher.add("scorer.json", self.c.kept[desc_path])
         for rel in sorted((str(p) for p in value["files"]), key=lambda p: p.encode("utf-8")):
@@ -1117,7 +1159,7 @@ class _EvalBookVerifier:
             refs = ([case["output"]] if case["output"] else []) + case["evidence"]
             for ref in refs:
                 self.case_refs.setdefault(ref["digest"], []).append(
-                    (ref["kind"], ref["location"], check_id)
+                    (ref["kind"], ref["location"], check_id, ref["size"])
                 )
 
     # -- claim 8: payloads -------------------------------------------------------------
@@ -1195,7 +1237,7 @@ class _EvalBookVerifier:
             scored = {
                 (kind, d)
                 for d, uses in self.case_refs.items()
-                for kind, _, cid in uses
+                for kind, _, cid, _ in uses
                 if cid == check_id
             }
             cut = self.listing.get("cases", check_id)
@@ -1206,9 +1248,10 @@ class _EvalBookVerifier:
                     continue
                 entry = payloads.get(ref["digest"])
                 if entry is None:
-                    listed = self.listing.payload(ref["digest"]) or self.listing.get(
-                        "evidence_manifest", ref["digest"]
-                    )
+                    # An evidence manifest is always exported: only an evidence_manifest
+                    # entry can explain its absence (a payload entry for the same digest
+                    # would let a crafted case hide a whole check's evidence).
+                    listed = self.listing.get("evidence_manifest", ref["digest"])
                     if listed is not None:
                         self.claims.unprovable(
                             9,
@@ -1313,27 +1356,29 @@ class _EvalBookVerifier:
     # -- claim 10: accounting ----------------------------------------------------------
 
     def check_accounting(self, manifests: dict[tuple[str, int], dict[str, str]]) -> None:
-        seen: set[tuple[str, str]] = set()
-        payload_paths = {p["digest"]: p["path"] for p in self.bundle["payloads"]}
-        evidence_manifests = {
-            r["digest"]: c["check_id"]
-            for c in (self.report or {}).get("checks", [])
-            for r in c["evidence_refs"]
-            if r["kind"] == "manifest"
-        }
+        uses: dict[str, PayloadUse] = {}
+        for digest, refs in self.case_refs.items():
+            use = uses[digest] = PayloadUse()
+            for kind, location, _, _ in refs:
+                use.kinds.append(kind)
+                use.locations.add(location)
+        facts = BundleFacts(
+            bundle=self.bundle,
+            report=self.report,
+            read_body=self.read_body,
+            files=self.c.files,
+            payload_uses=uses,
+            examples_used={
+                f"{ref_of(ds, version)}/{example_id}": (ds, version, example_id)
+                for ds, version, example_id in self.examples_used
+            },
+            manifests=manifests,
+        )
         ok = True
-        for e in self.listing.entries:
-            key = (e["kind"], e["ref"])
+        for e, problem in listing_problems(facts):
             subject = f"listed {e['kind']} {e['ref']} ({e['reason']})"
-            if key in seen:
-                self.claims.failed(10, subject, "listed more than once")
-                ok = False
-                continue
-            seen.add(key)
-            problem = self.listing_problem(e, manifests, payload_paths, evidence_manifests)
-            if problem is not None:
-                self.claims.failed(10, subject, problem, expected=e["digest"])
-                ok = False
+            self.claims.failed(10, subject, problem, expected=e["digest"])
+            ok = False
         for path in sorted(set(self.c.data_files()) - self.named):
             self.claims.failed(
                 10,
@@ -1357,156 +1402,59 @@ class _EvalBookVerifier:
                 f"accounting: {len(self.listing.entries)} listed items agree with the bundle; every file is named",
             )
 
-    def listing_problem(
-        self,
-        e: dict[str, Any],
-        manifests: dict[tuple[str, int], dict[str, str]],
-        payload_paths: dict[str, str],
-        evidence_manifests: dict[str, str],
-    ) -> str | None:
-        """Why a listed entry contradicts what the bundle says, or None if it agrees."""
-        kind, ref, reason, digest = e["kind"], e["ref"], e["reason"], e["digest"]
-        if reason == "no_dataset_read_body":
-            if self.read_body:
-                return "the exporter's recorded permissions include dataset.read_body"
-            if kind not in ("example", "output"):
-                return "only example bodies and case outputs are redacted for dataset.read_body"
-        if kind in PAYLOAD_KINDS or kind == "evidence_manifest":
-            if ref != digest:
-                return "a payload is listed by its digest"
-            if ref in payload_paths or f"data/blobs/sha256/{ref[7:]}" in self.c.files:
-                return "listed, yet the payload is in the bundle"
-            uses = self.case_refs.get(ref, [])
-            if kind == "evidence_manifest":
-                return (
-                    None
-                    if ref in evidence_manifests
-                    else "no report check refers to this evidence manifest"
+    # -- claim 11: coherence -----------------------------------------------------------
+
+    def check_coherence(self) -> None:
+        """The documents agree as an exporter following the contract would write them."""
+        before = len(self.claims.items)
+        permissions = self.bundle["exporter"]["permissions"]
+        if EXPORT not in permissions:
+            self.claims.failed(
+                11,
+                "recorded permissions",
+                "the exporter's recorded permissions lack report.export: no export could "
+                "have written this bundle",
+                path="data/bundle.json",
+            )
+        for where, ids in (
+            ("the report body", [c["check_id"] for c in (self.report or {}).get("checks", [])]),
+            ("bundle.json", [c["check_id"] for c in self.bundle["checks"]]),
+        ):
+            for check_id, n in sorted(Counter(ids).items()):
+                if n > 1:
+                    self.claims.failed(
+                        11,
+                        f"check {check_id} appears once",
+                        f"{where} lists check {check_id} {n} times",
+                    )
+        payload_sizes = {p["digest"]: p["size"] for p in self.bundle["payloads"]}
+        for digest in sorted(self.case_refs):
+            problems = set()
+            for kind, location, check_id, size in self.case_refs[digest]:
+                actual = payload_sizes.get(digest)
+                if actual is not None and size != actual:
+                    problems.add(
+                        f"a case of {check_id} gives its {kind} size {size}, the payload "
+                        f"has {actual} bytes"
+                    )
+                if location == "inline" and size > INLINE_MAX:
+                    problems.add(
+                        f"a case of {check_id} stores {size} bytes inline, over the "
+                        f"{INLINE_MAX}-byte limit"
+                    )
+                if location == "sso" and size <= INLINE_MAX:
+                    problems.add(
+                        f"a case of {check_id} puts {size} bytes at SSO, which holds only "
+                        f"payloads over {INLINE_MAX} bytes"
+                    )
+            for problem in sorted(problems):
+                self.claims.failed(
+                    11, f"payload {digest} agrees with its case references", problem
                 )
-            if not uses:
-                return "no exported case refers to this payload"
-            kinds = {k for k, _, _ in uses}
-            locations = {loc for _, loc, _ in uses}
-            if kind not in kinds:
-                return f"the cases refer to it as {', '.join(sorted(kinds))}, not {kind}"
-            if reason == "payload_at_sso" and locations != {"sso"}:
-                return "a case payload stored inline cannot be payload_at_sso"
-            if reason == "trace_capture_policy" and kind != "trace" and "traces" not in locations:
-                return "only trace bodies fall under trace_capture_policy"
-            if kind == "trace" and reason != "trace_capture_policy":
-                return "trace bodies are redacted under trace_capture_policy"
-            if reason in (
-                "removed_by_retention",
-                "scorer_version_missing",
-                "scorer_digest_mismatch",
-                "case_limit",
-            ):
-                return f"{reason} does not apply to payloads"
-            if reason in ("digest_mismatch", "missing_from_store") and "inline" not in locations:
-                return "only inline payloads are taken from the store's blobs"
-            return None
-        if kind == "example":
-            ds_version, _, example_id = ref.partition("/")
-            ds, _, version = ds_version.partition("@")
-            used = (
-                any(u == (ds, int(version), example_id) for u in self.examples_used)
-                if version.isdigit()
-                else False
+        if len(self.claims.items) == before:
+            self.claims.proven(
+                11, "coherence: permissions, checks once each, payload references agree"
             )
-            if not used:
-                return "no exported case uses this example"
-            in_bundle = any(
-                ex["path"] is not None
-                for d in self.bundle["datasets"]
-                if d["dataset_id"] == ds and str(d["version"]) == version
-                for ex in d["examples"]
-                if ex["example_id"] == example_id
-            )
-            if in_bundle:
-                return "listed, yet the example body is in the bundle"
-            manifest = manifests.get((ds, int(version)))
-            if reason in (
-                "scorer_version_missing",
-                "scorer_digest_mismatch",
-                "case_limit",
-                "payload_at_sso",
-                "trace_capture_policy",
-            ):
-                return f"{reason} does not apply to examples"
-            if manifest is not None and digest != manifest.get(example_id):
-                return "digest differs from the dataset manifest"
-            return None
-        if kind == "scorer":
-            pinned = {
-                f"{c['scorer_ref']['id']}@{c['scorer_ref']['version']}": c["scorer_ref"]["digest"]
-                for c in (self.report or {}).get("checks", [])
-            }
-            if ref not in pinned:
-                return "no report check pins this scorer version"
-            if any(f"{s['scorer_id']}@{s['version']}" == ref for s in self.bundle["scorers"]):
-                return "listed, yet the scorer is in the bundle"
-            if reason not in (
-                "scorer_version_missing",
-                "scorer_digest_mismatch",
-                "missing_from_store",
-                "digest_mismatch",
-            ):
-                return f"{reason} does not apply to scorers"
-            if reason == "scorer_digest_mismatch" and not is_digest(e["detail"]):
-                return "scorer_digest_mismatch must record the observed digest"
-            return None
-        if kind == "suite":
-            ref_ = (self.report or {}).get("suite_ref", {})
-            if ref != f"{ref_.get('id')}@{ref_.get('version')}":
-                return "not the report's suite"
-            if self.bundle["suite"]["path"] is not None:
-                return "listed, yet the suite is in the bundle"
-            return (
-                None
-                if reason in ("missing_from_store", "digest_mismatch")
-                else f"{reason} does not apply to the suite"
-            )
-        if kind == "dataset":
-            refs = {
-                f"{r['id']}@{r['version']}" for r in (self.report or {}).get("dataset_refs", [])
-            }
-            if ref not in refs:
-                return "not among the report's dataset_refs"
-            if any(f"{d['dataset_id']}@{d['version']}" == ref for d in self.bundle["datasets"]):
-                return "listed, yet the dataset manifest is in the bundle"
-            return (
-                None
-                if reason in ("missing_from_store", "digest_mismatch")
-                else f"{reason} does not apply to datasets"
-            )
-        if kind in ("check", "cases"):
-            entry = next((c for c in self.bundle["checks"] if c["check_id"] == ref), None)
-            if entry is None:
-                return "not a check of the report"
-            if kind == "check":
-                if entry["path"] is not None:
-                    return "listed, yet the check result is in the bundle"
-                return (
-                    None
-                    if reason == "missing_from_store"
-                    else f"{reason} does not apply to check results"
-                )
-            cases = entry["cases"]
-            if reason == "case_limit":
-                cut = cases["total"] - cases["exported"]
-                if cut <= 0:
-                    return "case_limit, yet every case of the check was exported"
-                if e["detail"] != str(cut):
-                    return f"case_limit detail must be the number of cases left out ({cut})"
-                return None
-            if reason == "missing_from_store":
-                return (
-                    None if cases["path"] is None else "listed, yet the case file is in the bundle"
-                )
-            return f"{reason} does not apply to case files"
-        if kind == "report":
-            return "the report body is always in the bundle"
-        return f"unknown kind {kind}"
 
 
 def inspect_bundle(
@@ -1594,21 +1542,36 @@ def extract_bundle(
 ) -> Verification:
     """Verify while extracting into ``destination`` (absent or empty, not a symlink).
 
-    Writes only regular files and directories, each created exclusively without
-    following links, with fixed modes; unless the verdict is ``verified``, everything
-    written (and ``destination`` itself, if this call created it) is removed.
-    Raises OutputError when ``destination`` is unusable.
+    Writes only regular files and directories, each created exclusively beneath the
+    one descriptor of ``destination`` without following links (bundler.safe_extract),
+    with the modes 0666 / 0777 less the umask; unless the verdict is ``verified``,
+    everything written (and ``destination`` itself, if this call created it) is removed.
+    Raises OutputError when ``destination`` is unusable, when a write fails, or when
+    another process replaced or planted an entry beneath it while extracting.
     """
     created = not destination.exists() and not destination.is_symlink()
     prepare_output_dir(destination)
-    extractor = Extractor(destination)
+    extractor = Extractor(destination, created=created)
     try:
         members = open_members(location, max_bytes=options.max_bytes, stream=stream)
         contents = read_bag(members, source=location, extract=extractor, progress=progress)
         result = verify_contents(contents, options)
+        if result.verdict is Verdict.VERIFIED:
+            extractor.check_intact()
     except StorageError:
-        _clean(extractor, destination, created)
+        _clean(extractor)
         raise
+    except OutputError as exc:
+        # The extracted copy was raced by another process: the bundle was not judged, and
+        # what was written is removed without following any link; what that process
+        # moved out of reach is left where it put it, and the message says so.
+        left = _clean(extractor)
+        if not left:
+            raise
+        raise OutputError(
+            f"{exc.message}; {len(left)} entries moved by the other process were left "
+            f"(e.g. {destination / left[0] if left[0] != '.' else destination})"
+        ) from exc
     except BundlerError as exc:
         result = Verification(
             source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
@@ -1616,19 +1579,19 @@ def extract_bundle(
     except OSError as exc:
         # Archive reads raise ArchiveError; an OSError here is writing the copy (disk
         # full, file size limit): the bundle was not judged, the copy is removed.
-        _clean(extractor, destination, created)
+        _clean(extractor)
         reason = exc.strerror or str(exc)
         raise OutputError(f"{destination}: cannot write the extracted bag ({reason})") from exc
     except BaseException:
-        _clean(extractor, destination, created)
+        _clean(extractor)
         raise
-    if result.verdict is not Verdict.VERIFIED:
-        _clean(extractor, destination, created)
+    if result.verdict is Verdict.VERIFIED:
+        extractor.close()
+    else:
+        _clean(extractor)
     return result
 
 
-def _clean(extractor: Extractor, destination: Path, created: bool) -> None:
-    extractor.remove_all()
-    if created:
-        with contextlib.suppress(OSError):
-            destination.rmdir()
+def _clean(extractor: Extractor) -> list[str]:
+    """Remove what ``extractor`` wrote; the created entries that could not be reached."""
+    return extractor.remove_all()
