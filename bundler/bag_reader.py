@@ -230,3 +230,24 @@ def open_members(
         raise InputError(f"{location}: cannot open ({exc.strerror})") from exc
     with fh:
         yield from iter_archive(fh, source=location, max_bytes=max_bytes)
+
+
+def is_kept(rel: str, first_chunk: bytes, size: int) -> bool:
+    """Whether the reader keeps the bytes of the file at ``rel`` (a document) in memory."""
+    return _keep(rel, first_chunk, size)
+
+
+def document_problem(rel: str, data: bytes, kept_before: int) -> str | None:
+    """Why the reader would refuse a kept document, or None; the exporter asks the same.
+
+    ``kept_before`` is the bytes of documents already kept in the bag.
+    """
+    if len(data) > MAX_DOCUMENT_BYTES:
+        return f"document of {len(data)} bytes is over the {MAX_DOCUMENT_BYTES}-byte cap"
+    if kept_before + len(data) > MAX_KEPT_BYTES:
+        return f"documents in the bundle exceed {MAX_KEPT_BYTES} bytes in total"
+    if rel.endswith((".json", ".jsonl")):
+        containers = data.count(b"{") + data.count(b"[")
+        if containers > MAX_JSON_CONTAINERS:
+            return f"JSON document with more than {MAX_JSON_CONTAINERS} objects and arrays"
+    return None
