@@ -72,3 +72,14 @@ class StorageError(BundlerError):
     """Object storage unreachable, refused, or returned bytes that do not check (exit 5)."""
 
     exit_code = 5
+
+
+class VerificationFailed(BundlerError):
+    """A bundle that was read but does not verify: a claim failed (exit 1, SPEC 8).
+
+    Raised by commands that act only on a verified bundle (`prove`, and for reuse by
+    `sign`, `upload`, `extract`, `audit`), so a tampered bundle exits 1 as `verify` does;
+    a bundle that cannot be read at all stays an InputError (exit 3).
+    """
+
+    exit_code = 1
