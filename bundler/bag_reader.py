@@ -10,7 +10,6 @@ every file beneath a directory while reading (used by ``extract``).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import stat
@@ -21,6 +20,7 @@ from typing import BinaryIO
 
 from bundler.archive_reader import DEFAULT_MAX_BYTES, Member, iter_archive
 from bundler.errors import ArchiveError, InputError
+from bundler.safe_extract import SafeExtractor
 
 # A JSON document or tag file over this is refused (SPEC 5: "a JSON document over its
 # size cap"); kept bytes in total are capped so memory stays bounded.
@@ -32,6 +32,9 @@ MAX_JSON_CONTAINERS = 1_000_000
 # Canonical evidence manifests start with their first key in JCS order.
 EVIDENCE_MANIFEST_PREFIX = b'{"check_id":'
 CHUNK = 1024 * 1024
+
+# The writer ``read_bag`` extracts through (descriptor-based, see bundler.safe_extract).
+Extractor = SafeExtractor
 
 
 @dataclass(frozen=True)
@@ -63,34 +66,6 @@ def _keep(rel: str, first_chunk: bytes, size: int) -> bool:
         # eval-banana run files: JSON and text the verifier re-derives; logs stay hashed only.
         return size <= MAX_DOCUMENT_BYTES
     return True
-
-
-class Extractor:
-    """Writes regular files beneath ``root`` exclusively, never following links."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.written: list[Path] = []
-
-    def directory(self, rel: str) -> None:
-        path = self.root / rel
-        os.mkdir(path, 0o755)
-        self.written.append(path)
-
-    def open(self, rel: str) -> BinaryIO:
-        path = self.root / rel
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags, 0o644)
-        self.written.append(path)
-        return os.fdopen(fd, "wb")
-
-    def remove_all(self) -> None:
-        for path in reversed(self.written):
-            with contextlib.suppress(OSError):
-                if path.is_dir() and not path.is_symlink():
-                    path.rmdir()
-                else:
-                    path.unlink()
 
 
 def read_bag(

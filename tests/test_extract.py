@@ -1,6 +1,6 @@
 """`extract` (SPEC sections 5 and 7): verify while extracting into an absent or empty
-directory, write only regular files and directories with fixed modes, and leave nothing
-behind unless the bundle verifies.
+directory, write only regular files and directories with the modes an ordinary tool gives
+(0666 / 0777 less the umask), and leave nothing behind unless the bundle verifies.
 """
 
 from __future__ import annotations
@@ -33,12 +33,18 @@ def entries(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
         yield path, os.lstat(path)
 
 
-@pytest.fixture
-def umask_zero() -> Iterator[None]:
-    """No umask, so modes taken from the archive would show as they are."""
-    previous = os.umask(0)
+# 0 and 002 tell "0666/0777 less the umask" apart from fixed 0644/0755; 022 and 077
+# are the two umasks users have most.
+UMASKS = [0o000, 0o002, 0o022, 0o077]
+
+
+@pytest.fixture(params=UMASKS, ids=lambda u: f"umask{u:03o}")
+def umask(request: pytest.FixtureRequest) -> Iterator[int]:
+    """The process umask for one test (a umask of 0 shows archive modes as they are)."""
+    value: int = request.param
+    previous = os.umask(value)
     try:
-        yield
+        yield value
     finally:
         os.umask(previous)
 
@@ -81,9 +87,11 @@ def test_extracted_bag_passes_a_standard_bagit_validator(
     assert "data/bundle.json" in bag.payload_entries()
 
 
-def test_modes_are_fixed_whatever_the_archive_says(
-    bundles: dict[str, Path], tmp_path: Path, umask_zero: None
+def test_modes_are_an_ordinary_tools_whatever_the_archive_says(
+    bundles: dict[str, Path], tmp_path: Path, umask: int
 ) -> None:
+    """SPEC 7: 0666 for files and 0777 for directories, less the umask; never the
+    archive's modes (setuid, sticky, 0000, 0700 are all dropped)."""
     eb = repack.open_bundle(bundles["rpt-clean/alice"])
     top = eb.top
     odd = {
@@ -106,10 +114,10 @@ def test_modes_are_fixed_whatever_the_archive_says(
     for path, st in entries(out):
         mode = stat.S_IMODE(st.st_mode)
         if stat.S_ISDIR(st.st_mode):
-            assert mode == 0o755, (path, oct(mode))
+            assert mode == 0o777 & ~umask, (path, oct(mode))
         else:
             assert stat.S_ISREG(st.st_mode), path
-            assert mode == 0o644, (path, oct(mode))
+            assert mode == 0o666 & ~umask, (path, oct(mode))
         seen += 1
     directories = {
         str(parent) for rel in eb.files for parent in Path(rel).parents
@@ -117,12 +125,21 @@ def test_modes_are_fixed_whatever_the_archive_says(
     assert seen == len(eb.files) + len(directories)
 
 
-def test_modes_through_the_cli(bundles: dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize("mask", UMASKS, ids=lambda u: f"umask{u:03o}")
+def test_modes_through_the_cli(mask: int, bundles: dict[str, Path], tmp_path: Path) -> None:
+    """The console script, run under each umask, gives what cp or tar would."""
     out = tmp_path / "out"
-    assert run_cli("extract", str(bundles["rpt-sso-traces/bob"]), str(out)).returncode == 0
+    previous = os.umask(mask)  # inherited by the child
+    try:
+        done = run_cli("extract", str(bundles["rpt-sso-traces/bob"]), str(out))
+    finally:
+        os.umask(previous)
+    assert done.returncode == 0, done.stderr.decode()
     modes = {stat.S_IMODE(st.st_mode) for path, st in entries(out) if stat.S_ISREG(st.st_mode)}
     dir_modes = {stat.S_IMODE(st.st_mode) for path, st in entries(out) if stat.S_ISDIR(st.st_mode)}
-    assert modes == {0o644} and dir_modes == {0o755}
+    assert modes == {0o666 & ~mask} and dir_modes == {0o777 & ~mask}
+    if mask == 0o022:
+        assert modes == {0o644} and dir_modes == {0o755}
 
 
 def test_copy_that_cannot_be_written_is_one_line_and_removed(
