@@ -8,6 +8,7 @@ possible: an unreadable or unsafe archive, or a malformed bundle.json.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -56,6 +57,7 @@ GROUPS = {
     11: "coherence",
 }
 PAYLOAD_KINDS = {"output", "trace", "artifact"}
+_OXUM_RE = re.compile(r"([0-9]{1,20})\.([0-9]{1,20})")
 
 
 class State(StrEnum):
@@ -429,14 +431,24 @@ def check_bagit(
         return
     payload_bytes = sum(files[p].size for p in data_files)
     oxum = bag.payload_oxum(payload_bytes, len(data_files))
+    declared = info.get("Payload-Oxum")
+    # Expected is what bag-info.txt declares, observed what the bag holds.
     claims.compare(
         1,
         "Payload-Oxum",
+        declared,
         oxum,
-        info.get("Payload-Oxum"),
         path=bag.BAG_INFO,
-        detail="Payload-Oxum does not match the data/ files",
+        detail="the data/ files present do not add up to the Payload-Oxum bag-info.txt declares",
     )
+    # bag-info.txt as bundle.json determines it, with the Payload-Oxum it declares (that
+    # one is held against the files above): a missing or extra data/ file fails there,
+    # not here.
+    declared_match = _OXUM_RE.fullmatch(declared or "")
+    if declared_match is not None:
+        payload_bytes, file_count = int(declared_match[1]), int(declared_match[2])
+    else:
+        file_count = len(data_files)
     claims.compare(
         1,
         "bag-info Bundle-Digest",
@@ -445,7 +457,7 @@ def check_bagit(
         path=bag.BAG_INFO,
         detail="Bundle-Digest is not the digest of bundle.json",
     )
-    expected_info = bag_info_bytes(bundle, bundle_digest, payload_bytes, len(data_files))
+    expected_info = bag_info_bytes(bundle, bundle_digest, payload_bytes, file_count)
     claims.compare(
         1,
         "bag-info.txt is what bundle.json gives",
@@ -631,6 +643,8 @@ class _EvalBookVerifier:
         self.case_refs: dict[str, list[tuple[str, str, str, int]]] = {}
         self.examples_used: set[tuple[str, int, str]] = set()
         self.read_body = READ_BODY in bundle["exporter"]["permissions"]
+        self.cases_unknown = False  # a named case file is missing from the bag
+        self.checks_unknown: set[str] = set()  # the checks whose case file is missing
 
     def run(self) -> tuple[Claims, dict[str, Any]]:
         digest = check_bag_frame(
@@ -959,7 +973,11 @@ class _EvalBookVerifier:
                     # Named even when its claim fails below, so one bad entry is not also
                     # reported as an unnamed file.
                     self.named.add(e["path"])
-                if (key[0], key[1], e["example_id"]) not in self.examples_used:
+                if (
+                    key[0],
+                    key[1],
+                    e["example_id"],
+                ) not in self.examples_used and not self.cases_unknown:
                     self.claims.failed(
                         10,
                         f"example {item}",
@@ -1020,6 +1038,15 @@ class _EvalBookVerifier:
             check_id = entry["check_id"]
             if entry["path"] is None:
                 self.listed_or_failed(7, "check", check_id, f"check result {check_id}")
+            elif not self.present(entry["path"]):
+                self.named.add(entry["path"])
+                self.claims.failed(
+                    7,
+                    f"check result {check_id}",
+                    "missing from the bag",
+                    path=entry["path"],
+                    expected=entry["digest"],
+                )
             else:
                 self.named.add(entry["path"])
                 self.claims.compare(
@@ -1089,6 +1116,9 @@ class _EvalBookVerifier:
                 self.listed_or_failed(7, "cases", check_id, f"cases of {check_id}")
                 continue
             self.named.add(cases["path"])
+            if not self.present(cases["path"]):
+                self.check_case_lines(check_id, cases, tree)
+                continue
             self.claims.compare(
                 7,
                 f"cases of {check_id} sha256",
@@ -1099,6 +1129,8 @@ class _EvalBookVerifier:
             self.check_case_lines(check_id, cases, tree)
         root = tree.root().hex()
         declared = self.bundle["cases_tree"]
+        if self.cases_unknown:
+            return  # a case file is missing (failed above): there is no tree to recompute
         if tree.size == declared["tree_size"] and root == declared["root"]:
             self.claims.proven(8, "cases_tree root", expected=declared["root"], observed=root)
         else:
@@ -1113,7 +1145,17 @@ class _EvalBookVerifier:
     def check_case_lines(self, check_id: str, cases: dict[str, Any], tree: TreeBuilder) -> None:
         data = self.c.kept.get(cases["path"])
         if data is None:
-            self.claims.failed(8, f"cases of {check_id}", "case file missing", path=cases["path"])
+            # Failed here; what its cases referred to is then unknown, so payloads and
+            # examples are not also blamed for having no case.
+            self.cases_unknown = True
+            self.checks_unknown.add(check_id)
+            self.claims.failed(
+                8,
+                f"cases of {check_id}",
+                "missing from the bag",
+                path=cases["path"],
+                expected=cases["digest"],
+            )
             return
         lines = data.split(b"\n")
         if lines and lines[-1] == b"":
@@ -1192,6 +1234,8 @@ class _EvalBookVerifier:
             if r["kind"] == "manifest"
         }
         for p in self.bundle["payloads"]:
+            if self.cases_unknown:
+                break
             if p["digest"] not in self.case_refs and p["digest"] not in manifest_refs:
                 self.claims.failed(
                     10,
@@ -1241,6 +1285,8 @@ class _EvalBookVerifier:
                 if cid == check_id
             }
             cut = self.listing.get("cases", check_id)
+            if check_id in self.checks_unknown:
+                continue  # its case file is missing (failed in claim 8)
             for ref in check["evidence_refs"]:
                 subject = f"evidence {ref['kind']} {ref['digest']} of {check_id}"
                 if ref["kind"] != "manifest":
