@@ -279,7 +279,16 @@ def storage_demo() -> None:
         "AWS_EC2_METADATA_DISABLED": "true",
     }
     os.environ.update(env)
-    server = start_server(Path(tempfile.mkdtemp(prefix="evalbook-demo-s3-")))
+    # The server's data, log and sockets live in one directory, removed afterwards
+    # (SeaweedFS puts its sockets in TMPDIR).
+    scratch = Path(tempfile.mkdtemp(prefix="evalbook-demo-s3-"))
+    saved_tmpdir = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(scratch)
+    server = start_server(scratch)
+    if saved_tmpdir is None:
+        del os.environ["TMPDIR"]
+    else:
+        os.environ["TMPDIR"] = saved_tmpdir
     try:
         os.environ["AWS_ENDPOINT_URL_S3"] = server.endpoint
         print(f"  (SeaweedFS at {server.endpoint}; AWS_ENDPOINT_URL_S3 points the commands at it)")
@@ -294,7 +303,8 @@ def storage_demo() -> None:
         run("download", key, "downloaded.tar.zst")
     finally:
         server.stop()
-        print("  (SeaweedFS stopped)")
+        shutil.rmtree(scratch, ignore_errors=True)
+        print("  (SeaweedFS stopped, its data removed)")
 
 
 EXTRA_STEPS: list = [eb_demo, audit_demo, storage_demo]  # type: ignore[type-arg]
