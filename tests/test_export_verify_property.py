@@ -1,0 +1,275 @@
+"""The exporter never writes what its own verifier rejects (issue class 6; SPEC 5,
+Resources: "the exporter never writes a bundle that these caps make its own verifier
+reject").
+
+Generated stores, built with ``bundler.fixturegen.StoreBuilder``, carry the adversarial
+shapes an honest store can hold on a case-sensitive filesystem: ids that collide after
+case folding (check, scorer, dataset, example and suite ids), ids at the 128-character
+cap and ids made mostly of dots, scorer file names that collide after case folding or
+NFC, a report that lists one check twice, and outputs at every size cap (inline at
+262,144 and 262,145 bytes, SSO at and above the limit). For each, export either refuses
+with a BundlerError whose exit code is 1 or 3 (never another exception), or writes a
+bundle that verifies. Never both export success and verify failure.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import unicodedata
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from bundler.errors import BundlerError
+from bundler.export import ExportConfig, export_bundle
+from bundler.fixturegen import CaseSpec, CheckSpec, StoreBuilder
+from bundler.verify import Verdict, VerifyOptions, verify_bundle
+
+INLINE_MAX = 262_144
+EXPORTED_AT = datetime(2026, 11, 30, tzinfo=UTC)
+ALL_PASS = {
+    "rule": "all_pass",
+    "threshold": None,
+    "min_coverage": 1,
+    "min_samples": 1,
+    "repeats": 1,
+}
+CAP = 128
+# fixturegen names a case "<check_id>-<5 digits>": a check id of 122 puts its case ids at the cap.
+CHECK_CAP = CAP - len("-00000")
+
+CHECK_IDS = [
+    "accuracy",
+    "ACCURACY",
+    "Accuracy",
+    "a" * CHECK_CAP,
+    "A" * CHECK_CAP,
+    "acc.v2",
+    "a" + "." * (CHECK_CAP - 1),
+    "x.",
+    "bundle.json",
+    "a..b",
+]
+SCORER_IDS = ["sc-a", "SC-A", "sc-a.", "s" * CAP, "S" * CAP]
+DATASET_IDS = ["ds", "DS", "ds.1", "d" * CAP]
+EXAMPLE_IDS = ["ex-0", "EX-0", "ex.0", "e" * CAP, "E" * CAP, "manifest", "ex-1"]
+SUITE_IDS = ["suite", "SUITE", "u" * CAP, "suite."]
+REPORT_IDS = ["rpt", "r" * CAP, "rpt.1"]
+NFC_E = unicodedata.normalize("NFC", "\u00e9.py")
+NFD_E = unicodedata.normalize("NFD", "\u00e9.py")
+SCORER_FILES = [
+    "score.py",
+    "Score.py",
+    "SCORE.PY",
+    NFC_E,
+    NFD_E,
+    "lib/util.py",
+    "Lib/util.py",
+    "lib/Util.py",
+    "a.b/c.py",
+]
+# (size, location) of one output per check; the other outputs are small and inline.
+SIZES = [
+    (10, "inline"),
+    (INLINE_MAX, "inline"),
+    (INLINE_MAX + 1, "inline"),
+    (INLINE_MAX, "sso"),
+    (INLINE_MAX + 1, "sso"),
+    (0, "inline"),
+]
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    check_id: str
+    scorer_id: str
+    dataset_id: str
+    size: int
+    location: str
+
+
+@dataclass(frozen=True)
+class StorePlan:
+    report_id: str
+    suite_id: str
+    principal: str
+    checks: tuple[CheckPlan, ...]
+    scorer_files: tuple[tuple[str, tuple[str, ...]], ...]  # scorer id -> file names
+    examples: tuple[tuple[str, tuple[str, ...]], ...]  # dataset id -> example ids
+
+
+@st.composite
+def store_plans(draw: Any) -> StorePlan:
+    checks = tuple(
+        CheckPlan(
+            draw(st.sampled_from(CHECK_IDS)),
+            draw(st.sampled_from(SCORER_IDS)),
+            draw(st.sampled_from(DATASET_IDS)),
+            *draw(st.sampled_from(SIZES)),
+        )
+        for _ in range(draw(st.integers(1, 3)))
+    )
+    scorers = sorted({c.scorer_id for c in checks})
+    datasets = sorted({c.dataset_id for c in checks})
+    files = st.lists(st.sampled_from(SCORER_FILES), min_size=1, max_size=3, unique=True)
+    examples = st.lists(st.sampled_from(EXAMPLE_IDS), min_size=1, max_size=3, unique=True)
+    return StorePlan(
+        draw(st.sampled_from(REPORT_IDS)),
+        draw(st.sampled_from(SUITE_IDS)),
+        draw(st.sampled_from(["alice", "bob"])),
+        checks,
+        tuple((s, tuple(draw(files))) for s in scorers),
+        tuple((d, tuple(draw(examples))) for d in datasets),
+    )
+
+
+def plan(
+    checks: list[tuple[str, str, str, int, str]],
+    *,
+    files: dict[str, list[str]] | None = None,
+    examples: dict[str, list[str]] | None = None,
+    report_id: str = "rpt",
+    suite_id: str = "suite",
+    principal: str = "alice",
+) -> StorePlan:
+    """A hand-made plan for the explicit examples below."""
+    check_plans = tuple(CheckPlan(*c) for c in checks)
+    scorers = sorted({c.scorer_id for c in check_plans})
+    datasets = sorted({c.dataset_id for c in check_plans})
+    files = files or {}
+    examples = examples or {}
+    return StorePlan(
+        report_id,
+        suite_id,
+        principal,
+        check_plans,
+        tuple((s, tuple(files.get(s, ["score.py"]))) for s in scorers),
+        tuple((d, tuple(examples.get(d, ["ex-0", "ex-1"]))) for d in datasets),
+    )
+
+
+def build(root: Path, p: StorePlan) -> None:
+    b = StoreBuilder(root)
+    b.principals = {
+        "alice": ["dataset.read_body", "report.export", "report.read"],
+        "bob": ["report.export", "report.read"],
+    }
+    b.access()
+    examples = dict(p.examples)
+    for dataset_id, ids in p.examples:
+        b.dataset(dataset_id, 1, {e: {"input": f"q {e}", "expected": "a"} for e in ids})
+    for scorer_id, names in p.scorer_files:
+        b.scorer(
+            scorer_id,
+            1,
+            kind="deterministic",
+            files={n: f"# {n}\ndef score(o, e):\n    return 1.0\n".encode() for n in names},
+        )
+    specs = []
+    for index, c in enumerate(p.checks):
+        cases = []
+        for i, example_id in enumerate(examples[c.dataset_id]):
+            case = CaseSpec(example_id, 1, "pass", 1, output=f"out {index}/{i}".encode())
+            if i == 0:
+                case.output = (b"o" * c.size)[: c.size]
+                case.output_location = c.location
+            cases.append(case)
+        specs.append(
+            CheckSpec(c.check_id, True, (c.scorer_id, 1), (c.dataset_id, 1), ALL_PASS, cases)
+        )
+    b.report(p.report_id, suite_id=p.suite_id, suite_version=1, checks=specs)
+
+
+def export_then_verify(p: StorePlan) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "store"
+        build(root, p)
+        out = Path(tmp) / "bundle.tar.zst"
+        try:
+            result = export_bundle(
+                ExportConfig(str(root), p.report_id, p.principal, EXPORTED_AT, out=out)
+            )
+        except BundlerError as e:
+            assert e.exit_code in (1, 3), f"export refused with exit {e.exit_code}: {e}"
+            assert not out.exists(), "a refused export left its archive"
+            return
+        verification = verify_bundle(str(result.path), VerifyOptions())
+        failures = [f"[{c.group}] {c.subject}: {c.detail}" for c in verification.failures()]
+        assert verification.verdict is Verdict.VERIFIED, (
+            f"export succeeded (exit 0) but verify says {verification.verdict.value}: "
+            f"{verification.error or failures}"
+        )
+
+
+EXAMPLES = [
+    # check ids colliding after case folding (data/checks/accuracy.json, .../ACCURACY.json)
+    plan([("accuracy", "sc-a", "ds", 10, "inline"), ("ACCURACY", "sc-a", "ds", 10, "inline")]),
+    # scorer files colliding after case folding, and after NFC
+    plan([("accuracy", "sc-a", "ds", 10, "inline")], files={"sc-a": ["Score.py", "score.py"]}),
+    plan([("accuracy", "sc-a", "ds", 10, "inline")], files={"sc-a": [NFC_E, NFD_E]}),
+    plan(
+        [("accuracy", "sc-a", "ds", 10, "inline")], files={"sc-a": ["lib/util.py", "Lib/util.py"]}
+    ),
+    # a report listing one check twice
+    plan([("accuracy", "sc-a", "ds", 10, "inline"), ("accuracy", "sc-a", "ds", 10, "inline")]),
+    # sizes at every cap
+    plan([("accuracy", "sc-a", "ds", INLINE_MAX, "inline")]),
+    plan([("accuracy", "sc-a", "ds", INLINE_MAX + 1, "inline")]),
+    plan([("accuracy", "sc-a", "ds", INLINE_MAX, "sso")]),
+    plan([("accuracy", "sc-a", "ds", INLINE_MAX + 1, "sso")]),
+    plan([("accuracy", "sc-a", "ds", INLINE_MAX + 1, "sso")], principal="bob"),
+    # ids at the 128-character cap, and made of dots
+    plan(
+        [("a" * CHECK_CAP, "s" * CAP, "d" * CAP, 10, "inline")],
+        report_id="r" * CAP,
+        suite_id="u" * CAP,
+        examples={"d" * CAP: ["e" * CAP]},
+    ),
+    plan(
+        [("a" + "." * (CHECK_CAP - 1), "sc-a.", "ds.1", 10, "inline")],
+        report_id="rpt.1",
+        suite_id="suite.",
+        examples={"ds.1": ["ex.0", "manifest"]},
+    ),
+    # scorer, dataset and example ids colliding after case folding
+    plan([("accuracy", "sc-a", "ds", 10, "inline"), ("recall", "SC-A", "ds", 10, "inline")]),
+    plan([("accuracy", "sc-a", "ds", 10, "inline"), ("recall", "sc-a", "DS", 10, "inline")]),
+    plan([("accuracy", "sc-a", "ds", 10, "inline")], examples={"ds": ["ex-0", "EX-0"]}),
+]
+
+
+def _with_examples(test: Any) -> Any:
+    for p in reversed(EXAMPLES):
+        test = example(p=p)(test)
+    return test
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(p=store_plans())
+@_with_examples
+def test_export_refuses_or_writes_a_bundle_that_verifies(p: StorePlan) -> None:
+    export_then_verify(p)
+
+
+def test_a_plain_generated_store_exports_and_verifies() -> None:
+    """The baseline of the property: the generator's plainest store exports and verifies."""
+    start = time.monotonic()
+    p = plan([("accuracy", "sc-a", "ds", 10, "inline")])
+    with tempfile.TemporaryDirectory() as tmp:
+        build(Path(tmp) / "store", p)
+        out = Path(tmp) / "bundle.tar.zst"
+        result = export_bundle(
+            ExportConfig(str(Path(tmp) / "store"), p.report_id, p.principal, EXPORTED_AT, out=out)
+        )
+        assert verify_bundle(str(result.path), VerifyOptions()).verdict is Verdict.VERIFIED
+    assert time.monotonic() - start < 10
