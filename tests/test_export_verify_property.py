@@ -10,10 +10,16 @@ NFC, a report that lists one check twice, and outputs at every size cap (inline 
 262,144 and 262,145 bytes, SSO at and above the limit). For each, export either refuses
 with a BundlerError whose exit code is 1 or 3 (never another exception), or writes a
 bundle that verifies. Never both export success and verify failure.
+
+The same property is held over the fixture store edited into shapes the verifier's
+coherence rules (claim 11) reject: unsorted or repeated manifest entries, evidence
+manifests an exporter would not carry, schema-invalid documents whose digests were
+repinned, payload refs whose size or location disagrees with the bytes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 import time
 import unicodedata
@@ -22,9 +28,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from bundler import canonical
+from bundler.digests import SCORER_TAG, framed_digest, json_digest
 from bundler.errors import BundlerError
 from bundler.export import ExportConfig, export_bundle
 from bundler.fixturegen import CaseSpec, CheckSpec, StoreBuilder
@@ -250,7 +259,7 @@ def _with_examples(test: Any) -> Any:
 
 
 @settings(
-    max_examples=25,
+    max_examples=60,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -273,3 +282,174 @@ def test_a_plain_generated_store_exports_and_verifies() -> None:
         )
         assert verify_bundle(str(result.path), VerifyOptions()).verdict is Verdict.VERIFIED
     assert time.monotonic() - start < 10
+
+
+# ------------------------------------------- the fixture store, edited where it can be
+
+
+def _json(path: Path) -> Any:
+    return canonical.loads(path.read_bytes(), source=str(path))
+
+
+def _write(path: Path, value: Any) -> None:
+    path.write_bytes(canonical.dumps(value))
+
+
+def _edit(path: Path, change: Any) -> None:
+    value = _json(path)
+    change(value)
+    _write(path, value)
+
+
+def _repin_body(store: Path, report_id: str, change: Any) -> None:
+    _edit(store / f"reports/{report_id}/body.json", change)
+
+
+def unsorted_manifest(store: Path) -> str:
+    path = store / "datasets/ds-qa/1/manifest.json"
+    _edit(path, lambda m: m["examples"].reverse())
+    digest = json_digest(_json(path))
+
+    def repin(body: dict[str, Any]) -> None:
+        for ref in body["dataset_refs"]:
+            if ref["id"] == "ds-qa":
+                ref["digest"] = digest
+
+    _repin_body(store, "rpt-clean", repin)
+    return "rpt-clean"
+
+
+def manifest_example_twice(store: Path) -> str:
+    path = store / "datasets/ds-qa/1/manifest.json"
+    _edit(path, lambda m: m["examples"].insert(1, m["examples"][0]))
+    digest = json_digest(_json(path))
+
+    def repin(body: dict[str, Any]) -> None:
+        for ref in body["dataset_refs"]:
+            if ref["id"] == "ds-qa":
+                ref["digest"] = digest
+
+    _repin_body(store, "rpt-clean", repin)
+    return "rpt-clean"
+
+
+def _evidence_manifest(store: Path, change: Any) -> str:
+    body = _json(store / "reports/rpt-evidence-manifest/body.json")
+    old = body["checks"][0]["evidence_refs"][0]["digest"].removeprefix("sha256:")
+    value = _json(store / f"blobs/sha256/{old}")
+    change(value)
+    data = canonical.dumps(value)
+    new = hashlib.sha256(data).hexdigest()
+    (store / f"blobs/sha256/{new}").write_bytes(data)
+    body["checks"][0]["evidence_refs"][0]["digest"] = "sha256:" + new
+    _write(store / "reports/rpt-evidence-manifest/body.json", body)
+    return "rpt-evidence-manifest"
+
+
+def _suite(store: Path, report_id: str, value: Any) -> str:
+    body = _json(store / f"reports/{report_id}/body.json")
+    ref = body["suite_ref"]
+    _write(store / f"suites/{ref['id']}/{ref['version']}.json", value)
+    ref["digest"] = json_digest(value)
+    _write(store / f"reports/{report_id}/body.json", body)
+    return report_id
+
+
+def scorer_descriptor(store: Path, change: Any) -> str:
+    """Edit sc-exact@1's descriptor and repin the framed digest in rpt-clean."""
+    base = store / "scorers/sc-exact/1"
+    _edit(base / "scorer.json", change)
+    descriptor = _json(base / "scorer.json")
+    components = [("scorer.json", (base / "scorer.json").read_bytes())]
+    for rel in sorted(descriptor["files"], key=lambda p: p.encode()):
+        components.append((f"files/{rel}", (base / "files" / rel).read_bytes()))
+    digest = framed_digest(SCORER_TAG, components)
+
+    def repin(body: dict[str, Any]) -> None:
+        for check in body["checks"]:
+            if check["scorer_ref"]["id"] == "sc-exact":
+                check["scorer_ref"]["digest"] = digest
+
+    _repin_body(store, "rpt-clean", repin)
+    return "rpt-clean"
+
+
+def case_ref(store: Path, change: Any, report_id: str = "rpt-clean") -> str:
+    path = store / f"reports/{report_id}/cases/accuracy.jsonl"
+    lines = path.read_bytes().splitlines()
+    case = canonical.loads(lines[0])
+    change(case)
+    lines[0] = canonical.dumps(case)
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return report_id
+
+
+def output_also_in_blobs(store: Path) -> str:
+    """An SSO output whose bytes also sit in blobs/ (the store holds both)."""
+    body = store / "sso/sha256"
+    for blob in body.iterdir():
+        (store / "blobs/sha256" / blob.name).write_bytes(blob.read_bytes())
+    return "rpt-sso-traces"
+
+
+STORE_EDITS: dict[str, Any] = {
+    "manifest-unsorted": unsorted_manifest,
+    "manifest-example-twice": manifest_example_twice,
+    "evidence-manifest-unsorted": lambda s: _evidence_manifest(
+        s, lambda m: m["evidence"].reverse()
+    ),
+    "evidence-manifest-entry-twice": lambda s: _evidence_manifest(
+        s, lambda m: m["evidence"].append(m["evidence"][0])
+    ),
+    "evidence-manifest-of-20": lambda s: _evidence_manifest(
+        s, lambda m: m.update(evidence=m["evidence"][:20])
+    ),
+    "evidence-manifest-other-check": lambda s: _evidence_manifest(
+        s, lambda m: m.update(check_id="other")
+    ),
+    "suite-empty-array": lambda s: _suite(s, "rpt-clean", []),
+    "suite-empty-object": lambda s: _suite(s, "rpt-clean", {}),
+    "scorer-bad-kind": lambda s: scorer_descriptor(s, lambda d: d.update(kind="oracle")),
+    "scorer-extra-field": lambda s: scorer_descriptor(s, lambda d: d.update(extra=1)),
+    "check-result-extra-field": lambda s: (
+        _edit(s / "reports/rpt-clean/checks/accuracy.json", lambda r: r.update(extra=1)),
+        "rpt-clean",
+    )[1],
+    "envelope-extra-field": lambda s: (
+        _edit(s / "reports/rpt-clean/envelope.json", lambda e: e.update(extra=1)),
+        "rpt-clean",
+    )[1],
+    "output-ref-size-too-small": lambda s: case_ref(
+        s, lambda c: c["output"].update(size=c["output"]["size"] - 1)
+    ),
+    "output-ref-size-too-large": lambda s: case_ref(
+        s, lambda c: c["output"].update(size=c["output"]["size"] + 1)
+    ),
+    "output-ref-says-sso-for-an-inline-blob": lambda s: case_ref(
+        s, lambda c: c["output"].update(location="sso", size=INLINE_MAX + 1)
+    ),
+    "sso-output-also-in-blobs": output_also_in_blobs,
+    "body-lists-a-check-twice": lambda s: (
+        _repin_body(s, "rpt-clean", lambda b: b["checks"].append(b["checks"][0])),
+        "rpt-clean",
+    )[1],
+}
+
+
+@pytest.mark.parametrize("principal", ["alice", "bob"])
+@pytest.mark.parametrize("how", list(STORE_EDITS))
+def test_an_edited_fixture_store_is_refused_or_exports_a_bundle_that_verifies(
+    store_copy: Path, export: Any, how: str, principal: str
+) -> None:
+    report_id = STORE_EDITS[how](store_copy)
+    try:
+        result = export(store_copy, report_id, principal)
+    except BundlerError as e:
+        assert e.exit_code in (1, 3), f"export refused with exit {e.exit_code}: {e}"
+        return
+    verification = verify_bundle(str(result.path), VerifyOptions())
+    failures = [f"[{c.group}] {c.subject}: {c.detail}" for c in verification.failures()]
+    assert verification.verdict is Verdict.VERIFIED, (
+        f"export succeeded (exit 0) but verify says {verification.verdict.value}: "
+        f"{verification.error or failures}"
+    )
