@@ -18,17 +18,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from bundler.archive_reader import DEFAULT_MAX_BYTES, Member, iter_archive
+from bundler import canonical
+from bundler.archive_reader import DEFAULT_MAX_BYTES, MAX_CASES, Member, iter_archive
 from bundler.errors import ArchiveError, InputError
 from bundler.safe_extract import SafeExtractor
 
-# A JSON document or tag file over this is refused (SPEC 5: "a JSON document over its
-# size cap"); kept bytes in total are capped so memory stays bounded.
-MAX_DOCUMENT_BYTES = 48 * 1024 * 1024
-MAX_KEPT_BYTES = 96 * 1024 * 1024
-# Parsed JSON costs far more than its bytes (an empty object is about 64 bytes of
-# Python): a document with more objects and arrays than this is refused before parsing.
-MAX_JSON_CONTAINERS = 1_000_000
+# Reader caps (docs/format.md, "Reader caps"). Each derives from the contract's limits
+# and is one the exporter checks before it writes (``document_problem``), so no bundle
+# a legitimate export writes is refused by them; each refusal is one ArchiveError
+# naming the member and the rule (verdict error, exit 3).
+#
+# The kept documents (everything but example bodies and payload blobs) are held in
+# memory and parsed: 20,000 cases of about 1 KiB each (a case with its output and a few
+# evidence refs), their bundle.json entries and the report need about 32 MiB in all.
+# One document may be that large (a single check holding every case); all of them
+# together get half as much again. The budget (SPEC 5, Resources) is 300 MB.
+MAX_DOCUMENT_BYTES = 32 * 1024 * 1024
+MAX_KEPT_BYTES = 48 * 1024 * 1024
+# Parsed JSON costs far more than its bytes (a float is 32 bytes of Python, `0,` two
+# bytes of JSON), so the parse is bounded by its values, counted before parsing: the
+# commas, colons and opening brackets of every kept JSON document (an upper bound on
+# its values and keys; characters inside strings count too). 20,000 cases with an
+# output and three evidence refs each, and their bundle.json entries, stay under it.
+MAX_JSON_VALUES = canonical.MAX_VALUES
+# Case lines over all case files: the contract's own limit (bundle.json
+# limits.max_cases), counted while the files stream in, before any line is parsed.
+MAX_CASE_LINES = MAX_CASES
 # Canonical evidence manifests start with their first key in JCS order.
 EVIDENCE_MANIFEST_PREFIX = b'{"check_id":'
 CHUNK = 1024 * 1024
@@ -37,7 +52,7 @@ CHUNK = 1024 * 1024
 Extractor = SafeExtractor
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileInfo:
     sha256: str  # 64 lowercase hex
     size: int
@@ -58,6 +73,10 @@ class BagContents:
 
 
 def _keep(rel: str, first_chunk: bytes, size: int) -> bool:
+    if "/" not in rel:
+        return True  # a tag file at the bag root
+    if not rel.startswith("data/"):
+        return False  # a file anywhere else is hashed, reported, never trusted
     if rel.startswith("data/datasets/") and "/examples/" in rel:
         return False
     if rel.startswith("data/blobs/"):
@@ -68,6 +87,29 @@ def _keep(rel: str, first_chunk: bytes, size: int) -> bool:
     return True
 
 
+def _extractable(rel: str) -> bool:
+    """Whether ``extract`` writes ``rel``: data/ and the tag files at the bag root.
+
+    Anything else (a tag file in a subdirectory, a directory beside data/) stays out of
+    the copy; it is still hashed and reported in ``BagContents`` so claim 1 fails it.
+    """
+    return "/" not in rel or rel.startswith("data/")
+
+
+def _counts_case_lines(rel: str) -> bool:
+    return rel.startswith("data/") and rel.endswith(".jsonl") and not rel.startswith("data/run/")
+
+
+def json_values(data: bytes) -> int:
+    """An upper bound on the values and keys of JSON ``data`` (``canonical.value_bound``)."""
+    return canonical.value_bound(data)
+
+
+def case_lines(data: bytes) -> int:
+    """The lines of a JSON Lines file (a last line without its newline counts)."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
 def read_bag(
     members: Iterator[tuple[Member, Iterator[bytes]]],
     *,
@@ -75,9 +117,18 @@ def read_bag(
     extract: Extractor | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> BagContents:
-    """Consume the member stream into BagContents; raises ArchiveError when unsafe."""
+    """Consume the member stream into BagContents; raises ArchiveError when unsafe.
+
+    Every file is hashed and listed in ``files``, wherever it is. ``extract`` gets only
+    data/ and the files at the bag root (see ``_extractable``). The reader caps are
+    enforced before any kept document is parsed: ArchiveError for a document over
+    MAX_DOCUMENT_BYTES, kept documents over MAX_KEPT_BYTES or MAX_JSON_VALUES in all,
+    and more than MAX_CASE_LINES case lines (counted as the bytes stream in).
+    """
     bag: BagContents | None = None
     kept_total = 0
+    values_total = 0
+    lines_total = 0
     done = 0
     for member, chunks in members:
         if bag is None:
@@ -92,54 +143,75 @@ def read_bag(
         rel = member.path[len(bag.top) + 1 :]
         if member.is_dir:
             bag.directories.add(rel)
-            if extract is not None:
+            if extract is not None and (rel == "data" or rel.startswith("data/")):
                 extract.directory(member.path)
             continue
+
+        def refuse(rule: str, path: str = member.path) -> ArchiveError:
+            return ArchiveError(f"{source}: {path}: {rule}")
+
         hasher = hashlib.sha256()
+        # The keep decision looks at the first bytes of the member; they are gathered
+        # first, so how the content happens to be chunked never changes it.
+        head: list[bytes] = []
+        head_size = 0
         buffer: list[bytes] | None = None
-        out = extract.open(member.path) if extract is not None else None
+        decided = False
+        count_lines = _counts_case_lines(rel)
+        out = extract.open(member.path) if extract is not None and _extractable(rel) else None
         size = 0
         try:
             for chunk in chunks:
-                if buffer is None and size == 0:
-                    keep = _keep(rel, chunk, member.size)
-                    if keep and kept_total + member.size > MAX_KEPT_BYTES:
-                        raise ArchiveError(
-                            f"{source}: {member.path}: documents in the bundle exceed "
-                            f"{MAX_KEPT_BYTES} bytes in total"
-                        )
-                    if keep:
-                        kept_total += member.size
-                    if keep and member.size > MAX_DOCUMENT_BYTES:
-                        raise ArchiveError(
-                            f"{source}: {member.path}: document of {member.size} bytes is over the "
-                            f"{MAX_DOCUMENT_BYTES}-byte cap"
-                        )
-                    buffer = [] if keep else None
                 hasher.update(chunk)
                 size += len(chunk)
-                if buffer is not None:
-                    buffer.append(chunk)
                 if out is not None:
                     out.write(chunk)
+                if count_lines:
+                    lines_total += chunk.count(b"\n")
+                    if lines_total > MAX_CASE_LINES:
+                        raise refuse(
+                            f"more than {MAX_CASE_LINES} case lines in the bundle's case files "
+                            "(limits.max_cases; refused before parsing)"
+                        )
+                if decided:
+                    if buffer is not None:
+                        buffer.append(chunk)
+                else:
+                    head.append(chunk)
+                    head_size += len(chunk)
+                    if head_size >= len(EVIDENCE_MANIFEST_PREFIX):
+                        decided = True
+                        buffer = _admit(rel, head, member.size, kept_total, refuse)
+                        if buffer is not None:
+                            kept_total += member.size
                 done += len(chunk)
                 if progress is not None:
                     progress(done)
         finally:
             if out is not None:
                 out.close()
-        if size == 0 and _keep(rel, b"", 0):
-            buffer = []
+        if not decided:
+            buffer = _admit(rel, head, size, kept_total, refuse)
+            if buffer is not None:
+                kept_total += size
+        if count_lines and size and not _ends_with_newline(head, buffer):
+            lines_total += 1
+            if lines_total > MAX_CASE_LINES:
+                raise refuse(f"more than {MAX_CASE_LINES} case lines in the bundle's case files")
         bag.files[rel] = FileInfo(hasher.hexdigest(), size)
         if buffer is not None:
             data = b"".join(buffer)
             del buffer
+            if len(data) > MAX_DOCUMENT_BYTES:
+                raise refuse(
+                    f"document of {len(data)} bytes is over the {MAX_DOCUMENT_BYTES}-byte cap"
+                )
             if rel.endswith((".json", ".jsonl")):
-                containers = data.count(b"{") + data.count(b"[")
-                if containers > MAX_JSON_CONTAINERS:
-                    raise ArchiveError(
-                        f"{source}: {member.path}: JSON document with more than "
-                        f"{MAX_JSON_CONTAINERS} objects and arrays (refused before parsing)"
+                values_total += json_values(data)
+                if values_total > MAX_JSON_VALUES:
+                    raise refuse(
+                        f"JSON documents in the bundle hold more than {MAX_JSON_VALUES} values "
+                        "(refused before parsing)"
                     )
             bag.kept[rel] = data
     if bag is None:
@@ -147,18 +219,52 @@ def read_bag(
     return bag
 
 
+def _ends_with_newline(head: list[bytes], buffer: list[bytes] | None) -> bool:
+    for chunk in reversed(buffer if buffer else head):
+        if chunk:
+            return chunk.endswith(b"\n")
+    return False
+
+
+def _admit(
+    rel: str,
+    head: list[bytes],
+    size: int,
+    kept_before: int,
+    refuse: Callable[[str], ArchiveError],
+) -> list[bytes] | None:
+    """The buffer a kept member's chunks go into (``head`` first), or None if not kept."""
+    first = head[0] if len(head) == 1 else b"".join(head)
+    if not _keep(rel, first, size):
+        return None
+    if size > MAX_DOCUMENT_BYTES:
+        raise refuse(f"document of {size} bytes is over the {MAX_DOCUMENT_BYTES}-byte cap")
+    if kept_before + size > MAX_KEPT_BYTES:
+        raise refuse(f"documents in the bundle exceed {MAX_KEPT_BYTES} bytes in total")
+    return [first] if first else []
+
+
 def iter_directory(root: Path, *, source: str) -> Iterator[tuple[Member, Iterator[bytes]]]:
     """Members of an extracted bag directory, refusing links and special files.
 
-    ``root`` is the bag directory itself; members are named ``<root name>/<rel>``.
+    ``root`` is the bag directory itself, however it is spelled (``bag/``, ``bag/.``,
+    ``.`` from inside it, ``data/..``); members are named ``<name>/<rel>`` after the
+    directory's real name, the last component of its resolved path. A symbolic link as
+    the bag root is refused, not followed: InputError.
     """
     try:
         top_stat = os.lstat(root)
     except OSError as exc:
         raise InputError(f"{source}: cannot read ({exc.strerror})") from exc
+    if stat.S_ISLNK(top_stat.st_mode):
+        raise InputError(
+            f"{source}: a symbolic link as the bag directory (refused; name the directory itself)"
+        )
     if not stat.S_ISDIR(top_stat.st_mode):
         raise InputError(f"{source}: not a directory")
-    top = root.name
+    top = os.path.basename(os.path.realpath(root))
+    if not top:
+        raise InputError(f"{source}: the file system root cannot be a bag directory")
     yield Member(top, True, 0, 0, 0o755), iter(())
 
     def walk(directory: Path, prefix: str) -> Iterator[tuple[Member, Iterator[bytes]]]:
@@ -196,7 +302,7 @@ def open_members(
         yield from iter_archive(stream, source=location, max_bytes=max_bytes)
         return
     path = Path(location)
-    if path.is_dir() and not path.is_symlink():
+    if path.is_dir():
         yield from iter_directory(path, source=location)
         return
     try:
@@ -212,17 +318,19 @@ def is_kept(rel: str, first_chunk: bytes, size: int) -> bool:
     return _keep(rel, first_chunk, size)
 
 
-def document_problem(rel: str, data: bytes, kept_before: int) -> str | None:
+def document_problem(
+    rel: str, data: bytes, kept_before: int, *, values_before: int = 0
+) -> str | None:
     """Why the reader would refuse a kept document, or None; the exporter asks the same.
 
-    ``kept_before`` is the bytes of documents already kept in the bag.
+    ``kept_before`` is the bytes of documents already kept in the bag, ``values_before``
+    the sum of ``json_values`` over the JSON documents (``.json``, ``.jsonl``) kept
+    before this one, both in member order.
     """
     if len(data) > MAX_DOCUMENT_BYTES:
         return f"document of {len(data)} bytes is over the {MAX_DOCUMENT_BYTES}-byte cap"
     if kept_before + len(data) > MAX_KEPT_BYTES:
         return f"documents in the bundle exceed {MAX_KEPT_BYTES} bytes in total"
-    if rel.endswith((".json", ".jsonl")):
-        containers = data.count(b"{") + data.count(b"[")
-        if containers > MAX_JSON_CONTAINERS:
-            return f"JSON document with more than {MAX_JSON_CONTAINERS} objects and arrays"
+    if rel.endswith((".json", ".jsonl")) and values_before + json_values(data) > MAX_JSON_VALUES:
+        return f"JSON documents in the bundle hold more than {MAX_JSON_VALUES} values"
     return None

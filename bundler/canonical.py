@@ -6,6 +6,8 @@ Public API:
   SPEC section 2 rejects; raises CanonicalJSONError naming ``source`` and the rule.
 - ``dumps(value)``: the JCS bytes of a JSON value; raises CanonicalJSONError.
 - ``loads_canonical(data, *, source)``: parse and require ``data == dumps(value)``.
+- ``value_bound(data)``: an upper bound on the values of a document, before parsing it
+  (``loads(..., max_values=MAX_VALUES)`` refuses a document over the cap).
 - ``format_number(value)``: the JCS (ECMAScript) text of one finite float.
 
 Nesting depth counts arrays and objects: a scalar has depth 0, ``[]`` depth 1,
@@ -48,6 +50,10 @@ except ImportError:  # pragma: no cover - the package build compiles it
 
 MAX_DEPTH = 64
 MAX_SAFE_INTEGER = 2**53 - 1
+# The values (see ``value_bound``) an untrusted JSON document may hold, and all the kept
+# documents of one bundle together (bag_reader): parsed, two million values are about
+# 100 MB of Python objects, a third of the 300 MB budget (SPEC 5, Resources).
+MAX_VALUES = 2_000_000
 
 _BOM = b"\xef\xbb\xbf"
 _OPT = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
@@ -616,29 +622,53 @@ def _fast_parse(data: bytes, *, duplicates: bool, walk: bool = True) -> Any:
     return value
 
 
-def loads(data: bytes, *, source: str = "<input>") -> Any:
+def value_bound(data: bytes) -> int:
+    """An upper bound on the values and keys of the JSON ``data``, without parsing it.
+
+    Every value but the first follows a comma, a colon or an opening bracket, and every
+    key a comma or an opening brace; characters inside strings count too, so this never
+    undercounts. It is at most ``len(data) + 1``.
+    """
+    return data.count(b",") + data.count(b":") + data.count(b"[") + data.count(b"{") + 1
+
+
+def _check_values(data: bytes, source: str, max_values: int | None) -> None:
+    # The parse of a small-valued document costs far more than its bytes (a float is
+    # 32 bytes of Python, ``0,`` two bytes of JSON); the bound costs four C-speed scans
+    # and is skipped when the size alone keeps it under the cap.
+    if max_values is not None and len(data) >= max_values and value_bound(data) > max_values:
+        raise CanonicalJSONError(
+            f"{source}: more than {max_values} JSON values (parse cost cap; refused before parsing)"
+        )
+
+
+def loads(data: bytes, *, source: str = "<input>", max_values: int | None = None) -> Any:
     """Parse UTF-8 JSON bytes strictly into dict/list/str/int/float/bool/None.
 
     Raises CanonicalJSONError, with a one-line message naming ``source`` and the rule,
     for invalid UTF-8, a UTF-8 BOM, NaN/Infinity literals, integers outside
     -(2^53-1)..2^53-1, numbers that overflow to infinity, lone surrogates, duplicate
     object keys (also when spelled with escapes), nesting deeper than ``MAX_DEPTH``,
-    malformed JSON and trailing data.
+    malformed JSON and trailing data; with ``max_values``, before parsing, for a
+    document whose ``value_bound`` exceeds it (pass ``MAX_VALUES`` for untrusted input).
     """
     data = bytes(data)
+    _check_values(data, source, max_values)
     try:
         return _fast_parse(data, duplicates=True)
     except _Fallback:
         return _reference_loads(data, source)
 
 
-def loads_canonical(data: bytes, *, source: str = "<input>") -> Any:
+def loads_canonical(data: bytes, *, source: str = "<input>", max_values: int | None = None) -> Any:
     """Parse like ``loads`` and require the bytes to be stored canonical.
 
-    Raises CanonicalJSONError for everything ``loads`` rejects, and with a message
-    saying "not stored canonical" when ``data != dumps(loads(data))``.
+    Raises CanonicalJSONError for everything ``loads`` rejects (``max_values``
+    included), and with a message saying "not stored canonical" when
+    ``data != dumps(loads(data))``.
     """
     data = bytes(data)
+    _check_values(data, source, max_values)
     # Both fast writers refuse integers outside the safe range and nesting deeper than
     # MAX_DEPTH, so bytes equal to their output need no walk of the parsed value for
     # those. The one case they cannot see, an integer literal of 2^64 or more that

@@ -263,3 +263,102 @@ def member_bomb(total: int, *, member_size: int = 64 * 1024 * 1024) -> bytes:
         parts.append(rle_run(member_size))
     parts.append(close_frame())
     return b"".join(parts)
+
+
+# ------------------------------------------------------------- hostile bundle families
+#
+# Each family (SPEC 5, Resources) is a real exported bundle with one part made as
+# costly as the caps allow and then some: every digest is resealed (tests/repack.py)
+# where the reader gets that far, so only a cap can stop it. Built streaming: none of
+# them is held in memory whole.
+
+FLOATS_BYTES = 26 * 1024 * 1024
+CASE_LINES = 260_000
+EMPTY_MEMBERS = 320_000
+NESTING = 100_000
+HUGE_STRING_BYTES = 31 * 1024 * 1024
+
+
+def _streamed(prefix: bytes, unit: bytes, count: int, suffix: bytes) -> tuple[int, Any]:
+    """A streamed member: ``prefix``, ``count`` copies of ``unit``, ``suffix``."""
+    per = max(1, (1 << 20) // max(1, len(unit)))
+
+    def chunks() -> Iterable[bytes]:
+        yield prefix
+        left = count
+        while left:
+            n = min(left, per)
+            yield unit * n
+            left -= n
+        yield suffix
+
+    return len(prefix) + len(unit) * count + len(suffix), chunks
+
+
+def floats_bundle(clean: Any, out: Any) -> Any:
+    """bundle.json with ~26 MB of floats in front of the real keys (under the byte cap)."""
+    import repack
+
+    eb = repack.open_bundle(clean)
+    doc = eb.files.pop("data/bundle.json")
+    unit = b"0.5,"
+    eb.streamed["data/bundle.json"] = _streamed(
+        b'{"aa":[', unit, FLOATS_BYTES // len(unit), b"0.5]," + doc[1:]
+    )
+    return repack.write_bundle(eb, out, bundle_json=False, head=False)
+
+
+def case_lines_bundle(clean: Any, out: Any) -> Any:
+    """One case file of 260,000 copies of a real case line (20,000 is the limit)."""
+    import repack
+
+    eb = repack.open_bundle(clean)
+    path = next(p for p in eb.files if p.startswith("data/cases/") and eb.files[p])
+    line = eb.lines(path)[0] + b"\n"
+    del eb.files[path]
+    eb.streamed[path] = _streamed(b"", line, CASE_LINES, b"")
+    return repack.write_bundle(eb, out, bundle_json=False, head=False)
+
+
+def nesting_bundle(clean: Any, out: Any) -> Any:
+    """bundle.json that opens 100,000 arrays before its real keys."""
+    import repack
+
+    eb = repack.open_bundle(clean)
+    doc = eb.files["data/bundle.json"]
+    eb.files["data/bundle.json"] = b'{"aa":' + b"[" * NESTING + b"]" * NESTING + b"," + doc[1:]
+    return repack.write_bundle(eb, out, bundle_json=False, head=False)
+
+
+def huge_string_bundle(clean: Any, out: Any) -> Any:
+    """bundle.json holding one 31 MiB string, just under the 32 MiB document cap."""
+    import repack
+
+    eb = repack.open_bundle(clean)
+    doc = eb.files.pop("data/bundle.json")
+    eb.streamed["data/bundle.json"] = _streamed(
+        b'{"aa":"', b"a" * 4096, HUGE_STRING_BYTES // 4096, b'",' + doc[1:]
+    )
+    return repack.write_bundle(eb, out, bundle_json=False, head=False)
+
+
+def empty_members_bundle(
+    out: Any, count: int = EMPTY_MEMBERS, *, top: str = "evalbook-bundle-r1"
+) -> Any:
+    """A tar.zst of ``count`` empty regular files under data/blobs/sha256/, streamed."""
+    compressor = zstandard.ZstdCompressor(level=1, write_checksum=True)
+    with open(out, "wb") as fh, compressor.stream_writer(fh, closefd=False) as z:
+        body = 0
+        for name in (top, f"{top}/data", f"{top}/data/blobs", f"{top}/data/blobs/sha256"):
+            z.write(dir_member(name))
+            body += BLOCK
+        batch: list[bytes] = []
+        for i in range(count):
+            batch.append(header(f"{i:064x}", prefix=f"{top}/data/blobs/sha256"))
+            if len(batch) == 2048:
+                z.write(b"".join(batch))
+                batch = []
+        z.write(b"".join(batch))
+        body += count * BLOCK
+        z.write(end_of_archive(body))
+    return out
