@@ -9,9 +9,11 @@ identity (``st_dev``, ``st_ino``) is recorded when it is created, and before eve
 the chain of names from the destination down to the parent is checked against those
 identities, so a directory swapped for a symbolic link, or for any other directory, is
 found and the extraction stops with an OutputError (exit 3) instead of writing through
-it. Removal works the same way: an entry is unlinked or removed only by name within a
+it; a check of every name once the bag is written catches a swap after the last write.
+Removal works the same way: an entry is unlinked or removed only by name within a
 directory this extraction created, and only while that name still holds the very entry
-it created.
+it created (an entry renamed within its directory is found there by identity); what the
+other process moved out of reach, or added entries to, is left and reported.
 
 Created entries get the modes any ordinary tool gives (0666 for files and 0777 for
 directories, less the process umask); the modes an archive records are never used.
@@ -49,7 +51,7 @@ def _identity(st: os.stat_result) -> Identity:
     return (st.st_dev, st.st_ino)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Entry:
     rel: str
     is_dir: bool

@@ -1610,13 +1610,13 @@ def extract_bundle(
     except OutputError as exc:
         # The extracted copy was raced by another process: the bundle was not judged, and
         # what was written is removed without following any link; what that process
-        # moved out of reach is left where it put it, and the message says so.
+        # moved out of reach or put entries into is left, and the message says so.
         left = _clean(extractor)
         if not left:
             raise
         raise OutputError(
-            f"{exc.message}; {len(left)} entries moved by the other process were left "
-            f"(e.g. {destination / left[0] if left[0] != '.' else destination})"
+            f"{exc.message}; {len(left)} created entries that process moved or added to "
+            f"were left, e.g. {destination if left[0] == '.' else destination / left[0]}"
         ) from exc
     except BundlerError as exc:
         result = Verification(
