@@ -137,6 +137,7 @@ class _PayloadUse:
     digest: str
     size: int
     kinds: list[str] = field(default_factory=list)
+    sizes: set[int] = field(default_factory=set)
     locations: set[str] = field(default_factory=set)
 
 
@@ -504,6 +505,14 @@ class _Collector:
                 refs = [line.value["output"]] if line.value["output"] else []
                 for ref in refs + line.value["evidence"]:
                     use = uses.setdefault(ref["digest"], _PayloadUse(ref["digest"], ref["size"]))
+                    use.sizes.add(ref["size"])
+                    if len(use.sizes) > 1:
+                        case_file = f"reports/{self.report['report_id']}/cases/{c.check_id}.jsonl"
+                        raise StoreError(
+                            f"{self.store.source.describe(case_file)}"
+                            f":{line.line}: payload {ref['digest']} is given sizes "
+                            f"{', '.join(map(str, sorted(use.sizes)))} by different cases"
+                        )
                     use.kinds.append(ref["kind"])
                     use.locations.add(ref["location"])
         return uses
@@ -551,6 +560,12 @@ class _Collector:
             if observed != digest:
                 self.ledger.list_unavailable(kind, digest, digest, Reason.DIGEST_MISMATCH, observed)
                 continue
+            payload_use = uses.get(digest)
+            if payload_use is not None and len(data) != payload_use.size:
+                raise StoreError(
+                    f"{self.store.source.describe('blobs/sha256/' + hex_digest)}: the cases give "
+                    f"this payload {payload_use.size} bytes, the blob has {len(data)}; export refused"
+                )
             if kind == "evidence_manifest":
                 manifest = self.store.parse_evidence_manifest(
                     Document(f"blobs/sha256/{hex_digest}", data, None)

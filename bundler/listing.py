@@ -243,6 +243,8 @@ class _Check:
         entry = self.bundle_checks.get(e["ref"])
         if entry is None:
             return "not a check of the report"
+        if e["digest"] is not None:
+            return "a check result has no pinned digest: the listed digest must be null"
         if entry["path"] is not None:
             return "listed, yet the check result is in the bundle"
         return None

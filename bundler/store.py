@@ -345,6 +345,8 @@ class Store:
                     raise StoreError(
                         f"{line_where}: case check_id {value['check_id']!r} does not match file {check_id!r}"
                     )
+                if (problem := payload_ref_problem(value)) is not None:
+                    raise StoreError(f"{line_where}: {problem}")
                 yield CaseLine(number, raw, value)
 
     def suite(self, suite_id: str, version: int) -> Document | None:
@@ -431,7 +433,31 @@ class Store:
                 f"{self.source.describe(doc.relpath)}: evidence entries must be unique "
                 "and sorted by (digest, kind)"
             )
+        if len(keys) <= MAX_EVIDENCE_REFS:
+            raise StoreError(
+                f"{self.source.describe(doc.relpath)}: an evidence manifest stands for more "
+                f"than {MAX_EVIDENCE_REFS} evidence items, this one has {len(keys)}"
+            )
         return dict(value)
+
+
+MAX_EVIDENCE_REFS = 20
+INLINE_MAX_BYTES = 262_144
+
+
+def payload_ref_problem(case: dict[str, Any]) -> str | None:
+    """Why a case's payload references break SPEC 3.3's size rule, or None.
+
+    ``inline`` payloads are at most 262,144 bytes and ``sso`` ones larger; the verifier's
+    claim 11 holds bundles to the same rule.
+    """
+    refs = ([case["output"]] if case["output"] else []) + case["evidence"]
+    for ref in refs:
+        if ref["location"] == "inline" and ref["size"] > INLINE_MAX_BYTES:
+            return f"payload {ref['digest']} of {ref['size']} bytes is over the inline limit"
+        if ref["location"] == "sso" and ref["size"] <= INLINE_MAX_BYTES:
+            return f"payload {ref['digest']} of {ref['size']} bytes at SSO is within the inline limit"
+    return None
 
 
 def _iter_lines(stream: BinaryIO, where: str) -> Iterator[bytes]:

@@ -42,6 +42,7 @@ from bundler.export import (
 from bundler.listing import INLINE_MAX, BundleFacts, PayloadUse, listing_problems, ref_of
 from bundler.merkle import TreeBuilder
 from bundler.outputs import prepare_output_dir
+from bundler.store import MAX_EVIDENCE_REFS
 
 GROUPS = {
     1: "bagit",
@@ -945,6 +946,14 @@ class _EvalBookVerifier:
             if ok:
                 try:
                     schemas.validate("dataset-manifest", value, source=entry["path"])
+                    ids = [e["example_id"] for e in value["examples"]]
+                    if ids != sorted(set(ids)):
+                        self.claims.failed(
+                            11,
+                            f"dataset {item} manifest",
+                            "examples must be unique and sorted by example_id",
+                            path=entry["path"],
+                        )
                     manifests[key] = {e["example_id"]: e["digest"] for e in value["examples"]}
                 except SchemaError as exc:
                     self.claims.failed(
@@ -1365,6 +1374,22 @@ class _EvalBookVerifier:
         except SchemaError as exc:
             self.claims.failed(9, subject, exc.message, path=entry["path"])
             return
+        keys = [(e["digest"], e["kind"]) for e in value["evidence"]]
+        if keys != sorted(set(keys)):
+            self.claims.failed(
+                11,
+                subject,
+                "evidence manifest entries must be unique and sorted by (digest, kind)",
+                path=entry["path"],
+            )
+        if len(keys) <= MAX_EVIDENCE_REFS:
+            self.claims.failed(
+                11,
+                subject,
+                f"an evidence manifest stands for more than {MAX_EVIDENCE_REFS} items; "
+                f"this one has {len(keys)}",
+                path=entry["path"],
+            )
         if value["check_id"] != check_id:
             self.claims.failed(
                 9,
@@ -1493,6 +1518,14 @@ class _EvalBookVerifier:
                         f"a case of {check_id} puts {size} bytes at SSO, which holds only "
                         f"payloads over {INLINE_MAX} bytes"
                     )
+            uses = self.case_refs[digest]
+            if digest in payload_sizes:
+                # In the bundle: taken from blobs/, so some case stores it inline, and
+                # none as a trace (a trace body is never exported).
+                if not any(location == "inline" for _, location, _, _ in uses):
+                    problems.add("in the bundle, yet no case stores it inline")
+                if any(kind == "trace" or location == "traces" for kind, location, _, _ in uses):
+                    problems.add("in the bundle, yet a case refers to it as a trace")
             for problem in sorted(problems):
                 self.claims.failed(
                     11, f"payload {digest} agrees with its case references", problem
