@@ -7,12 +7,15 @@ stderr. Errors become exit codes in one place, ``main``.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn, TypeVar
@@ -23,7 +26,8 @@ import orjson
 from bundler import __version__, canonical
 from bundler.archive_reader import DEFAULT_MAX_BYTES
 from bundler.digests import bytes_digest, framed_digest, json_digest
-from bundler.errors import BundlerError, InputError, UsageError
+from bundler.errors import BundlerError, InputError, StorageError, UsageError
+from bundler.textsafe import shown
 
 EPILOG_EXIT = (
     "Exit codes: 0 success/verified, 1 verification failed or --strict found something "
@@ -131,6 +135,18 @@ def _read_input(path: str) -> bytes:
 
 def _source_name(path: str) -> str:
     return "<stdin>" if path == "-" else path
+
+
+class _ArchiveOrUrl(click.ParamType[Any]):
+    """A local archive path (as ``click.Path`` gives it) or an s3:// URL kept as the
+    string it is (a Path would squash its ``//``)."""
+
+    name = "BUNDLE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith("s3://"):
+            return value
+        return click.Path(path_type=Path).convert(value, param, ctx)
 
 
 # --------------------------------------------------------------------------- commands
@@ -294,7 +310,18 @@ def _bundle_stream(location: str, endpoint_url: str | None) -> Iterator[BinaryIO
 
     config = storage.StorageConfig(endpoint_url=endpoint_url)
     with storage.open_verified(storage.parse_s3_url(location), config=config) as stream:
-        yield stream
+        try:
+            yield stream
+        except StorageError:
+            raise
+        except BundlerError as exc:
+            # Bytes altered at rest can make the archive unreadable before its end; the
+            # digest of the whole object tells that apart from a bundle stored broken.
+            try:
+                stream.drain()
+            except storage.AlteredAtRest as altered:
+                raise altered from exc
+            raise
 
 
 VERIFY_HELP = """Verify bundles offline: every digest the bundle can prove.
@@ -323,8 +350,9 @@ self-consistency only. For eval-banana run directories, pass RUN_DIR with --proj
 @click.option("--identity", help="Signer identity to require (with --allowed-signers).")
 @click.option(
     "--signature",
-    type=click.Path(path_type=Path),
-    help="A sidecar signature (default: embedded, or <archive>.sig).",
+    help="A signature file or s3:// object to check instead of the bundle's own "
+    "(default: embedded, <archive>.sig and its countersignatures, or those stored beside "
+    "an s3:// bundle).",
 )
 @click.option(
     "--project",
@@ -361,7 +389,7 @@ def verify(
     expect_report_digest: str | None,
     allowed_signers: Path | None,
     identity: str | None,
-    signature: Path | None,
+    signature: str | None,
     project_root: Path | None,
     strict: bool,
     as_json: bool,
@@ -370,56 +398,54 @@ def verify(
     endpoint_url: str | None,
     quiet: bool,
 ) -> None:
+    from bundler import storage
     from bundler.render import verification_markdown, verification_text
-    from bundler.verify import Verification, verify_bundle
 
     if output_dir is not None and len(bundles) > 1:
         raise UsageError("--output-dir takes a single BUNDLE")
+    if signature is not None and allowed_signers is None:
+        raise UsageError("--identity and --signature need --allowed-signers")
+    for location in bundles:
+        if location.startswith("s3://"):
+            storage.parse_s3_url(location)
     options = _verify_options(
         expect_bundle_digest,
         expect_report_digest,
         strict,
         max_bytes,
-        allowed_signers,
-        identity,
-        signature,
+        None,
+        identity if allowed_signers is None else None,
     )
-    worst = 0
+    signers = _SignatureSet(allowed_signers, identity) if allowed_signers is not None else None
+    explicit = _explicit_signature(signature, endpoint_url) if signature is not None else None
+    codes: list[int] = []
+    tally: dict[str, int] = {}
     for location in bundles:
-        result: Verification
-        if project_root is not None:
-            from bundler import ebverify
-
-            result = ebverify.verify_run_dir(Path(location), project_root, options)
-        else:
-            opts = options
-            if (
-                allowed_signers is not None
-                and signature is None
-                and not location.startswith("s3://")
-            ):
-                sidecar = Path(location + ".sig")
-                if sidecar.is_file():
-                    from dataclasses import replace
-
-                    opts = replace(options, signature_text=sidecar.read_text("utf-8", "replace"))
-            line = _ProgressLine(not quiet, "verify")
-            try:
-                with _bundle_stream(location, endpoint_url) as stream:
-                    result = verify_bundle(
-                        location, opts, stream=stream, progress=_bytes_progress(line)
-                    )
-            finally:
-                line.done()
-        worst = max(worst, result.exit_code, key=lambda c: {0: 0, 1: 1, 3: 2}[c])
+        outcomes: list[_SignatureOutcome] = []
+        result, code, kind = _verify_one(
+            location,
+            options,
+            project_root=project_root,
+            signers=signers,
+            explicit=explicit,
+            outcomes=outcomes,
+            endpoint_url=endpoint_url,
+            quiet=quiet,
+        )
+        codes.append(code)
+        tally[kind] = tally.get(kind, 0) + 1
         if as_json:
             data = result.to_json()
             if len(bundles) > 1:
                 sys.stdout.buffer.write(orjson.dumps(data) + b"\n")
+                sys.stdout.flush()
             else:
                 _emit_json(data)
         if not quiet:
-            _say(verification_text(result))
+            if kind == "altered":
+                _say(_altered_text(result))
+            else:
+                _say(verification_text(result) + _signatures_text(outcomes))
         if output_dir is not None:
             from bundler.outputs import write_output_dir
 
@@ -431,7 +457,101 @@ def verify(
                     "verification.md": verification_markdown(result).encode("utf-8"),
                 },
             )
-    sys.exit(worst)
+    if len(bundles) > 1:
+        order = ("verified", "failed", "altered", "error", "storage")
+        words = {
+            "verified": "verified",
+            "failed": "failed",
+            "altered": "altered at rest (failed)",
+            "error": "could not be read",
+            "storage": "storage failed (not checked)",
+        }
+        parts = [f"{tally[k]} {words[k]}" for k in order if tally.get(k)]
+        line = f"Totals:      {len(bundles)} bundles: " + ", ".join(parts) + "\n"
+        if as_json:
+            if not quiet:
+                _say(line)
+        else:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+    sys.exit(max(codes, key=lambda c: _EXIT_RANK[c]))
+
+
+def _verify_one(
+    location: str,
+    options: Any,
+    *,
+    project_root: Path | None,
+    signers: _SignatureSet | None,
+    explicit: _SignatureCandidate | None,
+    outcomes: list[_SignatureOutcome],
+    endpoint_url: str | None,
+    quiet: bool,
+) -> tuple[Any, int, str]:
+    """Verify one BUNDLE of ``verify``: (result, exit code, kind of result).
+
+    Never raises for one bundle's trouble, so that every bundle of a run is checked: a
+    storage failure is a result with verdict error and exit code 5, an archive altered
+    at rest a failed result (exit 1) naming the key and both digests.
+    """
+    from dataclasses import replace
+
+    from bundler import storage
+    from bundler.verify import Verdict, Verification, verify_bundle
+
+    if project_root is not None:
+        from bundler import ebverify
+
+        result = ebverify.verify_run_dir(Path(location), project_root, options)
+        return result, result.exit_code, _kind(result)
+    line = _ProgressLine(not quiet, "verify")
+    try:
+        opts = options
+        if signers is not None:
+            found = (
+                [explicit] if explicit is not None else _sidecar_signatures(location, endpoint_url)
+            )
+            opts = replace(
+                options,
+                check_signature=signers.checker(found, outcomes, embedded=explicit is None),
+                signature_text=None,
+            )
+        with _bundle_stream(location, endpoint_url) as stream:
+            result = verify_bundle(location, opts, stream=stream, progress=_bytes_progress(line))
+            if stream is not None:
+                result = _verified_stored(location, stream, result)
+    except storage.AlteredAtRest as exc:
+        outcomes.clear()
+        return _altered_result(location, exc, options.strict), 1, "altered"
+    except StorageError as exc:
+        outcomes.clear()
+        failed = Verification(
+            source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
+        )
+        return failed, 5, "storage"
+    except (InputError, UsageError) as exc:
+        outcomes.clear()
+        failed = Verification(
+            source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
+        )
+        return failed, 3, "error"
+    finally:
+        line.done()
+    result = _list_signatures(result, outcomes)
+    return result, result.exit_code, _kind(result)
+
+
+def _kind(result: Any) -> str:
+    return {"verified": "verified", "failed": "failed", "error": "error"}[result.verdict.value]
+
+
+def _altered_text(result: Any) -> str:
+    claim = result.claims[0]
+    return (
+        f"Bundle:      {shown(result.source)}\n"
+        "Verdict:     FAILED (the stored archive was altered at rest)\n"
+        f"Failed:      1\n  - {shown(claim.detail)}\n"
+    )
 
 
 @cli.command(epilog=EPILOG_EXIT)
@@ -553,7 +673,7 @@ def canonicalize(file: str) -> None:
 
 
 @cli.command(epilog=EPILOG_EXIT)
-@click.argument("bundle", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("bundle", type=_ArchiveOrUrl())
 @click.option(
     "--key",
     "key_path",
@@ -561,16 +681,21 @@ def canonicalize(file: str) -> None:
     type=click.Path(path_type=Path),
     help="OpenSSH Ed25519 private key (passphrase from $EVALBOOK_SIGN_PASSPHRASE).",
 )
+@click.option("--endpoint-url", help="S3 endpoint for s3:// bundles.")
 @click.option("--quiet", is_flag=True)
-def sign(bundle: Path, key_path: Path, quiet: bool) -> None:
+def sign(bundle: Path | str, key_path: Path, endpoint_url: str | None, quiet: bool) -> None:
     """Verify BUNDLE, then sign its bundle-head.json into the sidecar BUNDLE.sig.
 
     The archive is never rewritten and an existing sidecar is never replaced. Auditors
     check the signature with `ssh-keygen -Y verify -n evalbook-bundle-head-v1` or with
-    `verify --allowed-signers`.
+    `verify --allowed-signers`. For an s3:// BUNDLE the signature is stored beside the
+    archive, as a countersignature when one is there already (none is replaced).
     """
     from bundler.proof import sign_bundle, write_sidecar
 
+    if isinstance(bundle, str):
+        _sign_stored(bundle, key_path, endpoint_url, quiet)
+        return
     sidecar = Path(str(bundle) + ".sig")
     if sidecar.exists() or sidecar.is_symlink():
         raise InputError(f"{sidecar}: already exists; refusing to overwrite")
@@ -845,6 +970,236 @@ def _storage_config(endpoint_url: str | None) -> Any:
     return storage.StorageConfig(endpoint_url=endpoint_url)
 
 
+class _NotVerified(BundlerError):
+    """A bundle a command must verify first failed verification (exit 1, SPEC section 8)."""
+
+    exit_code = 1
+
+
+# Local signature files beside an archive: ARCHIVE.sig and ARCHIVE.sig.<hex>, the names
+# `download` gives the stored ones (docs/format.md, storage).
+_LOCAL_COUNTERSIGNATURE = re.compile(r"\.sig\.[0-9a-f]{64}")
+_MAX_SIGNATURE_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _SignatureCandidate:
+    source: str  # where it was found, as printed
+    text: str
+    problem: str | None = None  # why it cannot verify before it is checked
+
+
+@dataclass(frozen=True)
+class _SignatureOutcome:
+    source: str
+    signer: str | None  # "ID, key SHA256:..." when it verified
+    detail: str | None  # why not, otherwise
+
+
+def _local_signatures(archive: str) -> list[_SignatureCandidate]:
+    """ARCHIVE.sig, then ARCHIVE.sig.<hex> in name order; none for a directory."""
+    path = Path(archive)
+    if not path.is_file():
+        return []
+    names = [path.name + ".sig"]
+    with contextlib.suppress(OSError):
+        names += sorted(
+            entry.name
+            for entry in os.scandir(path.parent)
+            if entry.name.startswith(path.name)
+            and _LOCAL_COUNTERSIGNATURE.fullmatch(entry.name[len(path.name) :])
+        )
+    found = []
+    for name in names:
+        candidate = path.with_name(name)
+        try:
+            with open(candidate, "rb") as fh:
+                data = fh.read(_MAX_SIGNATURE_BYTES + 1)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            found.append(_SignatureCandidate(str(candidate), "", f"cannot read ({exc.strerror})"))
+            continue
+        problem = None
+        if len(data) > _MAX_SIGNATURE_BYTES:
+            problem = f"larger than {_MAX_SIGNATURE_BYTES} bytes (not a signature)"
+        found.append(_SignatureCandidate(str(candidate), data.decode("utf-8", "replace"), problem))
+    return found
+
+
+def _sidecar_signatures(location: str, endpoint_url: str | None) -> list[_SignatureCandidate]:
+    """The signatures stored or lying beside a bundle (not the embedded one)."""
+    if not location.startswith("s3://"):
+        return _local_signatures(location)
+    from bundler import storage
+
+    return [
+        _SignatureCandidate(sig.url, sig.text, sig.problem)
+        for sig in storage.stored_signatures(location, config=_storage_config(endpoint_url))
+    ]
+
+
+def _explicit_signature(value: str, endpoint_url: str | None) -> _SignatureCandidate:
+    """``--signature`` as a file, ``-`` (stdin) or an s3:// URL."""
+    if value.startswith("s3://"):
+        from bundler import storage
+
+        stored = storage.read_signature(value, config=_storage_config(endpoint_url))
+        return _SignatureCandidate(stored.url, stored.text)
+    return _SignatureCandidate(_source_name(value), _read_input(value).decode("utf-8", "replace"))
+
+
+class _SignatureSet:
+    """Checks every signature of a bundle against one allowed_signers file.
+
+    Several signers may sign one bundle (the exporter, auditors countersigning), so the
+    head is anchored when at least one signature verifies; every outcome is kept, to be
+    listed with the result.
+    """
+
+    def __init__(self, allowed_signers: Path, identity: str | None) -> None:
+        from bundler import sshsig
+
+        self.allowed = sshsig.load_allowed_signers(allowed_signers)
+        self.identity = identity
+
+    def checker(
+        self,
+        candidates: list[_SignatureCandidate],
+        outcomes: list[_SignatureOutcome],
+        *,
+        embedded: bool,
+    ) -> Callable[[bytes, str | None], str]:
+        """A ``VerifyOptions.check_signature`` that checks the embedded signature (when
+        ``embedded``) and ``candidates``, appending each outcome to ``outcomes``."""
+        from bundler import sshsig
+        from bundler.export import HEAD_SIG_FILE
+
+        def check(head: bytes, embedded_text: str | None) -> str:
+            found = list(candidates)
+            if embedded and embedded_text is not None:
+                found.insert(0, _SignatureCandidate(HEAD_SIG_FILE, embedded_text))
+            if not found:
+                raise sshsig.SignatureError(
+                    "no signature: neither bundle-head.json.sig nor a sidecar"
+                )
+            for candidate in found:
+                outcomes.append(self._check_one(head, candidate))
+            signers = [o.signer for o in outcomes if o.signer is not None]
+            if signers:
+                return " and ".join(dict.fromkeys(signers))
+            raise sshsig.SignatureError(
+                f"none of {len(outcomes)} signature(s) verifies: "
+                + "; ".join(f"{o.source}: {o.detail}" for o in outcomes)
+            )
+
+        return check
+
+    def _check_one(self, head: bytes, candidate: _SignatureCandidate) -> _SignatureOutcome:
+        from bundler import sshsig
+
+        if candidate.problem is not None:
+            return _SignatureOutcome(candidate.source, None, candidate.problem)
+        try:
+            verified = sshsig.verify(
+                head, candidate.text, self.allowed, identity=self.identity, source=candidate.source
+            )
+        except BundlerError as exc:
+            return _SignatureOutcome(
+                candidate.source, None, exc.message.removeprefix(f"{candidate.source}: ")
+            )
+        return _SignatureOutcome(
+            candidate.source, f"{verified.principal}, key {verified.fingerprint}", None
+        )
+
+
+def _list_signatures(result: Any, outcomes: list[_SignatureOutcome]) -> Any:
+    """``result`` with its signature claim naming every signature and its state."""
+    from dataclasses import replace
+
+    if not outcomes:
+        return result
+    good = sum(o.signer is not None for o in outcomes)
+    listing = f"{good} of {len(outcomes)} signature(s) verify: " + "; ".join(
+        f"{o.source}: verified ({o.signer})"
+        if o.signer
+        else f"{o.source}: not verified ({o.detail})"
+        for o in outcomes
+    )
+    claims = tuple(
+        replace(c, detail=listing) if c.group == 2 and c.subject == "signature" else c
+        for c in result.claims
+    )
+    return replace(result, claims=claims)
+
+
+def _signatures_text(outcomes: list[_SignatureOutcome]) -> str:
+    if not outcomes:
+        return ""
+    good = sum(o.signer is not None for o in outcomes)
+    lines = [f"Signatures:  {len(outcomes)} ({good} verified)"]
+    for o in outcomes:
+        state = f"verified: {o.signer}" if o.signer else f"not verified: {o.detail}"
+        lines.append(f"  - {shown(o.source)}: {shown(state)}")
+    return "\n".join(lines) + "\n"
+
+
+def _altered_result(location: str, exc: Any, strict: bool) -> Any:
+    """A failed verification for an archive altered at rest (SPEC section 6)."""
+    from bundler.verify import Claim, State, Verdict, Verification
+
+    claim = Claim(
+        2,
+        f"stored archive {exc.url} holds the bytes recorded for it",
+        State.FAILED,
+        expected=exc.recorded,
+        observed=exc.observed,
+        detail=exc.message,
+    )
+    return Verification(source=location, verdict=Verdict.FAILED, strict=strict, claims=(claim,))
+
+
+def _check_stored_key(location: str, result: Any) -> Any:
+    """``result`` with a claim that the archive's key names the bundle it holds."""
+    from dataclasses import replace
+
+    from bundler import storage
+    from bundler.verify import Claim, State, Verdict
+
+    named = storage.key_names(storage.parse_s3_url(location).key)
+    if named is None or result.bundle_digest is None:
+        return result
+    report_id, digest = named
+    subject = "storage key names the bundle it holds"
+    if (report_id, digest) == (result.report_id, result.bundle_digest):
+        claim = Claim(2, subject, State.PROVEN, expected=digest, observed=result.bundle_digest)
+        return replace(result, claims=(*result.claims, claim))
+    claim = Claim(
+        2,
+        subject,
+        State.FAILED,
+        expected=f"{report_id} {digest}",
+        observed=f"{result.report_id} {result.bundle_digest}",
+        detail=f"{location}: altered at rest: the key names bundle {digest} of {report_id}, "
+        f"but the archive holds bundle {result.bundle_digest} of {result.report_id}",
+    )
+    return replace(result, verdict=Verdict.FAILED, claims=(*result.claims, claim))
+
+
+def _verified_stored(location: str, stream: Any, result: Any) -> Any:
+    """After verifying a stored archive: read what the verifier left, so that bytes
+    altered at rest raise AlteredAtRest even when they made the archive unreadable,
+    then check that the key names the bundle."""
+    if not stream.verified:
+        stream.drain()
+    return _check_stored_key(location, result)
+
+
+# Exit code over several bundles (SPEC section 5): a failed bundle first, then one that
+# could not be read, then one whose storage failed; never hidden behind each other.
+_EXIT_RANK = {1: 3, 3: 2, 5: 1, 0: 0}
+
+
 def _upload(
     path: Path,
     destination: str,
@@ -853,15 +1208,24 @@ def _upload(
     retain_until: datetime | None = None,
     retention_mode: str | None = None,
 ) -> dict[str, Any]:
-    """Verify the archive, then upload it (and its sidecar signature, if any)."""
+    """Verify the archive, then upload it with the signatures beside it (ARCHIVE.sig,
+    ARCHIVE.sig.<hex>), each added to those already stored, none replaced.
+
+    Raises UsageError for a destination that is a key rather than a prefix, _NotVerified
+    (exit 1) when the bundle fails verification, InputError (exit 3) when it cannot be
+    read at all.
+    """
     from bundler import storage
-    from bundler.verify import VerifyOptions, read_verified
+    from bundler.verify import Verdict, VerifyOptions, read_and_verify
 
     location = storage.parse_s3_url(destination)
-    result, _ = read_verified(str(path), VerifyOptions(), action="upload")
-    if result.bundle_digest is None:
-        raise InputError(f"{path}: not a bundle archive (no bundle digest); refusing to upload")
-    sidecar = Path(str(path) + ".sig")
+    storage.check_archive_prefix(location)
+    result, _ = read_and_verify(str(path), VerifyOptions())
+    if result.verdict is Verdict.ERROR:
+        raise InputError(f"{path}: cannot be read as a bundle ({result.error}); refusing to upload")
+    if result.verdict is not Verdict.VERIFIED or result.bundle_digest is None:
+        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
+        raise _NotVerified(f"{path}: bundle does not verify ({detail}); refusing to upload")
     line = _ProgressLine(not quiet, "upload")
     try:
         uploaded = storage.upload_bundle(
@@ -873,7 +1237,7 @@ def _upload(
             config=_storage_config(endpoint_url),
             retain_until=retain_until,
             retention_mode=retention_mode,
-            sidecar=sidecar if sidecar.is_file() else None,
+            sidecars=[Path(c.source) for c in _local_signatures(str(path))],
             progress=_bytes_progress(line),
         )
     finally:
@@ -882,9 +1246,42 @@ def _upload(
     if not quiet:
         state = "already archived" if uploaded.status.value == "already_archived" else "uploaded"
         _say(
-            f"Upload:      {state}: {uploaded.url} ({uploaded.size} bytes, checksum {uploaded.checksum_algorithm})\n"
+            f"Upload:      {state}: {shown(uploaded.url)} ({uploaded.size} bytes, checksum {uploaded.checksum_algorithm})\n"
         )
+        for sig in uploaded.signatures:
+            state = "already stored" if sig.status.value == "already_archived" else "stored"
+            _say(f"Signature:   {state}: {shown(sig.url)}\n")
     return info
+
+
+def _sign_stored(url: str, key_path: Path, endpoint_url: str | None, quiet: bool) -> None:
+    """``sign s3://...``: verify the stored bundle, sign its head, and add the signature
+    beside the archive (a countersignature when it is signed already)."""
+    from bundler import storage
+    from bundler.proof import head_of
+    from bundler.verify import Verdict, VerifyOptions, read_and_verify
+
+    location = storage.parse_s3_url(url)
+    sign = _signer(key_path, quiet)
+    with _bundle_stream(url, endpoint_url) as stream:
+        result, contents = read_and_verify(url, VerifyOptions(), stream=stream)
+        if stream is not None:
+            result = _verified_stored(url, stream, result)
+    if result.verdict is Verdict.ERROR or contents is None:
+        raise InputError(f"{url}: cannot be read as a bundle ({result.error}); refusing to sign")
+    if result.verdict is not Verdict.VERIFIED:
+        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
+        raise _NotVerified(f"{url}: bundle does not verify ({detail}); refusing to sign")
+    stored = storage.add_signature(
+        location, sign(head_of(contents)).encode("ascii"), config=_storage_config(endpoint_url)
+    )
+    click.echo(shown(stored.url))
+    if not quiet:
+        state = "already stored" if stored.status.value == "already_archived" else "stored"
+        _say(
+            f"Signed:      head of {shown(result.bundle_digest)} ({shown(result.report_id)}) "
+            f"-> {shown(stored.url)} ({state})\n"
+        )
 
 
 @cli.command(epilog=EPILOG_EXIT)
@@ -930,19 +1327,24 @@ def upload(
 @click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines on stdout, one bundle per line.")
 def list_cmd(prefix: str, report_id: str | None, endpoint_url: str | None, as_json: bool) -> None:
-    """List the bundles stored under s3://bucket/prefix (report id, digest, size, time)."""
+    """List the bundles stored under s3://bucket/prefix (report id, digest, size, time,
+    and how many signatures are stored beside each; they are not checked here)."""
     from bundler import storage
 
+    location = storage.parse_s3_url(prefix)
     count = 0
     for item in storage.list_bundles(
-        storage.parse_s3_url(prefix), report_id=report_id, config=_storage_config(endpoint_url)
+        location, report_id=report_id, config=_storage_config(endpoint_url)
     ):
         count += 1
         if as_json:
             sys.stdout.buffer.write(orjson.dumps(item.as_dict()) + b"\n")
         else:
+            signed = f"signed({len(item.signature_keys)})" if item.signed else "unsigned"
             click.echo(
-                f"{item.report_id}  {item.bundle_digest}  {item.size:>12}  {item.last_modified.isoformat()}  s3://{storage.parse_s3_url(prefix).bucket}/{item.key}"
+                f"{shown(item.report_id)}  {item.bundle_digest}  {item.size:>12}  "
+                f"{item.last_modified.isoformat()}  {signed:<10}  "
+                f"s3://{location.bucket}/{shown(item.key)}"
             )
     if not as_json:
         _say(f"{count} bundle(s)\n")
@@ -950,37 +1352,55 @@ def list_cmd(prefix: str, report_id: str | None, endpoint_url: str | None, as_js
 
 @cli.command(epilog=EPILOG_EXIT)
 @click.argument("source")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path")
 @click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--quiet", is_flag=True)
-def download(source: str, path: Path, endpoint_url: str | None, as_json: bool, quiet: bool) -> None:
+def download(source: str, path: str, endpoint_url: str | None, as_json: bool, quiet: bool) -> None:
     """Download s3://bucket/key to PATH, only if its bytes hash to its sha256 metadata.
 
-    The object streams to a temporary file beside PATH and is renamed into place after
-    the SHA-256 matches; a mismatch exits 5 and leaves nothing at PATH. PATH is never
-    overwritten. A sidecar signature (<key>.sig) comes along as PATH.sig.
+    As with `aws s3 cp`: a PATH that is a directory (or ends in /) receives the object
+    under its own name, and - writes it to stdout (the exit code then says whether the
+    bytes matched). A file streams to a temporary file beside it and is renamed into
+    place after the SHA-256 matches, with every signature stored beside the object
+    (<key>.sig, <key>.sig.<hex>) as PATH.sig, PATH.sig.<hex>; nothing is overwritten.
+    Bytes that no longer match their recorded SHA-256 were altered at rest: exit 1,
+    and nothing is left at PATH.
     """
     from bundler import storage
 
+    src = storage.parse_s3_url(source)
+    config = _storage_config(endpoint_url)
     line = _ProgressLine(not quiet, "download")
+    if path == "-":
+        if as_json:
+            raise UsageError("--json needs a PATH: with -, stdout carries the object's bytes")
+        try:
+            result = storage.stream_bundle(
+                src, sys.stdout.buffer, config=config, progress=_bytes_progress(line)
+            )
+        finally:
+            line.done()
+        if not quiet:
+            _say(
+                f"Download:    {shown(result.url)} -> stdout ({result.size} bytes, sha256 matches metadata)\n"
+            )
+        return
+    target = storage.download_path(src, path)
     try:
-        result = storage.download_bundle(
-            storage.parse_s3_url(source),
-            path,
-            config=_storage_config(endpoint_url),
-            progress=_bytes_progress(line),
-        )
+        result = storage.download_bundle(src, target, config=config, progress=_bytes_progress(line))
     finally:
         line.done()
     if as_json:
         _emit_json(result.as_dict())
     else:
-        click.echo(str(result.path))
+        click.echo(shown(result.path))
     if not quiet:
         _say(
-            f"Download:    {result.url} -> {result.path} ({result.size} bytes, sha256 matches metadata)\n"
+            f"Download:    {shown(result.url)} -> {shown(result.path)} ({result.size} bytes, sha256 matches metadata)\n"
         )
+        for sig_path in result.signature_paths:
+            _say(f"Signature:   {shown(sig_path)}\n")
 
 
 # ------------------------------------------------------------------------------ main

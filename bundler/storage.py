@@ -16,7 +16,13 @@ in any S3-compatible service. Three promises hold for every operation here:
   appears at its destination once it matches.
 
 Every failure is one ``StorageError`` (exit 5) line naming the ``s3://`` URL and what
-happened; credentials never appear in a message.
+happened; credentials never appear in a message. The one exception is an object whose
+bytes no longer hash to its recorded ``sha256``: it was altered at rest, which is a
+failed verification (``AlteredAtRest``, exit 1), not a failure of the service.
+
+Signatures of a stored bundle are sidecar objects beside its archive: ``<key>.sig`` for
+the first one stored, ``<key>.sig.<hex>`` (the SHA-256 of the signature's bytes) for
+each further one, so several signers never contend for one key (docs/format.md).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import base64
 import collections
 import contextlib
+import dataclasses
 import enum
 import errno
 import functools
@@ -36,7 +43,7 @@ import secrets
 import stat
 import threading
 import zlib
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -62,6 +69,7 @@ MiB = 1024 * 1024
 MIN_PART_SIZE = 5 * MiB  # S3's minimum for every part but the last
 MAX_PARTS = 10_000
 MAX_SIDECAR_BYTES = 1 * MiB
+MAX_SIGNATURES = 64  # signature objects read beside one archive
 CHUNK = 8 * MiB
 # Downloads above this size fetch ranges of it in parallel (as boto3's transfer
 # manager does), pinned to one object version with If-Match.
@@ -78,6 +86,7 @@ META_SHA256 = "sha256"
 _IDENTIFIER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _BUCKET_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{1,254}\Z")
 _SHA256_META_RE = re.compile(r"\Asha256:[0-9a-f]{64}\Z")
+_COUNTERSIGNATURE_RE = re.compile(r"\.sig\.([0-9a-f]{64})\Z")
 
 # Codes S3-compatible services use for each failure class.
 _NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
@@ -173,10 +182,49 @@ def _check_report_id(report_id: str) -> None:
         )
 
 
+_KEY_LAYOUT_RE = re.compile(r"(?:\A|/)reports/bundles/([^/]+)/([0-9a-f]{64})\.tar\.zst\Z")
+
+
+def key_names(key: str) -> tuple[str, str] | None:
+    """The (report id, bundle digest) an archive key names by the layout, or None for
+    a key outside the layout."""
+    match = _KEY_LAYOUT_RE.search(key)
+    if match is None:
+        return None
+    return match.group(1), DIGEST_PREFIX + match.group(2)
+
+
 def _bundles_prefix(prefix: str, report_id: str | None) -> str:
     norm = _normalise_prefix(prefix)
     base = f"{norm}/reports/bundles/" if norm else "reports/bundles/"
     return f"{base}{report_id}/" if report_id is not None else base
+
+
+def check_archive_prefix(dest: S3Location) -> None:
+    """Refuse an upload destination that is a key rather than an archive prefix.
+
+    ``upload`` builds the key itself; a destination ending in ``.tar.zst`` or holding
+    ``reports/bundles/`` would store the bundle where ``list`` of the real prefix never
+    finds it. Raises UsageError naming the prefix to use.
+    """
+    norm = _normalise_prefix(dest.key)
+    padded = f"/{norm}/"
+    layout = "/reports/bundles/"
+    at = padded.find(layout)
+    if at >= 0:
+        why = "lies inside the archive layout (<prefix>/reports/bundles/...)"
+        prefix = padded[1:at]
+    elif norm.endswith(ARCHIVE_SUFFIX):
+        why = f"ends in {ARCHIVE_SUFFIX}"
+        prefix = norm.rpartition("/")[0]
+    else:
+        return
+    use = f"s3://{dest.bucket}/{prefix}" if prefix else f"s3://{dest.bucket}"
+    raise UsageError(
+        f"{dest.url}: upload takes an archive prefix, not a key, and this {why}; "
+        f"use {use} (the key <prefix>/reports/bundles/<report_id>/<digest>{ARCHIVE_SUFFIX} "
+        "is chosen from the bundle)"
+    )
 
 
 # --------------------------------------------------------------------------- client
@@ -637,12 +685,20 @@ class UploadResult:
     part_count: int
     retention_mode: str | None = None
     retain_until: datetime | None = None
-    sidecar_key: str | None = None
-    sidecar_status: UploadStatus | None = None
+    signatures: tuple[SignatureUpload, ...] = ()
 
     @property
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.key}"
+
+    @property
+    def sidecar_key(self) -> str | None:
+        """The key of the first signature this call stored or found, if any."""
+        return self.signatures[0].key if self.signatures else None
+
+    @property
+    def sidecar_status(self) -> UploadStatus | None:
+        return self.signatures[0].status if self.signatures else None
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready mapping (enums as their strings, times in RFC 3339)."""
@@ -667,7 +723,24 @@ class UploadResult:
             "retain_until": self.retain_until.isoformat() if self.retain_until else None,
             "sidecar_key": self.sidecar_key,
             "sidecar_status": self.sidecar_status.value if self.sidecar_status else None,
+            "signatures": [sig.as_dict() for sig in self.signatures],
         }
+
+
+@dataclass(frozen=True)
+class SignatureUpload:
+    """Where one signature of a stored bundle is, and whether this call wrote it."""
+
+    bucket: str
+    key: str
+    status: UploadStatus
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "key": self.key, "status": self.status.value}
 
 
 @dataclass(frozen=True)
@@ -1101,7 +1174,7 @@ def upload_bundle(
     config: StorageConfig,
     retain_until: datetime | None = None,
     retention_mode: str | None = None,
-    sidecar: Path | None = None,
+    sidecars: Sequence[Path] = (),
     progress: Callable[[int], None] | None = None,
 ) -> UploadResult:
     """Store the archive at ``path`` under the prefix ``dest`` without ever overwriting.
@@ -1110,8 +1183,9 @@ def upload_bundle(
     once (SHA-256, plus a CRC for multipart uploads), then written conditionally with
     checksums the server recomputes, then confirmed with a HEAD. When the key is taken
     by the same bundle the result is ``already_archived`` and nothing is written; any
-    other object there is refused. ``sidecar`` (a signature) goes to ``<key>.sig`` the
-    same way, except that only identical bytes count as already archived.
+    other object there is refused. Each of ``sidecars`` (signature files) is stored
+    beside the archive by ``add_signature``'s rules: a signature already stored there is
+    already archived, a new one is added, none replaces another.
     ``retain_until`` applies S3 Object Lock retention (``retention_mode`` GOVERNANCE,
     the default, or COMPLIANCE) to what this call writes; an object already archived
     keeps the retention it has, which the result reports. When the sidecar fails
@@ -1139,7 +1213,7 @@ def upload_bundle(
     hashed = _hash_file(path, part_size=part_size, crc=crc)
     if hashed.size != size:
         raise InputError(f"{path}: file changed size while being read ({size} -> {hashed.size})")
-    sidecar_bytes = _read_sidecar(sidecar) if sidecar is not None else None
+    signatures = [_read_sidecar(path) for path in sidecars]
 
     conn = _connect(config)
     if retention is not None:
@@ -1196,17 +1270,11 @@ def upload_bundle(
         algorithm, checksum = _any_checksum(head)
         multipart = False
 
-    sidecar_key: str | None = None
-    sidecar_status: UploadStatus | None = None
-    if sidecar_bytes is not None:
-        sidecar_key = loc.key + SIDECAR_SUFFIX
+    stored_signatures: list[SignatureUpload] = []
+    for data in signatures:
         try:
-            sidecar_status = _upload_sidecar(
-                conn,
-                S3Location(loc.bucket, sidecar_key),
-                sidecar_bytes,
-                bundle_digest=bundle_digest,
-                retention=retention,
+            stored_signatures.append(
+                _store_signature(conn, loc, data, bundle_digest=bundle_digest, retention=retention)
             )
         except StorageError as exc:
             raise StorageError(
@@ -1233,8 +1301,7 @@ def upload_bundle(
         part_count=len(hashed.part_crcs) if multipart else 0,
         retention_mode=head.get("ObjectLockMode"),
         retain_until=until if isinstance(until, datetime) else None,
-        sidecar_key=sidecar_key,
-        sidecar_status=sidecar_status,
+        signatures=tuple(stored_signatures),
     )
 
 
@@ -1253,14 +1320,16 @@ def _read_sidecar(path: Path) -> bytes:
     return data
 
 
-def _upload_sidecar(
+def _put_sidecar(
     conn: _Conn,
     loc: S3Location,
     data: bytes,
     *,
     bundle_digest: str,
     retention: _Retention | None,
-) -> UploadStatus:
+) -> UploadStatus | None:
+    """Write ``data`` at ``loc`` only if the key is free. None when another object
+    (not these bytes) holds the key; nothing is ever replaced."""
     sha_hex = hashlib.sha256(data).hexdigest()
     crc = _full_object_crc()
     hashed = _Hashed(len(data), sha_hex, crc, crc.compute(data, 0), len(data), ())
@@ -1279,19 +1348,228 @@ def _upload_sidecar(
         )
     except bexc.ClientError as exc:
         if not _is_precondition_failed(exc):
-            raise conn.fail(loc.url, "upload", exc) from exc
-        identical, _ = _compare_existing(conn, loc, hashed, metadata, what="the signature")
-        if not identical:
+            raise conn.fail(loc.url, "storing the signature", exc) from exc
+        head = _head(conn, loc, "checking the existing signature")
+        if head is None:
             raise conn.fail(
                 loc.url,
-                "upload",
-                detail="the signature exists with different content; refusing to overwrite",
+                "storing the signature",
+                detail="the key is taken but the object cannot be read back; refusing to overwrite",
             ) from exc
-        return UploadStatus.ALREADY_ARCHIVED
+        got = {k.lower(): v for k, v in head.get("Metadata", {}).items()}
+        if got.get(META_SHA256) == hashed.sha256 and int(head.get("ContentLength", -1)) == len(
+            data
+        ):
+            return UploadStatus.ALREADY_ARCHIVED
+        return None
     except bexc.BotoCoreError as exc:
-        raise conn.fail(loc.url, "upload", exc) from exc
+        raise conn.fail(loc.url, "storing the signature", exc) from exc
     _confirm_stored(conn, loc, hashed, metadata, multipart=False, retention=retention)
     return UploadStatus.UPLOADED
+
+
+def signature_keys(archive_key: str, data: bytes) -> tuple[str, str]:
+    """The two keys a signature may take beside ``archive_key``, in the order tried:
+    ``<key>.sig`` (the first signature stored for the bundle), then
+    ``<key>.sig.<hex>`` with the SHA-256 of the signature's own bytes."""
+    first = archive_key + SIDECAR_SUFFIX
+    return first, f"{first}.{hashlib.sha256(data).hexdigest()}"
+
+
+def _store_signature(
+    conn: _Conn,
+    archive: S3Location,
+    data: bytes,
+    *,
+    bundle_digest: str,
+    retention: _Retention | None,
+) -> SignatureUpload:
+    """Store one signature beside ``archive`` (see ``signature_keys``).
+
+    A second signer finds ``<key>.sig`` taken by other bytes and takes the key named by
+    its own bytes, so countersignatures never contend for a key and none is replaced.
+    """
+    for key in signature_keys(archive.key, data):
+        loc = S3Location(archive.bucket, key)
+        status = _put_sidecar(conn, loc, data, bundle_digest=bundle_digest, retention=retention)
+        if status is not None:
+            return SignatureUpload(archive.bucket, key, status)
+    raise conn.fail(
+        loc.url,
+        "storing the signature",
+        detail="another object holds the key named by this signature's own SHA-256 "
+        "(altered?); refusing to overwrite",
+    )
+
+
+def add_signature(
+    archive: S3Location,
+    signature: bytes,
+    *,
+    config: StorageConfig,
+    retain_until: datetime | None = None,
+    retention_mode: str | None = None,
+) -> SignatureUpload:
+    """Add a signature (a countersignature, when the bundle has one) beside a stored
+    archive, never replacing any signature there.
+
+    The archive must exist and carry ``bundle-digest`` metadata, which the signature
+    object records too. Checking that the signature is one of this bundle's head is
+    the caller's job (``sign`` verifies the bundle and signs its head). Raises
+    InputError for a signature over 1 MiB, StorageError when the archive is absent or
+    the signature cannot be stored.
+    """
+    if len(signature) > MAX_SIDECAR_BYTES:
+        raise InputError(f"signature larger than {MAX_SIDECAR_BYTES} bytes (not a signature?)")
+    retention = _retention(retain_until, retention_mode)
+    conn = _connect(config)
+    head = _head_precise(conn, archive, "adding a signature")
+    if head is None:
+        raise conn.fail(archive.url, "adding a signature", detail="no such object")
+    meta = {k.lower(): v for k, v in head.get("Metadata", {}).items()}
+    bundle_digest = meta.get(META_BUNDLE_DIGEST)
+    if not isinstance(bundle_digest, str):
+        raise conn.fail(
+            archive.url,
+            "adding a signature",
+            detail="the object has no bundle-digest metadata; it was not stored by upload",
+        )
+    return _store_signature(
+        conn, archive, signature, bundle_digest=bundle_digest, retention=retention
+    )
+
+
+@dataclass(frozen=True)
+class StoredSignature:
+    """One signature object found beside a stored archive.
+
+    ``sha256`` is the SHA-256 of ``data``; ``recorded_sha256`` what the object's
+    ``sha256`` metadata (or, for ``<key>.sig.<hex>``, its key) says it should be.
+    Whether the signature verifies is for the caller to check against the bundle head.
+    """
+
+    bucket: str
+    key: str
+    data: bytes
+    sha256: str
+    recorded_sha256: str | None
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+    @property
+    def suffix(self) -> str:
+        """What follows the archive's name: ``.sig`` or ``.sig.<hex>``."""
+        return SIDECAR_SUFFIX + self.key.rpartition(SIDECAR_SUFFIX)[2]
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace")
+
+    @property
+    def problem(self) -> str | None:
+        """Why these are not the bytes stored (altered at rest), else None."""
+        if self.recorded_sha256 is None or self.recorded_sha256 == self.sha256:
+            return None
+        return (
+            f"altered at rest: its bytes hash to {self.sha256}, but it was stored as "
+            f"{self.recorded_sha256}"
+        )
+
+
+def _signature_object_keys(conn: _Conn, archive: S3Location) -> list[str]:
+    """The signature keys beside ``archive``, ``<key>.sig`` first. Without permission
+    to list, only ``<key>.sig`` is tried."""
+    first = archive.key + SIDECAR_SUFFIX
+    pattern = re.compile(re.escape(first) + r"(\.[0-9a-f]{64})?\Z")
+    paginator = conn.client.get_paginator("list_objects_v2")
+    keys: list[str] = []
+    try:
+        for page in paginator.paginate(Bucket=archive.bucket, Prefix=first):
+            for item in page.get("Contents", []):
+                key = str(item.get("Key", ""))
+                if pattern.match(key) is None:
+                    continue
+                if len(keys) >= MAX_SIGNATURES:
+                    raise InputError(
+                        f"{archive.url}: more than {MAX_SIGNATURES} signatures stored beside it"
+                    )
+                keys.append(key)
+    except bexc.ClientError as exc:
+        code, _, status = _error_code(exc)
+        if code in _DENIED_CODES or status == 403:
+            return [first]
+        raise conn.fail(archive.url, "listing its signatures", exc) from exc
+    except bexc.BotoCoreError as exc:
+        raise conn.fail(archive.url, "listing its signatures", exc) from exc
+    return sorted(keys, key=lambda k: (k != first, k))
+
+
+def _read_signature_object(conn: _Conn, loc: S3Location) -> StoredSignature | None:
+    answer = _get(conn, loc, "reading the signature")
+    if answer is None:
+        return None
+    size = int(answer.get("ContentLength", 0))
+    with _open_reader(conn, loc, answer, None) as reader:
+        if size > MAX_SIDECAR_BYTES:
+            raise InputError(f"{loc.url}: larger than {MAX_SIDECAR_BYTES} bytes (not a signature?)")
+        data = reader.readall()
+    meta = {k.lower(): v for k, v in answer.get("Metadata", {}).items()}
+    named = _COUNTERSIGNATURE_RE.search(loc.key)
+    # A countersignature's key names its bytes; rewriting the object can change its
+    # metadata, not its name.
+    recorded = DIGEST_PREFIX + named.group(1) if named else meta.get(META_SHA256)
+    actual = DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
+    return StoredSignature(loc.bucket, loc.key, data, actual, recorded)
+
+
+def _read_signatures(conn: _Conn, archive: S3Location) -> list[StoredSignature]:
+    found = []
+    for key in _signature_object_keys(conn, archive):
+        signature = _read_signature_object(conn, S3Location(archive.bucket, key))
+        if signature is not None:
+            found.append(signature)
+    return found
+
+
+def stored_signatures(archive: S3Location | str, *, config: StorageConfig) -> list[StoredSignature]:
+    """Every signature stored beside the archive ``archive`` (an ``s3://`` URL or a
+    location), ``<key>.sig`` first, then the countersignatures in key order.
+
+    Each is read whole (at most 1 MiB, at most 64 of them) and checked against its
+    recorded SHA-256; a mismatch is reported in ``problem``, not raised, so that one
+    altered signature does not hide the others. An empty list when there is none.
+    Raises UsageError for a malformed URL, InputError for an oversized signature or too
+    many, StorageError when the service fails.
+    """
+    loc = parse_s3_url(archive) if isinstance(archive, str) else archive
+    return _read_signatures(_connect(config), loc)
+
+
+def read_signature(url: str, *, config: StorageConfig) -> StoredSignature:
+    """The one signature object at ``url`` (for ``--signature s3://...``).
+
+    Raises InputError when it is absent or oversized, AlteredAtRest (exit 1) when its
+    bytes do not match its recorded SHA-256, StorageError when the service fails.
+    """
+    loc = parse_s3_url(url)
+    conn = _connect(config)
+    signature = _read_signature_object(conn, loc)
+    if signature is None:
+        raise InputError(f"{loc.url}: no such signature object")
+    if signature.problem is not None:
+        raise _altered(signature)
+    return signature
+
+
+def _altered(signature: StoredSignature) -> AlteredAtRest:
+    return AlteredAtRest(
+        f"{signature.url}: {signature.problem}",
+        url=signature.url,
+        recorded=str(signature.recorded_sha256),
+        observed=signature.sha256,
+    )
 
 
 # --------------------------------------------------------------------------- list
@@ -1306,6 +1584,11 @@ class ListedBundle:
     key: str
     size: int
     last_modified: datetime
+    signature_keys: tuple[str, ...] = ()  # stored beside it; not checked here
+
+    @property
+    def signed(self) -> bool:
+        return bool(self.signature_keys)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -1314,6 +1597,9 @@ class ListedBundle:
             "key": self.key,
             "size": self.size,
             "last_modified": self.last_modified.isoformat(),
+            "signed": self.signed,
+            "signatures": len(self.signature_keys),
+            "signature_keys": list(self.signature_keys),
         }
 
 
@@ -1323,7 +1609,9 @@ def list_bundles(
     """The archives under ``prefix_loc`` (optionally of one report), in key order.
 
     Lists ``config.page_size`` keys per request, lazily; keys that do not follow the
-    bundle layout (signature sidecars, foreign objects) are skipped. Raises UsageError
+    bundle layout are skipped, and each archive's signature objects (``<key>.sig`` and
+    ``<key>.sig.<hex>``, which sort right after it) are counted into its
+    ``signature_keys`` without being read. Raises UsageError
     for an invalid report id at once, StorageError while iterating when listing fails.
     """
     if report_id is not None:
@@ -1347,22 +1635,38 @@ def _iter_bundles(
     pages = paginator.paginate(
         Bucket=bucket, Prefix=prefix, PaginationConfig={"PageSize": page_size}
     )
+    # Keys arrive in byte order, so an archive's signatures follow it directly: hold
+    # each archive back until a key that is not one of its signatures.
+    pending: ListedBundle | None = None
+    signatures: list[str] = []
     try:
         for page in pages:
             for item in page.get("Contents", []):
                 key = item.get("Key", "")
+                if pending is not None and key.startswith(pending.key + SIDECAR_SUFFIX):
+                    rest = key[len(pending.key) :]
+                    if rest == SIDECAR_SUFFIX or _COUNTERSIGNATURE_RE.fullmatch(rest):
+                        signatures.append(key)
+                        continue
                 match = layout.match(key)
                 if match is None or _IDENTIFIER_RE.match(match.group(1)) is None:
                     continue
-                yield ListedBundle(
-                    report_id=match.group(1),
-                    bundle_digest=DIGEST_PREFIX + match.group(2),
-                    key=key,
-                    size=int(item.get("Size", 0)),
-                    last_modified=item["LastModified"],
+                if pending is not None:
+                    yield dataclasses.replace(pending, signature_keys=tuple(signatures))
+                pending, signatures = (
+                    ListedBundle(
+                        report_id=match.group(1),
+                        bundle_digest=DIGEST_PREFIX + match.group(2),
+                        key=key,
+                        size=int(item.get("Size", 0)),
+                        last_modified=item["LastModified"],
+                    ),
+                    [],
                 )
     except (bexc.ClientError, bexc.BotoCoreError) as exc:
         raise conn.fail(url, "listing", exc) from exc
+    if pending is not None:
+        yield dataclasses.replace(pending, signature_keys=tuple(signatures))
 
 
 # --------------------------------------------------------------------------- reading
@@ -1469,13 +1773,35 @@ class _BodyReader(io.RawIOBase):
         super().close()
 
 
+class AlteredAtRest(StorageError):
+    """A stored object whose bytes no longer hash to its recorded ``sha256`` (exit 1).
+
+    The service answered; the bytes it holds are not the ones stored, so this is a
+    failed verification (SPEC sections 6 and 8), never a storage error. It derives from
+    StorageError only so that readers which let storage failures through (rather than
+    turning them into a verdict about the bytes read so far) let this through too.
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, url: str, recorded: str, observed: str) -> None:
+        super().__init__(message)
+        self.url = url
+        self.key = parse_s3_url(url).key
+        self.recorded = recorded
+        self.observed = observed
+
+
 def _check_sha256(conn: _Conn, url: str, actual: str, expected: str) -> None:
     if actual != expected:
-        raise conn.fail(
-            url,
-            "verifying",
-            detail=f"checksum mismatch: the bytes hash to {actual} but the sha256 "
-            f"metadata says {expected}",
+        raise AlteredAtRest(
+            conn.scrub(
+                f"{url}: altered at rest: the stored bytes hash to {actual}, but the "
+                f"object's sha256 metadata records {expected}"
+            ),
+            url=url,
+            recorded=expected,
+            observed=actual,
         )
 
 
@@ -1638,11 +1964,16 @@ class DownloadResult:
     bundle_digest: str | None
     report_id: str | None
     report_digest: str | None
-    sidecar_path: Path | None = None
+    signature_paths: tuple[Path, ...] = ()
 
     @property
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.key}"
+
+    @property
+    def sidecar_path(self) -> Path | None:
+        """Where the first signature (``<key>.sig``, or the first found) went."""
+        return self.signature_paths[0] if self.signature_paths else None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -1654,7 +1985,35 @@ class DownloadResult:
             "report_id": self.report_id,
             "report_digest": self.report_digest,
             "sidecar_path": str(self.sidecar_path) if self.sidecar_path else None,
+            "signature_paths": [str(path) for path in self.signature_paths],
         }
+
+
+def download_path(src: S3Location, path: str) -> Path:
+    """Where ``download SRC PATH`` writes, as ``aws s3 cp`` users expect.
+
+    A PATH that is an existing directory, or ends in ``/``, receives the object under
+    its own name (the last segment of the key); a missing ``dir/`` is created (its
+    parent must exist). Any other PATH is the file to create. ``-`` (stdout) is the
+    caller's to handle. Raises UsageError when the key has no usable last segment,
+    OutputError when ``dir/`` cannot be created.
+    """
+    if not (path.endswith("/") or os.path.isdir(path)):
+        return Path(path)
+    name = src.key.rpartition("/")[2]
+    if name in ("", ".", ".."):
+        raise UsageError(f"{src.url}: the key has no name to save under in {path}")
+    directory = Path(path)
+    if not directory.is_dir():
+        try:
+            directory.mkdir(0o777)
+        except FileNotFoundError as exc:
+            raise OutputError(f"{directory.parent}: destination directory does not exist") from exc
+        except FileExistsError as exc:
+            raise OutputError(f"{path}: exists and is not a directory") from exc
+        except OSError as exc:
+            raise OutputError(f"{directory}: cannot create ({exc.strerror})") from exc
+    return directory / name
 
 
 def _check_destination(dest: Path) -> None:
@@ -1812,6 +2171,41 @@ def _fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
+def _object_chunks(
+    conn: _Conn, src: S3Location, head: Mapping[str, Any], config: StorageConfig
+) -> Generator[bytes, None, None]:
+    """The object's bytes in order: parallel ranges of the version ``head`` saw for
+    objects over 8 MiB, else one GET pinned to it."""
+    size = int(head.get("ContentLength", 0))
+    etag = str(head.get("ETag", ""))
+    if size > DOWNLOAD_RANGE and etag:
+        return _range_chunks(conn, src, size, etag, DOWNLOAD_RANGE, config.max_concurrency)
+    answer = _get(conn, src, "download", if_match=etag or None)
+    if answer is None:
+        raise conn.fail(src.url, "download", detail="the object vanished")
+    return _reader_chunks(_open_reader(conn, src, answer, None))
+
+
+def _one_chunk(data: bytes) -> Generator[bytes, None, None]:
+    yield data
+
+
+def _download_result(
+    src: S3Location, path: Path | None, head: Mapping[str, Any], sha256: str
+) -> DownloadResult:
+    meta = {k.lower(): v for k, v in head.get("Metadata", {}).items()}
+    return DownloadResult(
+        bucket=src.bucket,
+        key=src.key,
+        path=path if path is not None else Path("-"),
+        size=int(head.get("ContentLength", 0)),
+        sha256=sha256,
+        bundle_digest=meta.get(META_BUNDLE_DIGEST),
+        report_id=meta.get(META_REPORT_ID),
+        report_digest=meta.get(META_REPORT_DIGEST),
+    )
+
+
 def download_bundle(
     src: S3Location,
     dest: Path,
@@ -1825,79 +2219,90 @@ def download_bundle(
     order; objects over 8 MiB arrive as parallel ranges of the version a first HEAD
     saw); the file is fsynced and linked into place only after the SHA-256 matches,
     so ``dest`` never holds unverified bytes and an existing file is never replaced.
-    When ``<key>.sig`` exists it is fetched (and verified) to ``<dest>.sig``.
+    Every signature stored beside it (``<key>.sig``, ``<key>.sig.<hex>``) comes along
+    as ``<dest>.sig``, ``<dest>.sig.<hex>``, checked the same way; all arrive or none.
 
-    Raises OutputError (exit 3) when ``dest`` or ``<dest>.sig`` exists or the parent
-    directory is missing, StorageError (exit 5) when the object is absent, lacks
-    ``sha256`` metadata, does not match it, or cannot be fetched.
+    Raises OutputError (exit 3) when ``dest`` or a signature's destination exists or
+    the parent directory is missing, AlteredAtRest (exit 1) when the bytes of the
+    object or of a signature do not match what was recorded, StorageError (exit 5)
+    when the object is absent, lacks ``sha256`` metadata, or cannot be fetched.
     """
     if not src.key or src.key.endswith("/"):
         raise UsageError(f"{src.url}: names a prefix, not an object")
-    sidecar_dest = dest.with_name(dest.name + SIDECAR_SUFFIX)
     _check_destination(dest)
-    _check_destination(sidecar_dest)
     conn = _connect(config)
 
     head = _head_precise(conn, src, "download")
     if head is None:
         raise conn.fail(src.url, "download", detail="no such object")
     expected = _expected_sha256(conn, src, head)
-    size = int(head.get("ContentLength", 0))
-    etag = str(head.get("ETag", ""))
+    signatures = _read_signatures(conn, src)
+    for signature in signatures:
+        if signature.problem is not None:
+            raise _altered(signature)
+    targets = [dest.with_name(dest.name + sig.suffix) for sig in signatures]
+    for target in targets:
+        _check_destination(target)
     placed: list[Path] = []
     temps: list[Path] = []
     try:
-        chunks: Generator[bytes, None, None]
-        if size > DOWNLOAD_RANGE and etag:
-            # Parallel ranges of the version the HEAD saw, hashed in order.
-            chunks = _range_chunks(conn, src, size, etag, DOWNLOAD_RANGE, config.max_concurrency)
-        else:
-            answer = _get(conn, src, "download", if_match=etag or None)
-            if answer is None:
-                raise conn.fail(src.url, "download", detail="the object vanished")
-            chunks = _reader_chunks(_open_reader(conn, src, answer, None))
-        tmp, actual = _write_temp(chunks, dest, progress)
+        tmp, actual = _write_temp(_object_chunks(conn, src, head, config), dest, progress)
         temps.append(tmp)
         _check_sha256(conn, src.url, actual, expected)
-        sidecar_loc = S3Location(src.bucket, src.key + SIDECAR_SUFFIX)
-        side_answer = _get(conn, sidecar_loc, "download")
-        if side_answer is not None:
-            try:
-                side_expected = _expected_sha256(conn, sidecar_loc, side_answer)
-            except StorageError:
-                side_answer["Body"].close()
-                raise
-            side_reader = _open_reader(conn, sidecar_loc, side_answer, None)
-            tmp, actual = _write_temp(_reader_chunks(side_reader), sidecar_dest, None)
+        for signature, target in zip(signatures, targets, strict=True):
+            tmp, _ = _write_temp(_one_chunk(signature.data), target, None)
             temps.append(tmp)
-            _check_sha256(conn, sidecar_loc.url, actual, side_expected)
-        _place(temps[0], dest)
-        placed.append(dest)
-        if len(temps) > 1:
-            _place(temps[1], sidecar_dest)
-            placed.append(sidecar_dest)
+        for tmp, target in zip(temps, [dest, *targets], strict=True):
+            _place(tmp, target)
+            placed.append(target)
     except BaseException:
         for tmp in temps:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
-        # Only what this call linked into place is removed: the pair goes in together.
+        # Only what this call linked into place is removed: the set goes in together.
         for path in placed:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         raise
     _fsync_dir(dest.parent)
-    meta = {k.lower(): v for k, v in head.get("Metadata", {}).items()}
-    return DownloadResult(
-        bucket=src.bucket,
-        key=src.key,
-        path=dest,
-        size=size,
-        sha256=expected,
-        bundle_digest=meta.get(META_BUNDLE_DIGEST),
-        report_id=meta.get(META_REPORT_ID),
-        report_digest=meta.get(META_REPORT_DIGEST),
-        sidecar_path=sidecar_dest if len(placed) > 1 else None,
+    return dataclasses.replace(
+        _download_result(src, dest, head, expected), signature_paths=tuple(targets)
     )
+
+
+def stream_bundle(
+    src: S3Location,
+    out: BinaryIO,
+    *,
+    config: StorageConfig,
+    progress: Callable[[int], None] | None = None,
+) -> DownloadResult:
+    """Write the object's bytes to ``out`` as they arrive (``download SRC -``).
+
+    The bytes are out before the last one is hashed, so the result is the verdict:
+    AlteredAtRest (exit 1) after the last write when they do not hash to the
+    ``sha256`` metadata, StorageError when the object is absent, lacks metadata or
+    cannot be fetched. Signatures are not written (fetch them with a file download
+    or ``stored_signatures``).
+    """
+    if not src.key or src.key.endswith("/"):
+        raise UsageError(f"{src.url}: names a prefix, not an object")
+    conn = _connect(config)
+    head = _head_precise(conn, src, "download")
+    if head is None:
+        raise conn.fail(src.url, "download", detail="no such object")
+    expected = _expected_sha256(conn, src, head)
+    sha = hashlib.sha256()
+    with contextlib.closing(_object_chunks(conn, src, head, config)) as chunks:
+        for chunk in chunks:
+            sha.update(chunk)
+            out.write(chunk)
+            if progress is not None:
+                progress(len(chunk))
+    out.flush()
+    actual = DIGEST_PREFIX + sha.hexdigest()
+    _check_sha256(conn, src.url, actual, expected)
+    return _download_result(src, None, head, expected)
 
 
 # --------------------------------------------------------------------------- store roots

@@ -115,6 +115,15 @@ def _assert_clean(exc: BaseException) -> None:
         assert secret not in text
 
 
+def _assert_altered(exc: BaseException, key: str, recorded: str, observed: str) -> None:
+    """A failed verification (exit 1), one line naming the key and both digests."""
+    assert isinstance(exc, storage.AlteredAtRest)
+    assert exc.exit_code == 1
+    assert "\n" not in str(exc)
+    assert key in str(exc) and recorded in str(exc) and observed in str(exc)
+    assert (exc.key, exc.recorded, exc.observed) == (key, recorded, observed)
+
+
 # --------------------------------------------------------------------------- no server
 
 
@@ -362,19 +371,65 @@ def test_sidecar_uploaded_and_never_replaced(
     path = _archive(tmp_path, 5000)
     sig = tmp_path / "bundle.tar.zst.sig"
     sig.write_bytes(b"-----BEGIN SSH SIGNATURE-----\nA\n")
-    result = _upload(path, bucket, config, sidecar=sig)
+    result = _upload(path, bucket, config, sidecars=[sig])
     assert result.sidecar_key == _key("a") + ".sig"
     assert result.sidecar_status is UploadStatus.UPLOADED
     stored = raw.get_object(Bucket=bucket, Key=_key("a") + ".sig", ChecksumMode="ENABLED")
     assert stored["Body"].read() == sig.read_bytes()
     assert stored["ChecksumSHA256"] == _b64sha(sig.read_bytes())
-    again = _upload(path, bucket, config, sidecar=sig)
+    again = _upload(path, bucket, config, sidecars=[sig])
     assert again.sidecar_status is UploadStatus.ALREADY_ARCHIVED
+    # A second signer's signature is added beside the first under its own SHA-256.
     other = tmp_path / "other.sig"
     other.write_bytes(b"-----BEGIN SSH SIGNATURE-----\nB\n")
-    with pytest.raises(StorageError, match=r"refusing to overwrite.*archive itself is stored"):
-        _upload(path, bucket, config, sidecar=other)
+    added = _upload(path, bucket, config, sidecars=[other])
+    counter_key = f"{_key('a')}.sig.{hashlib.sha256(other.read_bytes()).hexdigest()}"
+    assert [(s.key, s.status) for s in added.signatures] == [(counter_key, UploadStatus.UPLOADED)]
     assert raw.get_object(Bucket=bucket, Key=_key("a") + ".sig")["Body"].read() == sig.read_bytes()
+    assert raw.get_object(Bucket=bucket, Key=counter_key)["Body"].read() == other.read_bytes()
+    both = _upload(path, bucket, config, sidecars=[sig, other])
+    assert [s.status for s in both.signatures] == [UploadStatus.ALREADY_ARCHIVED] * 2
+    found = storage.stored_signatures(S3Location(bucket, _key("a")), config=config)
+    assert [(s.key, s.data, s.problem) for s in found] == [
+        (_key("a") + ".sig", sig.read_bytes(), None),
+        (counter_key, other.read_bytes(), None),
+    ]
+    # Something squatting on a countersignature's key (not its bytes) is never replaced.
+    third = tmp_path / "third.sig"
+    third.write_bytes(b"-----BEGIN SSH SIGNATURE-----\nC\n")
+    squat = f"{_key('a')}.sig.{hashlib.sha256(third.read_bytes()).hexdigest()}"
+    raw.put_object(Bucket=bucket, Key=squat, Body=b"junk")
+    with pytest.raises(StorageError, match=r"refusing to overwrite.*archive itself is stored"):
+        _upload(path, bucket, config, sidecars=[third])
+    assert raw.get_object(Bucket=bucket, Key=squat)["Body"].read() == b"junk"
+    listed = storage.stored_signatures(S3Location(bucket, _key("a")), config=config)
+    assert {s.key: s.problem is not None for s in listed} == {
+        _key("a") + ".sig": False,
+        counter_key: False,
+        squat: True,
+    }
+    assert "altered at rest" in str(next(s.problem for s in listed if s.key == squat))
+
+
+@pytest.mark.s3
+def test_list_shows_signed_bundles(
+    tmp_path: Path, raw: Any, bucket: str, config: StorageConfig
+) -> None:
+    sig = tmp_path / "x.sig"
+    sig.write_bytes(b"s1")
+    _upload(_archive(tmp_path, 100, "a.tar.zst"), bucket, config, "a", sidecars=[sig])
+    _upload(_archive(tmp_path, 100, "b.tar.zst"), bucket, config, "b")
+    storage.add_signature(S3Location(bucket, _key("a")), b"s2", config=config)
+    # Not signatures of a: a stray object named like one, and a different suffix.
+    raw.put_object(Bucket=bucket, Key=_key("a") + ".sig.notes", Body=b"x")
+    listed = {
+        b.report_id: b.signature_keys
+        for b in storage.list_bundles(S3Location(bucket, "archive"), config=config)
+    }
+    assert listed == {
+        "rep-a": (_key("a") + ".sig", f"{_key('a')}.sig.{hashlib.sha256(b's2').hexdigest()}"),
+        "rep-b": (),
+    }
 
 
 # --------------------------------------------------------------------------- retention
@@ -467,7 +522,7 @@ def test_download_round_trip_with_sidecar(
     path = _archive(tmp_path, 17 * MiB + 7)  # three ranges
     sig = tmp_path / "s.sig"
     sig.write_bytes(b"signature bytes")
-    _upload(path, bucket, config, sidecar=sig)
+    _upload(path, bucket, config, sidecars=[sig])
     out = tmp_path / "out"
     out.mkdir()
     seen: list[int] = []
@@ -520,17 +575,18 @@ def test_replaced_object_fails_download_and_stream(
 
     out = tmp_path / "out"
     out.mkdir()
-    with pytest.raises(StorageError, match="checksum mismatch") as info:
+    recorded, observed = _sha(path.read_bytes()), _sha(bytes(tampered))
+    with pytest.raises(storage.AlteredAtRest, match="altered at rest") as info:
         storage.download_bundle(S3Location(bucket, _key("a")), out / "x.tar.zst", config=config)
-    _assert_clean(info.value)
+    _assert_altered(info.value, _key("a"), recorded, observed)
     assert list(out.iterdir()) == []  # neither the file nor a temporary one
 
     with storage.open_verified(S3Location(bucket, _key("a")), config=config) as stream:
         received = bytearray()
-        with pytest.raises(StorageError, match="checksum mismatch") as info:
+        with pytest.raises(storage.AlteredAtRest, match="altered at rest") as info:
             while chunk := stream.read(64 * 1024):
                 received += chunk
-        _assert_clean(info.value)
+        _assert_altered(info.value, _key("a"), recorded, observed)
         assert not stream.verified
     # Everything before the end was handed over; the end is where the verdict falls.
     assert bytes(received) == bytes(tampered[: len(received)])

@@ -81,11 +81,12 @@ def test_replaced_object_fails_download_and_verify(
     url = f"s3://{bucket}/{key}"
     target = tmp_path / "x.tar.zst"
     got = run_cli("download", url, str(target), *endpoint)
-    assert got.returncode == 5, got.stderr.decode()
+    assert got.returncode == 1, got.stderr.decode()
     assert not target.exists()
     assert len(got.stderr.decode().strip().splitlines()) == 1
+    assert key in got.stderr.decode() and "altered at rest" in got.stderr.decode()
     verified = run_cli("verify", url, *endpoint)
-    assert verified.returncode == 5, verified.stderr.decode()
+    assert verified.returncode == 1, verified.stderr.decode()
 
 
 def test_export_from_an_s3_store_is_byte_identical(
@@ -167,6 +168,10 @@ def test_upload_refuses_a_bundle_that_does_not_verify(
     bad = tmp_path / "bad.tar.zst"
     bad.write_bytes(zstandard.ZstdCompressor(write_checksum=True).compress(bytes(data)))
     done = run_cli("upload", str(bad), f"s3://{bucket}/p", *endpoint)
-    assert done.returncode == 3, done.stderr.decode()
+    assert done.returncode == 1, done.stderr.decode()
     assert b"does not verify" in done.stderr
+    unreadable = tmp_path / "unreadable.tar.zst"
+    unreadable.write_bytes(b"not a bundle")
+    done = run_cli("upload", str(unreadable), f"s3://{bucket}/p", *endpoint)
+    assert done.returncode == 3, done.stderr.decode()
     assert raw.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
