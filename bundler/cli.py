@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -88,31 +89,65 @@ def _human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _parse_timestamp(value: str) -> datetime:
-    """RFC 3339 with Z or an offset, whole seconds; returned in UTC."""
+# RFC 3339 date-time with whole seconds and a zone, ASCII digits only (no week dates,
+# ordinal dates, fractions or other spellings datetime.fromisoformat would also take).
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[Zz]|[+-][0-9]{2}:[0-9]{2})",
+    re.ASCII,
+)
+# The archive's tar headers hold the export time as a ustar mtime: 11 octal digits of
+# seconds since 1970-01-01T00:00:00Z (SPEC section 7).
+ARCHIVE_TIME_MIN = 0
+ARCHIVE_TIME_MAX = 8**11 - 1  # 2242-03-16T12:56:31Z
+
+
+def _parse_timestamp(value: str, option: str) -> datetime:
+    """RFC 3339 with Z or an offset, whole seconds; returned in UTC.
+
+    Raises UsageError (exit 2) naming ``option`` for anything else; never another error.
+    """
     text = value.strip()
-    if len(text) < 20 or text[10] not in "Tt" or "." in text:
-        raise click.BadParameter(
-            f"{value!r} is not an RFC 3339 timestamp with whole seconds (e.g. 2026-11-30T00:00:00Z)"
+    if not _RFC3339.fullmatch(text):
+        raise UsageError(
+            f"{option} {value!r}: not an RFC 3339 timestamp with whole seconds and a zone "
+            "(e.g. 2026-11-30T00:00:00Z)"
         )
     try:
-        moment = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise click.BadParameter(f"{value!r} is not an RFC 3339 timestamp ({exc})") from exc
-    if moment.tzinfo is None:
-        raise click.BadParameter(f"{value!r} has no time zone (use Z or an offset)")
-    return moment.astimezone(UTC)
+        moment = datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        raise UsageError(f"{option} {value!r}: not a valid time ({exc})") from exc
+
+
+def _archive_time(seconds: int, source: str) -> datetime:
+    """``seconds`` since the epoch as a UTC time, if a ustar mtime field can hold it."""
+    if not ARCHIVE_TIME_MIN <= seconds <= ARCHIVE_TIME_MAX:
+        raise UsageError(
+            f"{source}: out of range; the archive records times from "
+            f"1970-01-01T00:00:00Z to 2242-03-16T12:56:31Z ({ARCHIVE_TIME_MAX} seconds, the "
+            "most a ustar mtime field holds)"
+        )
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def _exported_at(value: str | None) -> datetime:
+    """The export time from --exported-at, else $SOURCE_DATE_EPOCH, else now (SPEC 7).
+
+    Raises UsageError (exit 2) naming the option or the variable when the value is not a
+    time or lies outside what the archive's tar headers can hold.
+    """
     if value is not None:
-        return _parse_timestamp(value)
+        moment = _parse_timestamp(value, "--exported-at")
+        # Whole seconds (the pattern has no fraction), so the float is exact.
+        return _archive_time(int(moment.timestamp()), f"--exported-at {value!r}")
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     if epoch is not None:
-        if not epoch.isdigit():
-            raise UsageError(f"SOURCE_DATE_EPOCH={epoch!r} is not a whole number of seconds")
-        return datetime.fromtimestamp(int(epoch), UTC)
-    return datetime.now(UTC).replace(microsecond=0)
+        if not re.fullmatch(r"[0-9]{1,20}", epoch, re.ASCII):
+            raise UsageError(
+                f"SOURCE_DATE_EPOCH={epoch!r}: not a whole number of seconds since 1970-01-01"
+            )
+        return _archive_time(int(epoch), f"SOURCE_DATE_EPOCH={epoch}")
+    return _archive_time(int(time.time()), "the current time (set --exported-at)")
 
 
 @contextmanager
@@ -259,7 +294,7 @@ def export(
     if as_json:
         _emit_json(summary)
     else:
-        click.echo(f"{result.bundle_digest}  {result.path}")
+        click.echo(f"{result.bundle_digest}  {shown(result.path)}")
     if not quiet:
         from bundler.render import export_text
 
@@ -696,14 +731,21 @@ def sign(bundle: Path | str, key_path: Path, endpoint_url: str | None, quiet: bo
     if isinstance(bundle, str):
         _sign_stored(bundle, key_path, endpoint_url, quiet)
         return
+    if not bundle.exists() and not bundle.is_symlink():
+        raise InputError(f"{bundle}: not found (no such file); nothing to sign")
+    if bundle.is_dir():
+        raise InputError(f"{bundle}: is a directory; sign takes a .tar.zst bundle archive")
     sidecar = Path(str(bundle) + ".sig")
     if sidecar.exists() or sidecar.is_symlink():
         raise InputError(f"{sidecar}: already exists; refusing to overwrite")
     signature, result = sign_bundle(str(bundle), _signer(key_path, quiet))
     target = write_sidecar(bundle, signature)
-    click.echo(str(target))
+    click.echo(shown(target))
     if not quiet:
-        _say(f"Signed:      head of {result.bundle_digest} ({result.report_id}) -> {target}\n")
+        _say(
+            f"Signed:      head of {shown(result.bundle_digest)} ({shown(result.report_id)}) "
+            f"-> {shown(target)}\n"
+        )
 
 
 @cli.command(epilog=EPILOG_EXIT)
@@ -836,7 +878,8 @@ def export_eb(
     holding symbolic links is refused (exit 3). stdout: "<bundle digest>  <path>".
     """
     from bundler.export import Progress
-    from bundler.export_eb import EbExportConfig, export_eb_bundle, export_text
+    from bundler.export_eb import EbExportConfig, export_eb_bundle
+    from bundler.render import export_eb_text
 
     moment = _exported_at(exported_at)
     signer = _signer(sign_key, quiet) if sign_key is not None else None
@@ -854,9 +897,9 @@ def export_eb(
     if as_json:
         _emit_json(summary)
     else:
-        click.echo(f"{result.bundle_digest}  {result.path}")
+        click.echo(f"{result.bundle_digest}  {shown(result.path)}")
     if not quiet:
-        _say(export_text(summary))
+        _say(export_eb_text(summary))
 
 
 AUDIT_HELP = """Re-derive an issued report's verdict from a bundle (SPEC section 12).
@@ -944,7 +987,7 @@ def _signer(key_path: Path, quiet: bool) -> Callable[[bytes], str]:
     key = sshsig.load_private_key(key_path, passphrase=passphrase.encode() if passphrase else None)
     warning = sshsig.key_permissions_warning(key_path)
     if warning:  # a security warning is shown even with --quiet
-        _say(f"warning: {warning}\n")
+        _say(f"warning: {shown(warning)}\n")
     return lambda message: sshsig.sign(message, key)
 
 
@@ -958,7 +1001,11 @@ def _signature_checker(
     def check(head: bytes, signature_text: str | None) -> str:
         if signature_text is None:
             raise sshsig.SignatureError("no signature: neither bundle-head.json.sig nor a sidecar")
-        verified = sshsig.verify(head, signature_text, allowed, identity=identity)
+        try:
+            verified = sshsig.verify(head, signature_text, allowed, identity=identity)
+        except sshsig.SignatureError as exc:
+            # The claim is already called "signature"; sshsig names its source the same.
+            raise sshsig.SignatureError(exc.message.removeprefix("signature: ")) from exc
         return f"{verified.principal}, key {verified.fingerprint}"
 
     return check
@@ -1313,7 +1360,7 @@ def upload(
     """
     if retention_mode is not None and retain_until is None:
         raise UsageError("--retention-mode needs --retain-until")
-    until = _parse_timestamp(retain_until) if retain_until is not None else None
+    until = _parse_timestamp(retain_until, "--retain-until") if retain_until is not None else None
     info = _upload(bundle, destination, endpoint_url, quiet, until, retention_mode)
     if as_json:
         _emit_json(info)
@@ -1406,25 +1453,77 @@ def download(source: str, path: str, endpoint_url: str | None, as_json: bool, qu
 # ------------------------------------------------------------------------------ main
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where SIGINT raises KeyboardInterrupt.
+
+    A KeyboardInterrupt, so every ``finally`` and ``except BaseException`` that cleans up
+    after SIGINT (temporary ``*.partial`` files, half-extracted directories) runs for
+    SIGTERM too; ``main`` then exits 143 instead of 130.
+    """
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    # One is enough: a second SIGTERM must not cut the cleanup the first one started.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated()
+
+
+class _EscapedStderr:
+    """stderr for Click's own messages, which quote arguments: each line passes ``shown``."""
+
+    def write(self, text: str) -> int:
+        sys.stderr.write("\n".join(shown(line) for line in text.split("\n")))
+        return len(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _interrupted(exc: BaseException) -> NoReturn:
+    terminated = isinstance(exc, Terminated) or isinstance(exc.__cause__, Terminated)
+    _say(f"evalbook-bundle: {'terminated' if terminated else 'interrupted'}\n")
+    sys.exit(143 if terminated else 130)
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
-    """Run the CLI; BundlerError and Click errors become exit codes here only."""
+    """Run the CLI; BundlerError and Click errors become exit codes here only.
+
+    Error messages name files and values from bundles, stores and runs, so they are
+    printed through ``textsafe.shown``. SIGTERM is handled as SIGINT is: the same cleanup
+    runs, then the exit code is 143 (SIGINT: 130).
+    """
     args = sys.argv[1:] if argv is None else argv
     verbose = "--verbose" in args
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:  # a terminal that is not UTF-8 gets escapes, not a crash
+            reconfigure(errors="backslashreplace")
+    previous = None
+    # ValueError: not the main thread (an embedding test); signals stay as they are.
+    with contextlib.suppress(ValueError):
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         cli.main(args=args, prog_name="evalbook-bundle", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.Abort:
-        _say("evalbook-bundle: aborted\n")
-        sys.exit(130)
+    except click.Abort as exc:
+        _interrupted(exc)
+    except KeyboardInterrupt as exc:  # outside Click's own handling (before or after it)
+        _interrupted(exc)
     except click.ClickException as exc:
-        exc.show(file=sys.stderr)
+        exc.show(file=_EscapedStderr())  # type: ignore[arg-type]
         sys.exit(2 if isinstance(exc, click.UsageError | click.BadParameter) else exc.exit_code)
     except BundlerError as exc:
-        if verbose:
-            traceback.print_exc()
-        _say(f"evalbook-bundle: error: {exc.message}\n")
+        if verbose:  # the traceback quotes the message too
+            _say("".join(shown(line) + "\n" for line in traceback.format_exc().splitlines()))
+        _say(f"evalbook-bundle: error: {shown(exc.message)}\n")
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(1)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     sys.exit(0)

@@ -7,6 +7,10 @@ writes each such character as a visible escape (``\\x1b``, ``\\r``, ``\\u202e``)
 backslash as ``\\\\`` so an escape in the input cannot pass for one we wrote. Every human
 rendering (console and Markdown) passes untrusted text through it; JSON output keeps the
 exact string (JSON itself escapes control characters).
+
+What ``shown`` returns holds only characters that draw themselves: printable ASCII, and
+non-ASCII letters, marks, digits, punctuation and symbols (accents, CJK, emoji stay as
+they are). Never a newline, so a value cannot start a line of its own.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import re
 import unicodedata
 from typing import Any
 
-# Categories never shown as themselves: controls (Cc), format characters such as the
-# bidirectional controls and zero-width joiners (Cf), line and paragraph separators (Zl,
-# Zp), surrogates (Cs), private use (Co) and unassigned code points (Cn).
+# Categories never shown as themselves: controls (Cc: C0, DEL, C1), format characters
+# such as the bidirectional controls, zero-width joiners, soft hyphen and tag characters
+# (Cf), line and paragraph separators (Zl, Zp), surrogates (Cs: what surrogateescape
+# makes of undecodable file names), private use (Co) and unassigned code points (Cn).
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 # Spaces other than the ordinary one look like one and can hide text alignment tricks.
 # (Unicode category Zs less U+0020; a test keeps this list equal to the category.)
@@ -25,8 +30,18 @@ _ODD_SPACES = frozenset(
     "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
     "\u202f\u205f\u3000"
 )
+# Default-ignorable code points outside those categories, which draw nothing (Hangul
+# fillers, the combining grapheme joiner, Khmer inherent vowels, Mongolian variation
+# selectors), and the blank Braille cell, which draws as a space. Variation selectors
+# U+FE00-U+FE0F stay: they only choose the look of the character before them (emoji).
+_BLANK = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2800\u3164\uffa0")
 # Fast path: printable ASCII without a backslash needs no escaping.
 _PLAIN = re.compile(r"[\x20-\x5b\x5d-\x7e]*")
+# Characters with a meaning in inline Markdown (CommonMark and GFM): backslash escapes,
+# emphasis, code spans, links and images, autolinks and inline HTML, entity references
+# (``&#x202e;`` would decode to the very control ``shown`` escaped), strikethrough, table
+# cells, ATX heading closers. CommonMark lets any ASCII punctuation be backslash-escaped.
+_MD_SPECIAL = frozenset("\\`*_{}[]()#!|<>&~")
 
 
 def _escape(ch: str) -> str:
@@ -45,11 +60,15 @@ def _hidden(ch: str) -> bool:
         return True
     if " " <= ch <= "~":
         return False
-    return unicodedata.category(ch) in _HIDDEN_CATEGORIES or ch in _ODD_SPACES
+    return unicodedata.category(ch) in _HIDDEN_CATEGORIES or ch in _ODD_SPACES or ch in _BLANK
 
 
 def shown(value: Any) -> str:
-    """``value`` as text safe to print: every invisible or controlling character escaped."""
+    """``value`` as text safe to print: every invisible or controlling character escaped.
+
+    Non-strings are converted with ``str`` first. The result is one line of characters
+    that each draw themselves; ``\\`` is doubled so input cannot imitate an escape.
+    """
     text = value if isinstance(value, str) else str(value)
     if _PLAIN.fullmatch(text):
         return text
@@ -57,13 +76,22 @@ def shown(value: Any) -> str:
 
 
 def shown_md(value: Any) -> str:
-    """``shown`` for a Markdown table cell or inline text: also neutralises ``|``, ``<``,
-    backticks and the characters that start emphasis or links, so a value cannot close
-    the cell, open an HTML tag or forge formatting."""
+    """``shown`` for Markdown inline text or a table cell, never inside a code span.
+
+    Also backslash-escapes every character with an inline Markdown meaning (``|``, ``<``,
+    ``&``, backticks, emphasis and link characters, and the backslashes of ``shown``'s
+    own escapes), so a value cannot close the cell, open an HTML tag, decode an entity or
+    forge formatting, and the rendered page reads exactly as the console does. An
+    underscore between two letters or digits stays (``missing_from_store``): CommonMark
+    never reads it as emphasis.
+    """
     text = shown(value)
     out = []
-    for ch in text:
-        if ch in "|`*_[]<>#!":
+    last = len(text) - 1
+    for i, ch in enumerate(text):
+        if ch == "_" and 0 < i < last and text[i - 1].isalnum() and text[i + 1].isalnum():
+            out.append(ch)
+        elif ch in _MD_SPECIAL:
             out.append("\\" + ch)
         else:
             out.append(ch)
