@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import random
@@ -37,6 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # The most one decompressor call may produce: a batch of full-size zstd blocks.
 FEED_MAX = archive_reader._BLOCKS_PER_FEED * 128 * 1024
+
 
 def read_all(
     data: bytes, *, compressed: bool = True, max_bytes: int = DEFAULT_MAX_BYTES
@@ -806,3 +808,479 @@ def test_plain_header_fast_path_agrees_with_the_full_parser(
         monkeypatch.setattr(archive_reader, "_fast_header", fast_path)
         assert (header.typeflag, header.raw_name, header.size, header.mtime, header.mode) == fast
     assert accepted > 5_000
+
+
+# ----------------------------------------------------- chunking never changes a verdict
+#
+# SPEC 5, Resources: whatever legitimate encoding of the same tar stream a zstd encoder
+# produces (block boundaries anywhere in one frame) verifies the same. The reader's
+# output, member by member and chunk by chunk, must be a function of the tar alone.
+
+
+def _checksum_of(tar: bytes) -> bytes:
+    # The frame checksum depends on the content only: any encoder's frame carries it.
+    return hostile.zstd(tar)[-4:]
+
+
+def _blocks_frame(tar: bytes, cuts: list[int], *, rle: bool = True, window_log: int = 23) -> bytes:
+    """One frame of raw (and, for runs of one byte, RLE) blocks split at ``cuts``."""
+    points = sorted({0, len(tar), *(c for c in cuts if 0 < c < len(tar))})
+    parts = [hostile.frame_header(window_log=window_log)]
+    for start, end in itertools.pairwise(points):
+        for at in range(start, end, hostile.ZSTD_BLOCK_MAX):
+            piece = tar[at : min(end, at + hostile.ZSTD_BLOCK_MAX)]
+            if rle and piece == piece[:1] * len(piece):
+                parts.append(hostile.rle_block(piece[0], len(piece)))
+            else:
+                parts.append(hostile.raw_block(piece))
+    parts.append(hostile.close_frame(checksum=_checksum_of(tar)))
+    return b"".join(parts)
+
+
+def _flushed_frame(tar: bytes, sizes: list[int], *, level: int) -> bytes:
+    """One frame from zstandard, with a block flush after each piece of ``sizes``."""
+    compressor = zstandard.ZstdCompressor(level=level, write_checksum=True)
+    cobj = compressor.compressobj()
+    out, pos = [], 0
+    for size in sizes:
+        out.append(cobj.compress(tar[pos : pos + size]))
+        out.append(cobj.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK))
+        pos += size
+    out.append(cobj.compress(tar[pos:]))
+    out.append(cobj.flush())
+    return b"".join(out)
+
+
+def _read_contents(data: bytes) -> tuple[dict[str, object], dict[str, bytes], set[str]]:
+    from bundler.bag_reader import read_bag
+
+    contents = read_bag(iter_archive(io.BytesIO(data), source=SOURCE), source=SOURCE)
+    return dict(contents.files), dict(contents.kept), set(contents.directories)
+
+
+def _member_chunks(data: bytes) -> list[tuple[str, list[int]]]:
+    return [
+        (member.path, [len(c) for c in content])
+        for member, content in iter_archive(io.BytesIO(data), source=SOURCE)
+    ]
+
+
+@pytest.fixture(scope="module")
+def manifest_tar(bundles: dict[str, Path]) -> bytes:
+    import repack
+
+    return repack.archive_tar(bundles["rpt-evidence-manifest/alice"])
+
+
+def _cut_points(tar: bytes) -> dict[str, list[int]]:
+    """Block boundaries at every kind of place in the tar."""
+    import repack
+
+    headers = repack.header_blocks(tar)
+    starts = [h.offset + BLOCK_SIZE for h in headers if h.typeflag != b"5"]
+    return {
+        "mid-header": [h.offset + k for h in headers for k in (1, 100, 257, 511)],
+        "at-header": [h.offset for h in headers],
+        "first-bytes": [s + k for s in starts for k in (1, 5, 11, 12, 13)],
+        "mid-member": [h.offset + BLOCK_SIZE + h.size // 2 for h in headers if h.size > 1],
+        "every-512": list(range(0, len(tar), 512)),
+        "every-1": list(range(len(tar))),
+        "odd": list(range(0, len(tar), 777)),
+    }
+
+
+BLOCK_SIZE = 512
+
+
+def test_recompressing_with_raw_and_rle_blocks_anywhere_reads_the_same(
+    manifest_tar: bytes, bundles: dict[str, Path]
+) -> None:
+    reference = _read_contents(bundles["rpt-evidence-manifest/alice"].read_bytes())
+    chunks = _member_chunks(bundles["rpt-evidence-manifest/alice"].read_bytes())
+    assert any(p.startswith("data/blobs/") for p in reference[1]), "no evidence manifest kept"
+    for kind, cuts in _cut_points(manifest_tar).items():
+        for rle in (True, False):
+            frame = _blocks_frame(manifest_tar, cuts, rle=rle)
+            assert _read_contents(frame) == reference, kind
+            assert _member_chunks(frame) == chunks, kind
+
+
+def test_recompressing_with_flushes_at_random_places_reads_the_same(
+    manifest_tar: bytes, bundles: dict[str, Path]
+) -> None:
+    reference = _read_contents(bundles["rpt-evidence-manifest/alice"].read_bytes())
+    rng = random.Random(13)
+    for _ in range(40):
+        sizes = [
+            rng.choice([1, 3, 7, 12, 511, 512, 513, 4096, 65536]) for _ in range(rng.randint(1, 60))
+        ]
+        frame = _flushed_frame(manifest_tar, sizes, level=rng.choice([1, 3, 9, 19]))
+        assert _read_contents(frame) == reference
+
+
+def test_a_random_mix_of_block_kinds_and_sizes_reads_the_same(
+    manifest_tar: bytes, bundles: dict[str, Path]
+) -> None:
+    reference = _read_contents(bundles["rpt-evidence-manifest/alice"].read_bytes())
+    rng = random.Random(17)
+    for _ in range(30):
+        cuts = sorted(rng.sample(range(1, len(manifest_tar)), rng.randint(1, 400)))
+        frame = _blocks_frame(
+            manifest_tar, cuts, rle=rng.random() < 0.5, window_log=rng.choice([17, 20, 23])
+        )
+        assert _read_contents(frame) == reference
+
+
+@pytest.mark.parametrize("key", ["rpt-evidence-manifest/alice", "rpt-every-reason/bob"])
+def test_recompressed_bundles_get_the_same_verdict(
+    key: str, bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    import repack
+
+    from bundler.verify import VerifyOptions, verify_bundle
+
+    original = verify_bundle(str(bundles[key]), VerifyOptions())
+    tar = repack.archive_tar(bundles[key])
+    frames = {
+        "bytes": _blocks_frame(tar, list(range(len(tar)))),
+        "first-bytes": _blocks_frame(tar, _cut_points(tar)["first-bytes"]),
+        "flushed": _flushed_frame(tar, [1, 12, 500] * 50, level=19),
+    }
+    for name, frame in frames.items():
+        path = tmp_path / f"{name}.tar.zst"
+        path.write_bytes(frame)
+        again = verify_bundle(str(path), VerifyOptions())
+        assert again.verdict is original.verdict, (name, [c.to_json() for c in again.failures()])
+        assert [(c.subject, c.state) for c in again.claims] == [
+            (c.subject, c.state) for c in original.claims
+        ], name
+
+
+# ------------------------------------------------------------------ bag directories
+
+
+def _write_bag(bundle: Path, parent: Path) -> Path:
+    import repack
+
+    eb = repack.open_bundle(bundle)
+    root = parent / eb.top
+    for rel, data in eb.files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("cwd", "spelling"),
+    [
+        ("parent", "{top}"),
+        ("parent", "{top}/"),
+        ("parent", "./{top}/"),
+        ("parent", "{top}/."),
+        ("parent", "{top}/./"),
+        ("parent", "{top}/data/.."),
+        ("parent", "{top}/data/../"),
+        ("parent", "{abs}"),
+        ("parent", "{abs}/"),
+        ("bag", "."),
+        ("bag", "./"),
+        ("bag", "../{top}"),
+        ("data", ".."),
+        ("data", "../"),
+        ("data", "../data/.."),
+    ],
+)
+def test_a_bag_directory_verifies_however_it_is_named(
+    cwd: str,
+    spelling: str,
+    bundles: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bundler.verify import Verdict, VerifyOptions, verify_bundle
+
+    root = _write_bag(bundles["rpt-clean/alice"], tmp_path)
+    monkeypatch.chdir({"parent": tmp_path, "bag": root, "data": root / "data"}[cwd])
+    location = spelling.format(top=root.name, abs=root)
+    result = verify_bundle(location, VerifyOptions())
+    assert result.verdict is Verdict.VERIFIED, result.error or [
+        c.to_json() for c in result.failures()
+    ]
+
+
+def test_a_symlinked_bag_root_is_refused_not_followed(
+    bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    from bundler.bag_reader import open_members
+
+    root = _write_bag(bundles["rpt-clean/alice"], tmp_path)
+    link = tmp_path / "link"
+    link.symlink_to(root.name)
+    for spelling in (str(link), f"{link}/"):
+        with pytest.raises(InputError, match="symbolic link as the bag directory"):
+            list(open_members(spelling))
+
+
+def test_a_directory_whose_name_is_its_top_is_read_by_the_real_name(
+    bundles: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bundler.bag_reader import open_members
+
+    root = _write_bag(bundles["rpt-clean/alice"], tmp_path)
+    monkeypatch.chdir(root / "data")
+    first = next(iter(open_members("..")))[0]
+    assert first.path == root.name and first.is_dir
+
+
+# ----------------------------------------------- files outside data/ below the bag root
+
+
+STRAY_PATHS = [
+    "sub/bagit.txt",
+    "sub/bag-info.txt",
+    "sub/manifest-sha256.txt",
+    "sub/tagmanifest-sha256.txt",
+    "sub/deeper/bundle-head.json",
+    "meta/notes.txt",
+    "sub/data/bundle.json",
+]
+
+
+@pytest.mark.parametrize("stray", STRAY_PATHS)
+def test_a_file_below_the_root_outside_data_is_reported_and_never_extracted(
+    stray: str, bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    import repack
+
+    from bundler.bag_reader import read_bag
+    from bundler.safe_extract import SafeExtractor
+
+    eb = repack.open_bundle(bundles["rpt-clean/alice"])
+    eb.files[stray] = eb.files.get(stray.rsplit("/", 1)[-1], b"planted\n")
+    path = repack.write_bundle(eb, tmp_path / "stray.tar.zst")
+    target = tmp_path / "out"
+    target.mkdir()
+    extractor = SafeExtractor(target)
+    try:
+        with open(path, "rb") as fh:
+            contents = read_bag(iter_archive(fh, source=SOURCE), source=SOURCE, extract=extractor)
+        written = sorted(str(p.relative_to(target)) for p in target.rglob("*"))
+    finally:
+        extractor.close()
+    top = stray.split("/")[0]
+    assert stray in contents.files
+    assert top in contents.directories
+    assert stray not in contents.kept
+    assert not any(w == f"{eb.top}/{top}" or w.startswith(f"{eb.top}/{top}/") for w in written)
+    assert f"{eb.top}/data/bundle.json" in written
+
+
+@pytest.mark.parametrize("stray", STRAY_PATHS)
+def test_a_file_below_the_root_outside_data_fails_the_bundle(
+    stray: str, bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    import repack
+
+    from bundler.verify import Verdict, VerifyOptions, extract_bundle, verify_bundle
+
+    eb = repack.open_bundle(bundles["rpt-clean/alice"])
+    eb.files[stray] = eb.files.get(stray.rsplit("/", 1)[-1], b"planted\n")
+    path = repack.write_bundle(eb, tmp_path / "stray.tar.zst")
+    result = verify_bundle(str(path), VerifyOptions())
+    assert result.verdict is not Verdict.VERIFIED
+    target = tmp_path / "out"
+    assert extract_bundle(str(path), target, VerifyOptions()).verdict is not Verdict.VERIFIED
+    assert not target.exists() or not any(target.iterdir())
+
+
+# -------------------------------------------------------------------------- reader caps
+#
+# Each cap is tested at the cap (accepted) and one past it (refused before parsing, one
+# line naming the member and the rule), and the exporter's question
+# (bag_reader.document_problem) gives the same answer as the reader.
+
+
+def _bag_tar(files: dict[str, bytes], *, top: str = TOP) -> bytes:
+    members = [hostile.dir_member(top)]
+    made = {top}
+    for rel, data in files.items():
+        parts = rel.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            d = f"{top}/" + "/".join(parts[:i])
+            if d not in made:
+                members.append(hostile.dir_member(d))
+                made.add(d)
+        name = f"{top}/{rel}"
+        if len(name) > 100:
+            head, _, tail = name.rpartition("/")
+            members.append(hostile.file_member(tail, data, prefix=head))
+        else:
+            members.append(hostile.file_member(name, data))
+    return hostile.tar(members)
+
+
+def _read_bag_of(files: dict[str, bytes]) -> object:
+    from bundler.bag_reader import read_bag
+
+    data = hostile.zstd(_bag_tar(files), level=1)
+    return read_bag(iter_archive(io.BytesIO(data), source=SOURCE), source=SOURCE)
+
+
+def _refused_bag(files: dict[str, bytes], *fragments: str) -> str:
+    with pytest.raises(ArchiveError) as info:
+        _read_bag_of(files)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"{SOURCE}: "), message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+    return message
+
+
+def test_the_caps_derive_from_the_contract() -> None:
+    from bundler import bag_reader, canonical
+
+    assert archive_reader.MAX_CASES == 20_000 == bag_reader.MAX_CASE_LINES
+    assert archive_reader.MAX_MEMBERS >= 3 * archive_reader.MAX_CASES + 5_000
+    assert bag_reader.MAX_JSON_VALUES == canonical.MAX_VALUES
+    # 20,000 cases of 1 KiB (their lines and bundle.json entries) fit in one document,
+    # and the kept documents together stay a small share of the 300 MB budget.
+    assert bag_reader.MAX_DOCUMENT_BYTES >= 20_000 * 1024
+    assert bag_reader.MAX_DOCUMENT_BYTES < bag_reader.MAX_KEPT_BYTES <= 64 * 1024 * 1024
+
+
+def _case_line(i: int) -> bytes:
+    return b'{"case_id":"c%d"}\n' % i
+
+
+@pytest.mark.parametrize("split", [1, 2, 7])
+def test_case_lines_up_to_the_limit_are_read_and_one_more_is_refused(split: int) -> None:
+    from bundler.bag_reader import MAX_CASE_LINES
+
+    per = -(-MAX_CASE_LINES // split)
+    files, made = {}, 0
+    for k in range(split):
+        n = min(per, MAX_CASE_LINES - made)
+        files[f"data/cases/check-{k}.jsonl"] = b"".join(_case_line(made + i) for i in range(n))
+        made += n
+    _read_bag_of(files)
+    files["data/cases/check-extra.jsonl"] = _case_line(0)
+    _refused_bag(files, "check-extra.jsonl", f"more than {MAX_CASE_LINES} case lines")
+
+
+def test_a_last_case_line_without_its_newline_counts() -> None:
+    from bundler.bag_reader import MAX_CASE_LINES
+
+    body = b"".join(_case_line(i) for i in range(MAX_CASE_LINES))
+    _read_bag_of({"data/cases/a.jsonl": body})
+    _refused_bag(
+        {"data/cases/a.jsonl": body + b'{"case_id":"last"}'}, f"more than {MAX_CASE_LINES}"
+    )
+
+
+def test_hundreds_of_thousands_of_case_lines_are_refused_while_streaming() -> None:
+    from bundler.bag_reader import read_bag
+
+    line = _case_line(1)
+    tar = _bag_tar({"data/cases/a.jsonl": line * 260_000})
+    data = hostile.zstd(tar, level=1)
+    started = time.monotonic()
+    with pytest.raises(ArchiveError, match="more than 20000 case lines"):
+        read_bag(iter_archive(io.BytesIO(data), source=SOURCE), source=SOURCE)
+    assert time.monotonic() - started < 5
+
+
+def _values_document(values: int) -> bytes:
+    """A JSON array whose value bound (canonical.value_bound) is exactly ``values``."""
+    assert values >= 2
+    return b"[" + b"0," * (values - 2) + b"0]"
+
+
+def test_json_values_up_to_the_cap_are_read_and_one_more_is_refused() -> None:
+    from bundler import canonical
+    from bundler.bag_reader import MAX_JSON_VALUES
+
+    at_cap = _values_document(MAX_JSON_VALUES)
+    assert canonical.value_bound(at_cap) == MAX_JSON_VALUES
+    _read_bag_of({"data/bundle.json": at_cap})
+    _refused_bag(
+        {"data/bundle.json": _values_document(MAX_JSON_VALUES + 1)},
+        "data/bundle.json",
+        f"more than {MAX_JSON_VALUES} values",
+        "before parsing",
+    )
+    half = _values_document(MAX_JSON_VALUES // 2)
+    _refused_bag(
+        {
+            "data/report/body.json": half,
+            "data/bundle.json": _values_document(MAX_JSON_VALUES // 2 + 1),
+        },
+        "data/bundle.json",
+        f"more than {MAX_JSON_VALUES} values",
+    )
+
+
+def test_documents_up_to_the_byte_caps_are_read_and_one_byte_more_is_refused() -> None:
+    from bundler.bag_reader import MAX_DOCUMENT_BYTES, MAX_KEPT_BYTES
+
+    def doc(size: int) -> bytes:
+        return b'"' + b"a" * (size - 2) + b'"'
+
+    _read_bag_of({"data/report/body.json": doc(MAX_DOCUMENT_BYTES)})
+    _refused_bag(
+        {"data/report/body.json": doc(MAX_DOCUMENT_BYTES + 1)},
+        "data/report/body.json",
+        f"over the {MAX_DOCUMENT_BYTES}-byte cap",
+    )
+    rest = MAX_KEPT_BYTES - MAX_DOCUMENT_BYTES
+    _read_bag_of({"data/a.json": doc(MAX_DOCUMENT_BYTES), "data/b.json": doc(rest)})
+    _refused_bag(
+        {"data/a.json": doc(MAX_DOCUMENT_BYTES), "data/b.json": doc(rest + 1)},
+        "data/b.json",
+        f"exceed {MAX_KEPT_BYTES} bytes in total",
+    )
+
+
+def test_the_member_cap_is_the_default() -> None:
+    top = [hostile.dir_member(TOP), hostile.dir_member(f"{TOP}/d")]
+    count = archive_reader.MAX_MEMBERS - 2
+    files = [hostile.header(f"{TOP}/d/{i:x}") for i in range(count)]
+    assert len(list(iter_members(io.BytesIO(hostile.tar(top + files)), source=SOURCE))) == (
+        archive_reader.MAX_MEMBERS
+    )
+    extra = hostile.tar([*top, *files, hostile.header(f"{TOP}/d/extra")])
+    with pytest.raises(ArchiveError, match=f"'{TOP}/d/extra'.*more than max_members="):
+        for _ in iter_members(io.BytesIO(extra), source=SOURCE):
+            pass
+
+
+def test_document_problem_agrees_with_the_reader() -> None:
+    """The exporter asks document_problem; for any sequence of documents it must refuse
+    exactly where the reader refuses."""
+    from bundler import bag_reader, canonical
+
+    rng = random.Random(5)
+    cap_v, cap_d, cap_k = 5_000, 40_000, 90_000
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bag_reader, "MAX_JSON_VALUES", cap_v)
+        mp.setattr(bag_reader, "MAX_DOCUMENT_BYTES", cap_d)
+        mp.setattr(bag_reader, "MAX_KEPT_BYTES", cap_k)
+        for _ in range(60):
+            files: dict[str, bytes] = {}
+            kept = values = 0
+            expected: str | None = None
+            for i in range(rng.randint(1, 6)):
+                rel = f"data/checks/c{i}.json" if rng.random() < 0.8 else f"data/notes{i}.txt"
+                n = rng.choice([10, 1000, 3000, cap_v // 2, cap_v])
+                data = _values_document(n) if rng.random() < 0.5 else b'"' + b"x" * n * 8 + b'"'
+                files[rel] = data
+                if expected is None:
+                    problem = bag_reader.document_problem(rel, data, kept, values_before=values)
+                    if problem is not None:
+                        expected = rel
+                    kept += len(data)
+                    if rel.endswith(".json"):
+                        values += canonical.value_bound(data)
+            if expected is None:
+                _read_bag_of(files)
+            else:
+                _refused_bag(files, expected)
