@@ -34,7 +34,7 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from bundler import canonical
 from bundler import evalbanana as eb
@@ -44,9 +44,9 @@ from bundler.errors import BundlerError, CanonicalJSONError, InputError, UsageEr
 from bundler.export_eb import (
     DEFINITION_KIND,
     DEFINITIONS_PREFIX,
+    REPORT_MEMBER,
     RUN_PREFIX,
     UnavailableReason,
-    read_beneath,
     result_member,
     top_directory,
 )
@@ -123,7 +123,9 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
             raise InputError(f"{project_root}: project root is not a directory")
         run = eb.read_run(run_dir)
         findings = eb.check_run(run, run_dir)
-        definitions = [eb.resolve_definition(run, check, project_root) for check in run.checks]
+        with eb.Beneath(project_root) as project:
+            definitions = [eb.resolve_definition(run, check, project) for check in run.checks]
+        tree = _tree_of(_read_results(run, run_dir))
     except BundlerError as exc:
         return Verification(
             source=source, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
@@ -146,9 +148,20 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
     checker.add_finding_claims()
     for check, definition in zip(run.checks, definitions, strict=True):
         _definition_in_place(claims, check, definition)
+    not_found = eb.no_definition_found(run, definitions, project_root)
+    if not_found is not None:
+        claims.unprovable(
+            7,
+            "the project root holds the run's definitions",
+            UnavailableReason.DEFINITION_MISSING.value,
+            path=str(project_root),
+            detail=not_found,
+        )
     final = apply_strict(claims.items, options.strict)
     verdict = Verdict.FAILED if any(c.state is State.FAILED for c in final) else Verdict.VERIFIED
-    tree = _tree_of(_read_results(run, run_dir))
+    summary = _summary(run, MODE_RUN_DIRECTORY, tree)
+    if not_found is not None:
+        summary["labels"].append(["Definitions", f"NONE FOUND: {not_found}"])
     return Verification(
         source=source,
         verdict=verdict,
@@ -159,20 +172,23 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         anchor=Anchor(expected_report_digest=options.expect_report_digest),
         strict=options.strict,
         claims=tuple(final),
-        summary=_summary(run, MODE_RUN_DIRECTORY, tree),
+        summary=summary,
     )
 
 
 def case_leaves(contents: BagContents, bundle: dict[str, Any]) -> list[bytes]:
     """The leaves of the case tree: the bytes of each ``checks/<stem>.json`` in report order.
 
-    Raises InputError when bundle.json names a result file the bag does not hold.
+    Each file is found by the stem rule from its check id (never at the path bundle.json
+    names); the order is bundle.json's, which verify has proven to be report.json's.
+    Raises InputError when the bag does not hold a check's result file.
     """
     leaves = []
     for entry in bundle["checks"]:
-        data = contents.kept.get(entry["result"])
+        member = result_member(eb.check_stem(entry["check_id"]))
+        data = contents.kept.get(member)
         if data is None:
-            raise InputError(f"{contents.source}: {entry['result']}: missing from the bag")
+            raise InputError(f"{contents.source}: {member}: missing from the bag")
         leaves.append(data)
     return leaves
 
@@ -186,10 +202,10 @@ def inspect_facts(contents: BagContents, bundle: dict[str, Any]) -> dict[str, An
     """
     run = bundle["run"]
     recorded: dict[str, Any] = {}
-    data = contents.kept.get(run["path"])
+    data = contents.kept.get(REPORT_MEMBER)
     if data is not None:
         try:
-            value = canonical.loads(data, source=run["path"])
+            value = canonical.loads(data, source=REPORT_MEMBER)
         except CanonicalJSONError:
             value = None
         if isinstance(value, dict):
@@ -286,14 +302,15 @@ def _read_results(run: eb.Run, run_dir: Path) -> list[bytes] | None:
     """The check files' bytes in report order, or None when one is missing."""
     files = set(run.files)
     leaves = []
-    for check in run.checks:
-        rel = eb.result_file(check.stem)
-        if rel not in files:
-            return None
-        try:
-            leaves.append(read_beneath(run_dir, rel))
-        except InputError:
-            return None
+    with eb.Beneath(run_dir) as tree:
+        for check in run.checks:
+            rel = eb.result_file(check.stem)
+            if rel not in files:
+                return None
+            data = tree.read(rel, what="a check result")
+            if data is None:
+                return None
+            leaves.append(data)
     return leaves
 
 
@@ -432,100 +449,43 @@ def _definition_in_place(claims: Claims, check: eb.CheckRecord, definition: eb.D
 
 
 def bundled_definition(
-    run: eb.Run,
-    check: eb.CheckRecord,
-    script_member: str | None,
-    kept: Mapping[str, bytes],
+    run: eb.Run, check: eb.CheckRecord, kept: Mapping[str, bytes]
 ) -> eb.Definition:
     """Re-hash ``check``'s bundled definition from the bytes the bag reader kept.
 
-    The YAML is found where the exporter puts it: the recorded ``source_path`` mapped
-    through the recorded ``project_root`` under ``data/definitions/``. Whether a
-    script component belongs to the digest is read from the YAML itself (a
-    deterministic check with a ``script_path``); its bytes are those of
-    ``script_member`` (bundle.json's ``script``), or the ``referenced-script-unavailable``
-    component when bundle.json names none. Never raises: the state says what was found
-    (MISSING when a named file is not in the bag; ``yaml_path``/``script_path`` are bag
+    Every byte is found where the contract puts it, never where bundle.json points: the
+    YAML at the recorded ``source_path`` mapped through the recorded ``project_root``
+    under ``data/definitions/``, and the script at the path that YAML's own
+    ``script_path`` names (``evalbanana.script_location``, the exporter's rule); a
+    script absent from the bag gives the ``referenced-script-unavailable`` component.
+    Never raises: the state says what was found (``yaml_path``/``script_path`` are bag
     paths here).
     """
-    recorded = check.check_definition_sha256
-
-    def result(state: eb.DefinitionState, detail: str | None, **kw: Any) -> eb.Definition:
-        base: dict[str, Any] = {
-            "check_id": check.check_id,
-            "state": state,
-            "recorded_digest": recorded,
-            "observed_digest": None,
-            "yaml_path": None,
-            "script_path": None,
-            "script_state": eb.ScriptState.NONE,
-            "empty_inline_script": False,
-            "detail": detail,
-        }
-        base.update(kw)
-        return eb.Definition(**base)
-
     rel = eb.map_source_path(run.project_root, check.source_path)
-    if rel is None:
-        return result(
-            eb.DefinitionState.OUTSIDE_PROJECT,
-            f"source_path {check.source_path!r} is not under project_root {run.project_root!r}",
-        )
-    member = DEFINITIONS_PREFIX + rel
-    yaml_bytes = kept.get(member)
-    if yaml_bytes is None:
-        return result(eb.DefinitionState.MISSING, f"{member}: not in the bag", yaml_path=member)
-    try:
-        keys = eb.parse_definition_keys(yaml_bytes, source=member)
-    except eb.UnsupportedYAML as exc:
-        return result(
-            eb.DefinitionState.UNREADABLE, exc.message, yaml_path=member, yaml_bytes=yaml_bytes
-        )
-    if keys.type not in (eb.CheckType.DETERMINISTIC.value, eb.CheckType.HARNESS_JUDGE.value):
-        return result(
-            eb.DefinitionState.UNREADABLE,
-            f"{member}: type {keys.type!r} is not an eval-banana check type",
+    member = None if rel is None else DEFINITIONS_PREFIX + rel
+    yaml_bytes = None if member is None else kept.get(member)
+    if rel is None or yaml_bytes is None:
+        return eb.Definition(
+            check_id=check.check_id,
+            state=eb.DefinitionState.OUTSIDE_PROJECT if rel is None else eb.DefinitionState.MISSING,
+            recorded_digest=check.check_definition_sha256,
+            observed_digest=None,
             yaml_path=member,
-            yaml_bytes=yaml_bytes,
+            script_path=None,
+            script_state=eb.ScriptState.NONE,
+            empty_inline_script=False,
+            detail=(
+                f"source_path {check.source_path!r} is not under project_root {run.project_root!r}"
+                if rel is None
+                else f"{member}: not in the bag"
+            ),
         )
-    deterministic = keys.type == eb.CheckType.DETERMINISTIC.value
-    script: bytes | Literal["unavailable"] | None = None
-    script_state = eb.ScriptState.NONE
-    if deterministic and keys.script_path is not None:
-        script, script_state = "unavailable", eb.ScriptState.UNAVAILABLE
-        if script_member is not None:
-            data = kept.get(script_member)
-            if data is None:
-                return result(
-                    eb.DefinitionState.MISSING,
-                    f"{script_member}: not in the bag",
-                    yaml_path=member,
-                    script_path=script_member,
-                    yaml_bytes=yaml_bytes,
-                )
-            script, script_state = data, eb.ScriptState.PRESENT
-    elif script_member is not None:
-        return result(
-            eb.DefinitionState.UNREADABLE,
-            f"bundle.json names the script {script_member}, but {member} references none",
-            yaml_path=member,
-            script_path=script_member,
-            yaml_bytes=yaml_bytes,
-        )
-    observed = eb.definition_digest(yaml_bytes, script)
-    matches = observed == recorded
-    return result(
-        eb.DefinitionState.MATCHES if matches else eb.DefinitionState.DIGEST_MISMATCH,
-        None if matches else f"{member}: digest {observed} != recorded",
-        observed_digest=observed,
-        yaml_path=member,
-        script_path=script_member,
-        script_state=script_state,
-        empty_inline_script=(
-            deterministic and keys.script is eb.ScriptField.EMPTY and bool(keys.script_path)
-        ),
-        yaml_bytes=yaml_bytes,
-        script_bytes=script if isinstance(script, bytes) else None,
+    return eb.definition_of(
+        check,
+        rel,
+        yaml_bytes,
+        lambda script_rel: kept.get(DEFINITIONS_PREFIX + script_rel),
+        where=DEFINITIONS_PREFIX,
     )
 
 
@@ -610,7 +570,7 @@ class _BundleVerifier:
 
     def check_report(self) -> None:
         entry = self.bundle["run"]
-        path = entry["path"]
+        path = REPORT_MEMBER  # where the contract puts it, whatever run.path says
         observed = self.file_digest(path)
         self.claims.compare(3, "report.json sha256", entry["digest"], observed, path=path)
         if self.options.expect_report_digest is not None:
@@ -635,13 +595,13 @@ class _BundleVerifier:
         with _materialised_run(self.c) as root:
             try:
                 run = eb.read_run(root)
+                findings = eb.check_run(run, root)
             except InputError as exc:
                 message = exc.message.replace(str(root), RUN_PREFIX.rstrip("/"))
                 self.claims.failed(
                     3, "report.json is a valid eval-banana report", message, path=path
                 )
                 return
-            findings = eb.check_run(run, root)
         self.run = run
         self.claims.proven(3, "report.json is a valid eval-banana report", path=path)
         for name, recorded in (
@@ -741,7 +701,8 @@ class _BundleVerifier:
                         expected=check.check_definition_sha256,
                     )
                 continue
-            definition = bundled_definition(run, check, entry["script"], self.c.kept)
+            definition = bundled_definition(run, check, self.c.kept)
+            self.check_script_entry(check, entry, definition)
             if definition.state is eb.DefinitionState.MATCHES:
                 self.claims.proven(
                     7,
@@ -768,6 +729,26 @@ class _BundleVerifier:
                     expected=definition.recorded_digest,
                 )
             _empty_inline_script(self.claims, check, definition, definition.yaml_path)
+
+    def check_script_entry(
+        self, check: eb.CheckRecord, entry: dict[str, Any], definition: eb.Definition
+    ) -> None:
+        """bundle.json's ``script`` must be the file the check's own YAML names."""
+        want = definition.script_path if definition.script_state is eb.ScriptState.PRESENT else None
+        subject = f"check {check.check_id}: bundle.json's script is the one its YAML names"
+        if entry["script"] == want:
+            if want is not None:
+                self.claims.proven(7, subject, path=want)
+        else:
+            self.claims.failed(
+                7,
+                subject,
+                "bundle.json maps the check to a script other than the file at the path its "
+                "YAML's script_path names (SPEC 10.2)",
+                path="data/bundle.json",
+                expected=str(want),
+                observed=str(entry["script"]),
+            )
 
     # -- claim 8: the case tree -----------------------------------------------------------
 

@@ -6,6 +6,11 @@ check-definition digest, a reader that turns a run directory into a frozen ``Run
 project root, and ``check_run`` which returns every inconsistency as a ``Finding``
 instead of raising at the first one. The exporter and the verifier share these.
 
+Every file of a run or a project is read through ``Beneath``: descriptor-relative,
+``O_NOFOLLOW | O_NONBLOCK``, ``fstat`` before reading, regular files only, each under
+its size cap; JSON documents are bounded in their value count before parsing
+(``load_json``), and a run in its number of checks.
+
 Definition YAML is read with a deliberately small parser (``parse_definition_keys``)
 that extracts only the top-level ``type``, ``script`` and ``script_path`` keys and
 refuses anything outside a documented subset rather than guess.
@@ -13,25 +18,40 @@ refuses anything outside a documented subset rather than guess.
 
 from __future__ import annotations
 
+import codecs
 import enum
+import errno
+import functools
 import hashlib
 import os
+import posixpath
 import re
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeVar
 
 from bundler import canonical
+from bundler.bag_reader import MAX_DOCUMENT_BYTES
 from bundler.digests import CHECK_DEFINITION_TAG, bytes_digest, framed_digest, is_digest
-from bundler.errors import InputError
+from bundler.errors import CanonicalJSONError, InputError
+from bundler.export import MAX_CASES
 
 STDOUT_TAIL_CHARS = 2000
 LABEL_MAX_CHARS = 40
 DEFINITION_COMPONENT = "definition.yaml"
 SCRIPT_COMPONENT = "referenced-script"
 SCRIPT_UNAVAILABLE_COMPONENT = "referenced-script-unavailable"
+
+# Caps (SPEC 5, Resources). Every document read here is one the bundle's verifier keeps
+# in memory, so it gets the bundle reader's document cap; a run may hold no more checks
+# than the case tree may hold cases. Parsed JSON costs up to ~90 bytes per value, so the
+# values of one document are bounded (counted before parsing) as well: 1,000,000
+# separators (",", "[", "{") hold 20,000 checks of about 50 values each.
+MAX_CHECKS = MAX_CASES
+MAX_JSON_TOKENS = 1_000_000
+READ_CHUNK = 1024 * 1024
 
 _LABEL_RUN_RE = re.compile(r"[^a-zA-Z0-9._-]+")
 _RUN_ID_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
@@ -97,11 +117,33 @@ def bounded_tail(stdout: str, *, stem: str) -> str:
     """
     if len(stdout) <= STDOUT_TAIL_CHARS:
         return stdout
-    banner = (
+    return _banner(stem) + stdout[-STDOUT_TAIL_CHARS:]
+
+
+def _banner(stem: str) -> str:
+    return (
         f"[eval-banana: stdout truncated to the last {STDOUT_TAIL_CHARS} characters; "
         f"full output at {stdout_file(stem)}]\n"
     )
-    return banner + stdout[-STDOUT_TAIL_CHARS:]
+
+
+def bounded_tail_of(chunks: Iterator[bytes], *, stem: str) -> tuple[str, bool]:
+    """``bounded_tail`` of the UTF-8 text in ``chunks``, and whether it was empty.
+
+    Streams: memory holds one chunk and the last 2,000 characters, whatever the size
+    of the stdout file. Raises UnicodeDecodeError when the bytes are not UTF-8.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    tail = ""
+    count = 0
+    for chunk in chunks:
+        text = decoder.decode(chunk)
+        count += len(text)
+        tail = (tail + text)[-STDOUT_TAIL_CHARS:]
+    text = decoder.decode(b"", final=True)
+    count += len(text)
+    tail = (tail + text)[-STDOUT_TAIL_CHARS:]
+    return (tail if count <= STDOUT_TAIL_CHARS else _banner(stem) + tail), count == 0
 
 
 def definition_digest(
@@ -150,7 +192,7 @@ class CheckRecord:
     details: Mapping[str, Any] = field(repr=False)
     raw: Mapping[str, Any] = field(repr=False, compare=False)
 
-    @property
+    @functools.cached_property
     def stem(self) -> str:
         """The artifact stem of this check (``check_stem(check_id)``)."""
         return check_stem(self.check_id)
@@ -200,9 +242,10 @@ def read_run(run_dir: Path) -> Run:
 
     Raises InputError when ``run_dir`` is not a real directory, when it (at any
     depth) holds a symbolic link or anything other than regular files and
-    directories, when a name is not UTF-8, when report.json is missing, not
-    valid JSON, or lacks a field or has one of the wrong type, when the run id
-    is not a safe identifier, or when two checks share an id.
+    directories, when a name is not UTF-8, when report.json is missing, over its
+    caps, not valid JSON, or lacks a field or has one of the wrong type, when the
+    run id is not a safe identifier, when it records more checks than a bundle may
+    hold, or when two checks share an id.
     """
     try:
         top = os.lstat(run_dir)
@@ -213,17 +256,14 @@ def read_run(run_dir: Path) -> Run:
     if not stat.S_ISDIR(top.st_mode):
         raise InputError(f"{run_dir}: run directory is not a directory")
 
-    files: list[str] = []
-    directories: list[str] = []
-    _inventory(run_dir, PurePosixPath(), files, directories)
-    files.sort()
-    directories.sort()
-
+    files, directories = _inventory(run_dir)
     report_path = run_dir / "report.json"
     if "report.json" not in files:
         raise InputError(f"{report_path}: missing (a run directory holds report.json)")
-    data = _read_regular(report_path)
-    report = canonical.loads(data, source=str(report_path))
+    data = read_regular(run_dir, "report.json", what="report.json")
+    if data is None:
+        raise InputError(f"{report_path}: missing (a run directory holds report.json)")
+    report = load_json(data, source=str(report_path))
     return _parse_report(
         report,
         source=str(report_path),
@@ -233,43 +273,262 @@ def read_run(run_dir: Path) -> Run:
     )
 
 
-def _inventory(root: Path, rel: PurePosixPath, files: list[str], dirs: list[str]) -> None:
-    here = root / rel
-    try:
-        entries = sorted(os.scandir(here), key=lambda e: e.name)
-    except OSError as exc:
-        raise InputError(f"{here}: cannot list the run directory ({exc.strerror})") from exc
-    for entry in entries:
+def _inventory(root: Path) -> tuple[list[str], list[str]]:
+    """Every regular file and directory below ``root``, sorted; iterative, so depth is free."""
+    files: list[str] = []
+    dirs: list[str] = []
+    base = os.fspath(root)
+    pending = [""]
+    while pending:
+        rel = pending.pop()
+        here = os.path.join(base, rel) if rel else base
         try:
-            entry.name.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InputError(f"{here}: a file name is not valid UTF-8") from exc
-        child = rel / entry.name
-        path = root / child
-        if entry.is_symlink():
-            raise InputError(
-                f"{path}: symbolic link in the run directory (refused, never followed)"
-            )
-        if entry.is_dir(follow_symlinks=False):
-            dirs.append(child.as_posix())
-            _inventory(root, child, files, dirs)
-        elif entry.is_file(follow_symlinks=False):
-            files.append(child.as_posix())
-        else:
-            raise InputError(f"{path}: not a regular file or directory")
+            with os.scandir(here) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            raise InputError(f"{here}: cannot list the run directory ({exc.strerror})") from exc
+        for entry in entries:
+            try:
+                entry.name.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InputError(f"{here}: a file name is not valid UTF-8") from exc
+            child = f"{rel}/{entry.name}" if rel else entry.name
+            if entry.is_symlink():
+                raise InputError(
+                    f"{root / child}: symbolic link in the run directory (refused, never followed)"
+                )
+            if entry.is_dir(follow_symlinks=False):
+                dirs.append(child)
+                pending.append(child)
+            elif entry.is_file(follow_symlinks=False):
+                files.append(child)
+            else:
+                kind = _kind(entry.stat(follow_symlinks=False).st_mode)
+                raise InputError(
+                    f"{root / child}: not a regular file or directory ({kind}; refused)"
+                )
+    files.sort()
+    dirs.sort()
+    return files, dirs
 
 
-def _read_regular(path: Path) -> bytes:
-    """Bytes of a regular file, refusing a symbolic link at the last component."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+# ---------------------------------------------------------------------------
+# Reading files: one way, for the run directory and the project alike
+#
+# Each directory component is opened relative to its parent with O_NOFOLLOW and
+# O_DIRECTORY, the file itself with O_NOFOLLOW and O_NONBLOCK (opening a FIFO must not
+# block), then fstat on the descriptor decides: a regular file is read, its size checked
+# against the cap before a byte is read; anything else is refused with one line naming
+# the file. A path that does not exist is None, for the caller to decide.
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _refuse_entry(where: Path, name: str, dir_fd: int, exc: OSError) -> InputError | None:
+    """The error for a component that could not be opened, or None when it is absent."""
+    if exc.errno == errno.ENOENT:
+        return None
     try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror})") from exc
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise InputError(f"{path}: not a regular file")
-        return handle.read()
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        return (
+            None
+            if exc.errno == errno.ENOTDIR
+            else InputError(f"{where}: cannot be read ({exc.strerror})")
+        )
+    if stat.S_ISLNK(mode):
+        return InputError(f"{where}: is a symbolic link (refused, never followed)")
+    if exc.errno == errno.ENOTDIR:
+        return None  # a file where a directory of the path should be: the path is absent
+    return InputError(f"{where}: cannot be read ({exc.strerror})")
+
+
+class Beneath:
+    """Regular files below one directory, opened by descriptor (see above).
+
+    Directory descriptors are kept (at most ``MAX_OPEN_DIRS``) so that reading every
+    file of a 20,000-check run costs one ``open`` per file; a directory replaced after
+    it was opened is not followed, the descriptor still names the original. Use as a
+    context manager, or ``close``.
+    """
+
+    MAX_OPEN_DIRS = 64
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._dirs: dict[str, int] = {}
+
+    def __enter__(self) -> Beneath:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for fd in self._dirs.values():
+            os.close(fd)
+        self._dirs.clear()
+
+    def _dir(self, reldir: str) -> int | None:
+        fd = self._dirs.get(reldir)
+        if fd is not None:
+            return fd
+        if reldir == "":
+            try:
+                fd = os.open(self.root, _DIR_FLAGS)
+            except OSError as exc:
+                raise InputError(
+                    f"{self.root}: cannot be opened as a directory ({exc.strerror})"
+                ) from exc
+        else:
+            parent, _, name = reldir.rpartition("/")
+            parent_fd = self._dir(parent)
+            if parent_fd is None:
+                return None
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+            except OSError as exc:
+                error = _refuse_entry(self.root / reldir, name, parent_fd, exc)
+                if error is None:
+                    return None
+                raise error from exc
+        if len(self._dirs) >= self.MAX_OPEN_DIRS:
+            root_fd = self._dirs.pop("", None)
+            self.close()
+            if root_fd is not None:
+                self._dirs[""] = root_fd
+        self._dirs[reldir] = fd
+        return fd
+
+    def open(self, rel: str) -> tuple[int, int] | None:
+        """(descriptor, size) of the regular file ``rel`` (POSIX, relative), or None.
+
+        Returns None when the file (or a directory on its way) does not exist. Raises
+        InputError naming the file when the root cannot be opened as a directory, when
+        any component is a symbolic link, or the file is a FIFO, device, socket or
+        directory, or cannot be read. The caller closes the descriptor.
+        """
+        reldir, _, name = rel.rpartition("/")
+        dir_fd = self._dir(reldir)
+        if dir_fd is None:
+            return None
+        try:
+            file_fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            error = _refuse_entry(self.root / rel, name, dir_fd, exc)
+            if error is None:
+                return None
+            raise error from exc
+        info = os.fstat(file_fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(file_fd)
+            raise InputError(
+                f"{self.root / rel}: {_kind(info.st_mode)}, not a regular file (refused)"
+            )
+        return file_fd, info.st_size
+
+    def read(self, rel: str, *, what: str, cap: int = MAX_DOCUMENT_BYTES) -> bytes | None:
+        """The bytes of the regular file ``rel`` (``open``), or None when absent.
+
+        Raises InputError, before reading, when the file is over ``cap`` bytes (``what``
+        names the document in the message), and when it grows past the cap while read.
+        """
+        opened = self.open(rel)
+        if opened is None:
+            return None
+        fd, size = opened
+        try:
+            if size > cap:
+                raise InputError(
+                    f"{self.root / rel}: {size} bytes, over the {cap}-byte cap for {what} "
+                    "(SPEC 5, Resources; refused before reading)"
+                )
+            parts: list[bytes] = []
+            got = 0
+            while True:
+                try:
+                    chunk = os.read(fd, max(READ_CHUNK, size + 1 - got))
+                except OSError as exc:
+                    raise InputError(f"{self.root / rel}: cannot be read ({exc.strerror})") from exc
+                if not chunk:
+                    break
+                got += len(chunk)
+                if got > cap:
+                    raise InputError(
+                        f"{self.root / rel}: grew over the {cap}-byte cap for {what} while read"
+                    )
+                parts.append(chunk)
+        finally:
+            os.close(fd)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def chunks(self, rel: str) -> Generator[bytes, None, None] | None:
+        """The chunks of the regular file ``rel`` (``open``, done now), or None when absent."""
+        opened = self.open(rel)
+        if opened is None:
+            return None
+        fd = opened[0]
+        where = self.root / rel
+
+        def read() -> Generator[bytes, None, None]:
+            try:
+                while True:
+                    try:
+                        chunk = os.read(fd, READ_CHUNK)
+                    except OSError as exc:
+                        raise InputError(f"{where}: cannot be read ({exc.strerror})") from exc
+                    if not chunk:
+                        return
+                    yield chunk
+            finally:
+                os.close(fd)
+
+        return read()
+
+
+def read_regular(
+    root: Path | Beneath, rel: str, *, what: str, cap: int = MAX_DOCUMENT_BYTES
+) -> bytes | None:
+    """``Beneath(root).read(rel, ...)``: one regular file's bytes, or None when absent."""
+    if isinstance(root, Beneath):
+        return root.read(rel, what=what, cap=cap)
+    with Beneath(root) as tree:
+        return tree.read(rel, what=what, cap=cap)
+
+
+def load_json(data: bytes, *, source: str) -> Any:
+    """Parse a JSON document of a run after bounding its value count (``MAX_JSON_TOKENS``).
+
+    Every value and key but the first of its container follows a ``,``, and every
+    container opens with ``[`` or ``{``: their count bounds what parsing allocates
+    (those inside strings count too, so the bound errs on the safe side). Raises
+    InputError naming ``source`` and the rule when it is over the cap,
+    CanonicalJSONError when the bytes are not valid JSON.
+    """
+    if data.count(b",") + data.count(b"[") + data.count(b"{") > MAX_JSON_TOKENS:
+        raise InputError(
+            f"{source}: more than {MAX_JSON_TOKENS} JSON values "
+            "(SPEC 5, Resources; refused before parsing)"
+        )
+    return canonical.loads(data, source=source)
 
 
 class _Fields:
@@ -409,9 +668,15 @@ def _parse_report(
     run_id = f.str_("run_id")
     if _RUN_ID_RE.match(run_id) is None or run_id in (".", ".."):
         raise f._wrong("run_id", "an identifier matching [A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+    items = f.list_("checks")
+    if len(items) > MAX_CHECKS:
+        raise InputError(
+            f"{source}: {len(items)} checks, more than the {MAX_CHECKS} cases a bundle's "
+            "case tree may hold (SPEC 5, Resources)"
+        )
     checks = tuple(
         parse_check(item, source=source, where=f"checks[{index}]")
-        for index, item in enumerate(f.list_("checks"))
+        for index, item in enumerate(items)
     )
     seen: set[str] = set()
     for record in checks:
@@ -757,27 +1022,60 @@ def map_source_path(project_root: str, source_path: str) -> str | None:
     Purely lexical: both must be absolute POSIX paths, and the relative part may
     not contain ``..`` (eval-banana records resolved paths).
     """
-    root = PurePosixPath(project_root)
-    src = PurePosixPath(source_path)
-    if not root.is_absolute() or not src.is_absolute() or ".." in src.parts:
+    # String work, not PurePosixPath: this runs once per check, 20,000 times a run.
+    if not project_root.startswith("/") or not source_path.startswith("/"):
         return None
-    if ".." in root.parts or not src.is_relative_to(root) or src == root:
+    if project_root.startswith("//") or source_path.startswith("//"):
+        return None  # POSIX leaves the meaning of a leading "//" to the system
+    root = [p for p in project_root.split("/") if p and p != "."]
+    src = [p for p in source_path.split("/") if p and p != "."]
+    if ".." in root or ".." in src or len(src) <= len(root) or src[: len(root)] != root:
         return None
-    return src.relative_to(root).as_posix()
+    return "/".join(src[len(root) :])
 
 
-def resolve_definition(run: Run, check: CheckRecord, project_root: Path) -> Definition:
-    """Find ``check``'s YAML (and referenced script) under ``project_root`` and re-hash it.
+class ScriptRef(enum.Enum):
+    """What a definition's YAML says about the script its digest covers."""
 
-    The recorded absolute ``source_path`` is mapped through the run's recorded
-    ``project_root`` onto ``project_root``; a source path outside the recorded root
-    is never resolved (state OUTSIDE_PROJECT). The referenced script is found as
-    eval-banana does (``script_path`` relative to the YAML's directory, symbolic
-    links resolved) but must stay inside ``project_root``. A missing script gives
-    the ``referenced-script-unavailable`` digest, as it did at run time. Never
-    raises for a problem with the definition: the state and ``detail`` say it.
+    NONE = "none"  # inline script or harness check: YAML component only
+    AT = "at"  # the file at ``script_location``
+    UNREADABLE = "unreadable"  # an empty script_path: nothing can be read
+    OUTSIDE = "outside"  # script_path leaves the project root
+
+
+def script_location(yaml_rel: str, keys: DefinitionKeys) -> tuple[ScriptRef, str | None]:
+    """Where the script a check's digest covers lives, relative to the project root.
+
+    The one rule for the exporter and both verifiers (SPEC 10.2: "the file at the path
+    its own YAML names"): a deterministic check's ``script_path`` is joined to the
+    directory of the YAML at ``yaml_rel`` and normalised lexically (no directory on the
+    way may be a link, so this is the path eval-banana resolved). Never a path another
+    document names.
     """
+    if keys.type != CheckType.DETERMINISTIC.value or keys.script_path is None:
+        return ScriptRef.NONE, None
+    if keys.script_path == "":
+        return ScriptRef.UNREADABLE, None
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(yaml_rel), keys.script_path))
+    if joined.startswith("/") or joined == ".." or joined.startswith("../") or joined == ".":
+        return ScriptRef.OUTSIDE, None
+    return ScriptRef.AT, joined
+
+
+def definition_of(
+    check: CheckRecord,
+    yaml_rel: str,
+    yaml_bytes: bytes,
+    read_script: Callable[[str], bytes | None],
+    *,
+    where: str = "",
+) -> Definition:
+    """A check's definition from its YAML bytes; ``read_script(rel)`` gives a script's
+    bytes or None when absent. Shared by the in-place and the in-bundle readers, so the
+    script is always found by ``script_location``. ``where`` prefixes the paths
+    (``data/definitions/`` in a bundle)."""
     recorded = check.check_definition_sha256
+    shown_yaml = where + yaml_rel
 
     def result(state: DefinitionState, detail: str | None, **kw: Any) -> Definition:
         base: dict[str, Any] = {
@@ -785,85 +1083,144 @@ def resolve_definition(run: Run, check: CheckRecord, project_root: Path) -> Defi
             "state": state,
             "recorded_digest": recorded,
             "observed_digest": None,
-            "yaml_path": None,
+            "yaml_path": shown_yaml,
             "script_path": None,
             "script_state": ScriptState.NONE,
             "empty_inline_script": False,
             "detail": detail,
+            "yaml_bytes": yaml_bytes,
         }
         base.update(kw)
         return Definition(**base)
 
-    rel = map_source_path(run.project_root, check.source_path)
-    if rel is None:
-        return result(
-            DefinitionState.OUTSIDE_PROJECT,
-            f"source_path {check.source_path!r} is not under project_root {run.project_root!r}",
-        )
-    root_real = project_root.resolve()
-    yaml_real = (project_root / rel).resolve()
-    if not yaml_real.is_relative_to(root_real):
-        return result(
-            DefinitionState.OUTSIDE_PROJECT,
-            f"{rel} resolves outside the project root",
-            yaml_path=rel,
-        )
     try:
-        yaml_bytes = yaml_real.read_bytes()
-    except FileNotFoundError:
-        return result(DefinitionState.MISSING, f"{rel} not found", yaml_path=rel)
-    except OSError as exc:
-        return result(
-            DefinitionState.MISSING, f"{rel} cannot be read ({exc.strerror})", yaml_path=rel
-        )
-    try:
-        keys = parse_definition_keys(yaml_bytes, source=rel)
+        keys = _definition_keys(yaml_bytes, shown_yaml)
     except UnsupportedYAML as exc:
-        return result(DefinitionState.UNREADABLE, exc.message, yaml_path=rel, yaml_bytes=yaml_bytes)
+        return result(DefinitionState.UNREADABLE, exc.message)
     if keys.type not in (CheckType.DETERMINISTIC.value, CheckType.HARNESS_JUDGE.value):
         return result(
             DefinitionState.UNREADABLE,
-            f"{rel}: type {keys.type!r} is not an eval-banana check type",
-            yaml_path=rel,
-            yaml_bytes=yaml_bytes,
+            f"{shown_yaml}: type {keys.type!r} is not an eval-banana check type",
         )
-
+    ref, script_rel = script_location(yaml_rel, keys)
     script: bytes | Literal["unavailable"] | None = None
-    script_rel: str | None = None
     script_state = ScriptState.NONE
-    deterministic = keys.type == CheckType.DETERMINISTIC.value
-    if deterministic and keys.script_path is not None:
-        target = (yaml_real.parent / keys.script_path).resolve()
-        if not target.is_relative_to(root_real):
-            return result(
-                DefinitionState.OUTSIDE_PROJECT,
-                f"{rel}: script_path {keys.script_path!r} leaves the project root",
-                yaml_path=rel,
-                yaml_bytes=yaml_bytes,
-            )
-        script_rel = target.relative_to(root_real).as_posix()
-        script_state = ScriptState.UNAVAILABLE
-        script = "unavailable"
-        if target.is_file():
-            try:
-                script = target.read_bytes()
-                script_state = ScriptState.PRESENT
-            except OSError:
-                pass
+    if ref is ScriptRef.OUTSIDE:
+        return result(
+            DefinitionState.OUTSIDE_PROJECT,
+            f"{shown_yaml}: script_path {keys.script_path!r} leaves the project root",
+        )
+    if ref is ScriptRef.UNREADABLE:
+        script, script_state = "unavailable", ScriptState.UNAVAILABLE
+    elif ref is ScriptRef.AT:
+        assert script_rel is not None
+        data = read_script(script_rel)
+        if data is None:
+            script, script_state = "unavailable", ScriptState.UNAVAILABLE
+        else:
+            script, script_state = data, ScriptState.PRESENT
     observed = definition_digest(yaml_bytes, script)
     state = DefinitionState.MATCHES if observed == recorded else DefinitionState.DIGEST_MISMATCH
     return result(
         state,
-        None if state is DefinitionState.MATCHES else f"{rel}: digest {observed} != recorded",
+        None
+        if state is DefinitionState.MATCHES
+        else f"{shown_yaml}: digest {observed} != recorded",
         observed_digest=observed,
-        yaml_path=rel,
-        script_path=script_rel,
+        script_path=None if script_rel is None else where + script_rel,
         script_state=script_state,
-        empty_inline_script=(
-            deterministic and keys.script is ScriptField.EMPTY and bool(keys.script_path)
-        ),
-        yaml_bytes=yaml_bytes,
+        empty_inline_script=ref is ScriptRef.AT and keys.script is ScriptField.EMPTY,
         script_bytes=script if isinstance(script, bytes) else None,
+    )
+
+
+def _definition_keys(yaml_bytes: bytes, source: str) -> DefinitionKeys:
+    # Checks that share a YAML (and the same YAML read twice) are parsed once; only
+    # small YAMLs are remembered, so the cache stays under 16 MiB.
+    if len(yaml_bytes) > 65_536:
+        return parse_definition_keys(yaml_bytes, source=source)
+    return _small_definition_keys(yaml_bytes, source)
+
+
+@functools.lru_cache(maxsize=256)
+def _small_definition_keys(yaml_bytes: bytes, source: str) -> DefinitionKeys:
+    return parse_definition_keys(yaml_bytes, source=source)
+
+
+def resolve_definition(run: Run, check: CheckRecord, project_root: Path | Beneath) -> Definition:
+    """Find ``check``'s YAML (and referenced script) under ``project_root`` and re-hash it.
+
+    The recorded absolute ``source_path`` is mapped through the run's recorded
+    ``project_root`` onto ``project_root``; a source path outside the recorded root
+    is never resolved (state OUTSIDE_PROJECT). The script is the file at
+    ``script_location``; a missing one gives the ``referenced-script-unavailable``
+    digest, as it did at run time. Every file is read by ``Beneath``: a link,
+    FIFO, device or directory at the YAML's or the script's path (or on the way to it)
+    raises InputError, as does a file over the document cap; any other problem with the
+    definition is in the state and ``detail``.
+    """
+    rel = map_source_path(run.project_root, check.source_path)
+    if rel is None:
+        return Definition(
+            check_id=check.check_id,
+            state=DefinitionState.OUTSIDE_PROJECT,
+            recorded_digest=check.check_definition_sha256,
+            observed_digest=None,
+            yaml_path=None,
+            script_path=None,
+            script_state=ScriptState.NONE,
+            empty_inline_script=False,
+            detail=(
+                f"source_path {check.source_path!r} is not under project_root {run.project_root!r}"
+            ),
+        )
+    if not isinstance(project_root, Beneath):
+        with Beneath(project_root) as tree:
+            return resolve_definition(run, check, tree)
+    yaml_bytes = project_root.read(rel, what="a check definition")
+    if yaml_bytes is None:
+        return Definition(
+            check_id=check.check_id,
+            state=DefinitionState.MISSING,
+            recorded_digest=check.check_definition_sha256,
+            observed_digest=None,
+            yaml_path=rel,
+            script_path=None,
+            script_state=ScriptState.NONE,
+            empty_inline_script=False,
+            detail=f"{rel} not found",
+        )
+    return definition_of(
+        check,
+        rel,
+        yaml_bytes,
+        lambda script_rel: project_root.read(script_rel, what="a referenced script"),
+    )
+
+
+def no_definition_found(
+    run: Run, definitions: Sequence[Definition], project_root: Path
+) -> str | None:
+    """Why ``project_root`` is probably not the run's project, or None.
+
+    Said when the run has checks whose YAML was looked for under ``project_root`` and not
+    one was found there (issue: ``--project`` one level too high or too low). The message
+    names the recorded project root, where the first YAML was expected and, when that
+    YAML exists one directory down under the recorded root's name, the option to use.
+    """
+    looked = [d for d in definitions if d.yaml_path is not None]
+    if not looked or any(d.yaml_bytes is not None for d in definitions):
+        return None
+    first = looked[0].yaml_path
+    assert first is not None
+    name = PurePosixPath(run.project_root).name
+    hint = ""
+    if name and os.path.lexists(project_root / name / first):
+        hint = f"; did you mean --project {project_root / name}?"
+    return (
+        f"{project_root}: no check definition found under --project (expected "
+        f"{project_root / first}); --project must be the run's project root, recorded as "
+        f"{run.project_root} (a directory named {name!r}){hint}"
     )
 
 
@@ -938,25 +1295,36 @@ def check_run(run: Run, run_dir: Path, project_root: Path | None = None) -> list
     order: per check in report order, then totals, then unexpected files.
     Raises InputError only when a listed file cannot be read at all.
     """
+    with Beneath(run_dir) as tree:
+        if project_root is None:
+            return _check_run(run, tree, None)
+        with Beneath(project_root) as project:
+            return _check_run(run, tree, project)
+
+
+def _check_run(run: Run, run_dir: Beneath, project_root: Beneath | None) -> list[Finding]:
     files = set(run.files)
     findings: list[Finding] = []
     if "report.md" not in files:
         findings.append(Finding(FindingKind.MISSING_FILE, "report.md: missing", path="report.md"))
     expected_files = {"report.json", "report.md"}
-    evidence_dirs: set[str] = set()
+    stems: set[str] = set()
     for check in run.checks:
         stem = check.stem
         own = {result_file(stem), stdout_file(stem), stderr_file(stem)}
         if check.check_type is CheckType.HARNESS_JUDGE:
             own.add(prompt_file(stem))
         expected_files |= own
-        evidence_dirs.add(f"checks/{stem}")
+        stems.add(stem)
         findings.extend(_check_files(run_dir, files, check))
         if project_root is not None:
             findings.extend(_check_definition(run, check, project_root))
     findings.extend(_check_totals(run))
     for name in run.files:
-        if name in expected_files or any(name.startswith(d + "/") for d in evidence_dirs):
+        parts = name.split("/", 2)
+        if name in expected_files or (
+            len(parts) == 3 and parts[0] == "checks" and parts[1] in stems
+        ):
             continue
         findings.append(
             Finding(
@@ -968,7 +1336,7 @@ def check_run(run: Run, run_dir: Path, project_root: Path | None = None) -> list
     return findings
 
 
-def _check_files(run_dir: Path, files: set[str], check: CheckRecord) -> list[Finding]:
+def _check_files(run_dir: Beneath, files: set[str], check: CheckRecord) -> list[Finding]:
     out: list[Finding] = []
     stem, cid = check.stem, check.check_id
     own = result_file(stem)
@@ -982,14 +1350,18 @@ def _check_files(run_dir: Path, files: set[str], check: CheckRecord) -> list[Fin
             )
         )
     else:
+        data = run_dir.read(own, what="a check result")
+        if data is None:
+            raise InputError(f"{run_dir.root / own}: disappeared while the run was read")
         try:
-            value = canonical.loads(_read_regular(run_dir / own), source=own)
-        except InputError as exc:
+            value = load_json(data, source=own)
+        except CanonicalJSONError as exc:
             out.append(
                 Finding(FindingKind.CHECK_FILE_MISMATCH, exc.message, path=own, check_id=cid)
             )
         else:
-            if not json_equal(value, check.raw):
+            # Canonical bytes, not Python equality: true is not 1, and 1.0 is 1 (JCS).
+            if canonical.dumps(value) != canonical.dumps(check.raw):
                 out.append(
                     Finding(
                         FindingKind.CHECK_FILE_MISMATCH,
@@ -1014,10 +1386,10 @@ def _check_files(run_dir: Path, files: set[str], check: CheckRecord) -> list[Fin
         )
 
     out_name = stdout_file(stem)
-    full, problem = _read_text(run_dir, files, out_name)
+    tail, empty, problem = _stdout_tail(run_dir, files, out_name, stem)
     if problem is not None:
         out.append(Finding(FindingKind.STDOUT_TAIL_MISMATCH, problem, path=out_name, check_id=cid))
-    elif bounded_tail(full, stem=stem) != check.stdout:
+    elif tail != check.stdout:
         out.append(
             Finding(
                 FindingKind.STDOUT_TAIL_MISMATCH,
@@ -1028,7 +1400,7 @@ def _check_files(run_dir: Path, files: set[str], check: CheckRecord) -> list[Fin
                 field="stdout",
             )
         )
-    elif out_name in files and full == "":
+    elif out_name in files and empty:
         out.append(
             Finding(
                 FindingKind.STDOUT_TAIL_MISMATCH,
@@ -1072,11 +1444,32 @@ def _check_files(run_dir: Path, files: set[str], check: CheckRecord) -> list[Fin
     return out
 
 
-def _read_text(run_dir: Path, files: set[str], name: str) -> tuple[str, str | None]:
+def _stdout_tail(
+    run_dir: Beneath, files: set[str], name: str, stem: str
+) -> tuple[str, bool, str | None]:
+    """(bounded tail, empty, None) of a stdout file, streamed whatever its size; absent
+    means empty; ("", False, problem) when it is not UTF-8."""
+    if name not in files:
+        return "", True, None
+    chunks = run_dir.chunks(name)
+    if chunks is None:
+        raise InputError(f"{run_dir.root / name}: disappeared while the run was read")
+    try:
+        tail, empty = bounded_tail_of(chunks, stem=stem)
+    except UnicodeDecodeError:
+        return "", False, f"{name}: not valid UTF-8"
+    finally:
+        chunks.close()
+    return tail, empty, None
+
+
+def _read_text(run_dir: Beneath, files: set[str], name: str) -> tuple[str, str | None]:
     """(text, None), or ("", problem) when the file is not UTF-8; absent means ""."""
     if name not in files:
         return "", None
-    data = _read_regular(run_dir / name)
+    data = run_dir.read(name, what="a stderr file")
+    if data is None:
+        raise InputError(f"{run_dir.root / name}: disappeared while the run was read")
     try:
         return data.decode("utf-8"), None
     except UnicodeDecodeError:
@@ -1118,7 +1511,7 @@ def _show(value: object) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def _check_definition(run: Run, check: CheckRecord, project_root: Path) -> list[Finding]:
+def _check_definition(run: Run, check: CheckRecord, project_root: Beneath) -> list[Finding]:
     definition = resolve_definition(run, check, project_root)
     out: list[Finding] = []
     kind = _DEFINITION_FINDINGS.get(definition.state)

@@ -20,9 +20,7 @@ Nothing is written at the target name until the archive is complete and fsynced.
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from typing import Any, assert_never
 
 from bundler import TOOL_NAME, __version__, canonical
 from bundler import evalbanana as eb
+from bundler.bag_reader import MAX_DOCUMENT_BYTES, MAX_KEPT_BYTES
 from bundler.digests import json_digest
 from bundler.errors import InputError, StrictFailure
 from bundler.export import (
@@ -45,12 +44,18 @@ from bundler.export import (
     write_tag_files,
 )
 from bundler.merkle import TreeBuilder
+from bundler.textsafe import shown
 
 BUNDLE_SCHEMA = "evalbook.eval_banana_bundle.v1"
 RUN_PREFIX = "data/run/"
 DEFINITIONS_PREFIX = "data/definitions/"
 REPORT_MEMBER = RUN_PREFIX + "report.json"
 DEFINITION_KIND = "definition"
+# What the bundle's verifier holds in memory (bag_reader): each run and definition file
+# whole, under the document cap, and all of them under the total; a bundle beyond either
+# would fail its own verification, so the export is refused before it is written. The
+# tag files, bundle.json aside, stay under this allowance.
+_TAG_FILES_ALLOWANCE = 64 * 1024
 # Limits the strict archive reader enforces on every member name (SPEC section 5).
 _MAX_NAME_BYTES = 4096
 _MAX_SEGMENT_BYTES = 255
@@ -118,7 +123,7 @@ def export_text(summary: dict[str, Any]) -> str:
     """The console summary of an eval-banana export (stderr)."""
     counts = summary["counts"]
     lines = [
-        f"Exported:    run {summary['run_id']} -> {summary['path']}",
+        f"Exported:    run {shown(summary['run_id'])} -> {shown(summary['path'])}",
         f"Bundle:      {summary['bundle_digest']}",
         f"Report:      {summary['report_digest']} (report.json)",
         f"Archive:     {summary['archive_size']} bytes, {summary['archive_sha256']}",
@@ -197,12 +202,16 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
     """Read the run, refuse an inconsistent one, and decide every definition.
 
     Raises InputError when the project root is not a directory, when the run
-    directory cannot be read strictly (``read_run``), or when ``check_run`` finds any
-    inconsistency in it (the first is named, with the count of the others).
+    directory cannot be read strictly (``read_run``), when ``check_run`` finds any
+    inconsistency in it (the first is named, with the count of the others), when no
+    definition at all is found under the project root (``no_definition_found``), and
+    for anything the bundle's own verifier would reject: a run file over the document
+    cap, a definition with an empty inline script beside a ``script_path``.
     """
     if project_root.is_symlink() or not project_root.is_dir():
         raise InputError(f"{project_root}: project root is not a directory")
     run = eb.read_run(run_dir)
+    _refuse_what_verify_rejects(run, run_dir)
     findings = eb.check_run(run, run_dir)
     if findings:
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
@@ -213,37 +222,99 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
     definitions: dict[str, bytes] = {}
     checks: list[dict[str, Any]] = []
     unavailable: list[dict[str, Any]] = []
-    for check in run.checks:
-        stem = check.stem
-        entry: dict[str, Any] = {
-            "check_id": check.check_id,
-            "stem": stem,
-            "status": check.status.value,
-            "check_definition_sha256": check.check_definition_sha256,
-            "result": result_member(stem),
-            "stdout": _run_member_if(files, eb.stdout_file(stem)),
-            "stderr": _run_member_if(files, eb.stderr_file(stem)),
-            "prompt": _run_member_if(files, eb.prompt_file(stem)),
-            "definition": None,
-            "script": None,
-        }
-        definition = eb.resolve_definition(run, check, project_root)
-        listed = _listing(definition)
-        if listed is not None:
-            unavailable.append(listed)
-        else:
-            assert definition.yaml_path is not None and definition.yaml_bytes is not None
-            entry["definition"] = _keep_definition(
-                definitions, definition.yaml_path, definition.yaml_bytes
-            )
-            if definition.script_state is eb.ScriptState.PRESENT:
-                assert definition.script_path is not None and definition.script_bytes is not None
-                entry["script"] = _keep_definition(
-                    definitions, definition.script_path, definition.script_bytes
-                )
-        checks.append(entry)
+    resolved: list[eb.Definition] = []
+    with eb.Beneath(project_root) as project:
+        for check in run.checks:
+            _plan_check(run, check, project, files, definitions, checks, unavailable, resolved)
+    problem = eb.no_definition_found(run, resolved, project_root)
+    if problem is not None:
+        raise InputError(problem + "; nothing written")
     unavailable.sort(key=lambda e: (e["kind"], e["ref"]))
     return _Plan(run, definitions, checks, unavailable)
+
+
+def _plan_check(
+    run: eb.Run,
+    check: eb.CheckRecord,
+    project: eb.Beneath,
+    files: set[str],
+    definitions: dict[str, bytes],
+    checks: list[dict[str, Any]],
+    unavailable: list[dict[str, Any]],
+    resolved: list[eb.Definition],
+) -> None:
+    """One check's entry, and its definition bundled or listed."""
+    stem = check.stem
+    entry: dict[str, Any] = {
+        "check_id": check.check_id,
+        "stem": stem,
+        "status": check.status.value,
+        "check_definition_sha256": check.check_definition_sha256,
+        "result": result_member(stem),
+        "stdout": _run_member_if(files, eb.stdout_file(stem)),
+        "stderr": _run_member_if(files, eb.stderr_file(stem)),
+        "prompt": _run_member_if(files, eb.prompt_file(stem)),
+        "definition": None,
+        "script": None,
+    }
+    definition = eb.resolve_definition(run, check, project)
+    resolved.append(definition)
+    if definition.state is eb.DefinitionState.MATCHES and definition.empty_inline_script:
+        raise InputError(
+            f"{project.root / (definition.yaml_path or '')}: an empty inline script beside "
+            f"script_path {definition.script_path}: eval-banana ran the empty script while "
+            "the digest covers the referenced one (SPEC 10.2); its bundle would fail "
+            "verification, nothing written"
+        )
+    listed = _listing(definition)
+    if listed is not None:
+        unavailable.append(listed)
+    else:
+        assert definition.yaml_path is not None and definition.yaml_bytes is not None
+        entry["definition"] = _keep_definition(
+            definitions, definition.yaml_path, definition.yaml_bytes
+        )
+        if definition.script_state is eb.ScriptState.PRESENT:
+            assert definition.script_path is not None and definition.script_bytes is not None
+            entry["script"] = _keep_definition(
+                definitions, definition.script_path, definition.script_bytes
+            )
+    checks.append(entry)
+
+
+def _refuse_what_verify_rejects(run: eb.Run, run_dir: Path) -> None:
+    """Refuse a run file the bundle's verifier could not hold (over the document cap).
+
+    The bundle reader (bag_reader) keeps every data/run/ file whole, under its document
+    cap and its total, and the verifier re-derives the stdout tails from those bytes; a
+    larger file would make the bundle fail its own verification, so export refuses it
+    up front. A legitimate stdout can be larger: once the reader keeps a bounded tail of
+    data/run/checks/*.stdout.txt (its last 8 KiB, with the file's size and whether it
+    is UTF-8) instead of the whole file, stdout files leave this rule.
+    """
+    total = 0
+    for rel in run.files:
+        try:
+            size = os.lstat(run_dir / rel).st_size
+        except OSError as exc:
+            raise InputError(f"{run_dir / rel}: cannot be read ({exc.strerror})") from exc
+        if size > MAX_DOCUMENT_BYTES:
+            raise InputError(
+                f"{run_dir / rel}: {size} bytes, over the {MAX_DOCUMENT_BYTES}-byte document "
+                "cap of the bundle reader (SPEC 5, Resources): its bundle would fail "
+                "verification; nothing written"
+            )
+        total += size
+    _refuse_total(total, run_dir)
+
+
+def _refuse_total(total: int, where: Path) -> None:
+    if total > MAX_KEPT_BYTES:
+        raise InputError(
+            f"{where}: {total} bytes of run files, definitions and bundle.json, over the "
+            f"{MAX_KEPT_BYTES} bytes the bundle reader holds in all (SPEC 5, Resources): "
+            "its bundle would fail verification; nothing written"
+        )
 
 
 def _run_member_if(files: set[str], rel: str) -> str | None:
@@ -275,44 +346,6 @@ def check_member_names(top: str, paths: Iterable[str]) -> None:
             other = folded.setdefault(key, prefix)
             if other != prefix:
                 raise InputError(f"{path}: collides with {other} after NFC and case folding")
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def read_beneath(root: Path, rel: str) -> bytes:
-    """Bytes of the regular file ``rel`` below ``root``, following no symbolic link.
-
-    Every component is opened relative to its parent with ``O_NOFOLLOW``, so a link
-    swapped in after the run was inventoried is refused, never followed out of the
-    run directory. Raises InputError naming the file otherwise.
-    """
-    nofollow = getattr(os, "O_NOFOLLOW", 0)
-    directory = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow
-    parts = rel.split("/")
-    where = root / rel
-    try:
-        fd = os.open(root, directory)
-    except OSError as exc:
-        raise InputError(f"{root}: run directory cannot be opened ({exc.strerror})") from exc
-    try:
-        for part in parts[:-1]:
-            child = os.open(part, directory, dir_fd=fd)
-            os.close(fd)
-            fd = child
-        file_fd = os.open(parts[-1], os.O_RDONLY | nofollow, dir_fd=fd)
-    except OSError as exc:
-        os.close(fd)
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise InputError(
-                f"{where}: symbolic link in the run directory (refused, never followed)"
-            ) from exc
-        raise InputError(f"{where}: cannot be read ({exc.strerror})") from exc
-    os.close(fd)
-    with os.fdopen(file_fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise InputError(f"{where}: not a regular file")
-        return handle.read()
 
 
 # --------------------------------------------------------------------------- writing
@@ -363,20 +396,36 @@ def export_eb_bundle(
     )
 
 
+def _add_run_file(
+    writer: BagWriter,
+    source: eb.Beneath,
+    rel: str,
+    run: eb.Run,
+    config: EbExportConfig,
+    files: list[dict[str, Any]],
+    leaves: dict[str, bytes],
+) -> None:
+    data = source.read(rel, what="a run file")
+    if data is None:
+        raise InputError(f"{config.run_dir / rel}: disappeared during export; export again")
+    member = RUN_PREFIX + rel
+    hex_digest = writer.add(member, data)
+    files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
+    if rel == "report.json" and "sha256:" + hex_digest != run.report_digest:
+        raise InputError(f"{config.run_dir / rel}: changed during export; export again")
+    if rel.startswith("checks/") and rel.endswith(".json"):
+        leaves[member] = data  # the case tree's leaves; other files are not held
+
+
 def _fill_bag(writer: BagWriter, plan: _Plan, config: EbExportConfig) -> dict[str, Any]:
     """Every member of an eval-banana bundle, in the documented order; returns bundle.json."""
     run = plan.run
     files: list[dict[str, Any]] = []
     leaves: dict[str, bytes] = {}
     report_digest = run.report_digest
-    for rel in run.files:
-        data = read_beneath(config.run_dir, rel)
-        member = RUN_PREFIX + rel
-        hex_digest = writer.add(member, data)
-        files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
-        if rel == "report.json" and "sha256:" + hex_digest != run.report_digest:
-            raise InputError(f"{config.run_dir / rel}: changed during export; export again")
-        leaves[member] = data
+    with eb.Beneath(config.run_dir) as source:
+        for rel in run.files:
+            _add_run_file(writer, source, rel, run, config, files, leaves)
     writer.count_cases(len(run.checks))
     for rel in sorted(plan.definitions, key=lambda p: p.encode("utf-8")):
         data = plan.definitions[rel]
@@ -405,6 +454,13 @@ def _fill_bag(writer: BagWriter, plan: _Plan, config: EbExportConfig) -> dict[st
         "cases_tree": {"tree_size": tree.size, "root": tree.root().hex()},
     }
     bundle_bytes = canonical.dumps(bundle)
+    _refuse_total(
+        sum(f["size"] for f in files)
+        + len(bundle_bytes)
+        + _TAG_FILES_ALLOWANCE
+        + sum(len(f["path"]) + 68 for f in files),
+        config.run_dir,
+    )
     writer.add("data/bundle.json", bundle_bytes)
     write_tag_files(writer, bundle, bundle_bytes, config.sign)
     return bundle

@@ -281,9 +281,26 @@ def test_definition_edited_after_the_run_is_unprovable_in_place(tmp_path: Path) 
 
 
 def test_project_pointing_elsewhere_in_place(tmp_path: Path) -> None:
-    result = _in_place(DEFAULT_RUN, tmp_path)
+    # Issue 14 item 8: the summary says no definition was found, and --strict fails it.
+    parent = tmp_path / "checkout"
+    shutil.copytree(PROJECT, parent / "project")
+    result = _in_place(DEFAULT_RUN, parent)
     assert result.verdict is Verdict.VERIFIED
-    assert result.unprovable_by_reason() == {"definition_missing": 9}
+    assert result.unprovable_by_reason() == {"definition_missing": 10}
+    labels = dict(map(tuple, result.summary["labels"]))
+    assert labels["Definitions"].startswith("NONE FOUND: ")
+    assert "no check definition found under --project" in labels["Definitions"]
+    assert f"did you mean --project {parent / 'project'}?" in labels["Definitions"]
+    [claim] = [
+        c for c in result.claims if c.subject == "the project root holds the run's definitions"
+    ]
+    assert claim.state is State.UNPROVABLE
+    strict = _in_place(DEFAULT_RUN, parent, strict=True)
+    assert strict.verdict is Verdict.FAILED
+    assert "the project root holds the run's definitions" in failed_subjects(strict)
+    proc = run_cli("verify", str(DEFAULT_RUN), "--project", str(parent))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "Definitions: NONE FOUND: " in proc.stderr.decode()
 
 
 def test_source_path_outside_recorded_root_in_place(tmp_path: Path) -> None:

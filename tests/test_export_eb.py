@@ -527,25 +527,50 @@ def test_strict_refuses_to_list_and_writes_nothing(tmp_path: Path) -> None:
     )
 
 
-def test_project_pointing_elsewhere_lists_every_definition_missing(tmp_path: Path) -> None:
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
+def test_project_holding_one_definition_lists_every_other_missing(tmp_path: Path) -> None:
+    partial = tmp_path / "partial"
+    (partial / "eval_checks").mkdir(parents=True)
+    shutil.copy(PROJECT / "eval_checks" / "judge.yaml", partial / "eval_checks" / "judge.yaml")
     out = tmp_path / "b.tar.zst"
-    proc = export_cli(DEFAULT_RUN, elsewhere, "--out", str(out), "--json")
+    proc = export_cli(DEFAULT_RUN, partial, "--out", str(out), "--json")
     assert proc.returncode == 0, proc.stderr.decode()
-    assert json.loads(proc.stdout)["unavailable_by_reason"] == {"definition_missing": 9}
+    assert json.loads(proc.stdout)["unavailable_by_reason"] == {"definition_missing": 8}
     _, files = bag_files(out)
     bundle = json.loads(files["data/bundle.json"])
     report = json.loads((DEFAULT_RUN / "report.json").read_bytes())
     assert [(u["ref"], u["digest"], u["reason"]) for u in bundle["unavailable"]] == sorted(
         (c["check_id"], c["check_definition_sha256"], "definition_missing")
         for c in report["checks"]
+        if c["check_id"] != "judge"
     )
     assert all("not found" in u["detail"] for u in bundle["unavailable"])
-    assert not any(p.startswith("data/definitions/") for p in files)
+    assert [p for p in files if p.startswith("data/definitions/")] == [
+        "data/definitions/eval_checks/judge.yaml"
+    ]
     verified = verify_bundle(str(out), VerifyOptions())
     assert verified.verdict is Verdict.VERIFIED
-    assert verified.unprovable_by_reason() == {"definition_missing": 9}
+    assert verified.unprovable_by_reason() == {"definition_missing": 8}
+
+
+@pytest.mark.parametrize("where", ["one level too high", "empty directory"])
+def test_project_holding_no_definition_is_refused(tmp_path: Path, where: str) -> None:
+    # Issue 14 item 8: --project one level too high used to export with no definition.
+    if where == "one level too high":
+        parent = tmp_path / "checkout"
+        shutil.copytree(PROJECT, parent / "project")
+    else:
+        parent = tmp_path / "elsewhere"
+        parent.mkdir()
+    out = tmp_path / "b.tar.zst"
+    proc = export_cli(DEFAULT_RUN, parent, "--out", str(out))
+    assert proc.returncode == 3, proc.stderr.decode()
+    stderr = proc.stderr.decode()
+    assert stderr.count("\n") == 1 and "no check definition found under --project" in stderr
+    assert f"recorded as {RECORDED_ROOT} (a directory named 'project')" in stderr
+    assert str(parent / "eval_checks" / "crlf_inline.yaml") in stderr
+    if where == "one level too high":
+        assert f"did you mean --project {parent / 'project'}?" in stderr
+    assert not out.exists() and proc.stdout == b""
 
 
 @pytest.mark.parametrize(
@@ -686,21 +711,19 @@ def test_symlinked_run_directory_is_refused(tmp_path: Path) -> None:
 
 
 def test_file_swapped_for_a_link_during_export_is_not_followed(tmp_path: Path) -> None:
-    from bundler.export_eb import read_beneath
-
     run = copy_run(tmp_path)
     secret = tmp_path / "secret.txt"
     secret.write_bytes(b"secret")
     (run / "report.md").unlink()
     (run / "report.md").symlink_to(secret)
     with pytest.raises(InputError, match="symbolic link"):
-        read_beneath(run, "report.md")
+        eb.read_regular(run, "report.md", what="a run file")
     checks = run / "checks"
     moved = tmp_path / "moved"
     checks.rename(moved)
     checks.symlink_to(moved, target_is_directory=True)
     with pytest.raises(InputError, match="symbolic link"):
-        read_beneath(run, f"checks/{eb.check_stem('passes')}.json")
+        eb.read_regular(run, f"checks/{eb.check_stem('passes')}.json", what="a check result")
 
 
 def test_evidence_files_are_bundled_and_empty_directories_dropped(tmp_path: Path) -> None:
