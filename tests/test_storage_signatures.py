@@ -181,6 +181,33 @@ def test_two_signers_on_one_stored_bundle(
     assert done.returncode == 0, done.stderr.decode()
     assert "Signatures:  3 (2 verified)" in done.stderr.decode()
 
+    # The countersignature is a plain SSHSIG file: ssh-keygen checks it as README says.
+    bag = tmp_path / "bag"
+    done = run_cli("extract", str(out / name), str(bag))
+    assert done.returncode == 0, done.stderr.decode()
+    (head,) = bag.rglob("bundle-head.json")
+    countersignature = out / counter[0].rsplit("/", 1)[1]
+    checked = subprocess.run(
+        [
+            SSH_KEYGEN,
+            "-Y",
+            "verify",
+            "-f",
+            str(allowed),
+            "-I",
+            "auditor",
+            "-n",
+            "evalbook-bundle-head-v1",
+            "-s",
+            str(countersignature),
+        ],
+        input=head.read_bytes(),
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stderr.decode()
+
 
 def test_upload_of_a_local_countersignature_adds_it(
     bundles: dict[str, Path], bucket: str, endpoint: list[str], tmp_path: Path, raw: Any
