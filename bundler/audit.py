@@ -1,8 +1,9 @@
 """Audit: re-deriving an issued report's verdict from its bundle (SPEC section 12).
 
 ``audit_bundle`` runs the verifier first (``verify.read_and_verify``); unless the
-verdict is ``verified`` the audit is an error (exit 3) carrying the verification's
-reason. Over the verified bag it re-derives every check with ``derive.derive_check``
+verdict is ``verified`` the audit is an error carrying the verification's reason: exit
+1 when the bundle failed verification (SPEC 8, as ``verify``), 3 when it could not be
+read. Over the verified bag it re-derives every check with ``derive.derive_check``
 (from the bundled suite's aggregation and dataset, the dataset manifest's examples and
 the exported cases) and the report with ``derive.derive_report``, and compares what
 was issued with what was derived. The result is an ``Audit``: per check and for the
@@ -38,8 +39,21 @@ Choices where SPEC section 12 leaves room:
   rules for conflicting duplicates. It does not by itself decide the exit code: the
   comparison does. A check issued as anything but ``error`` despite the defect is a
   disagreement (exit 1); a check the issuer already reported as ``error`` is
-  consistent (exit 0, errors still listed). Exit 3 is kept for "no audit possible":
-  the bundle does not verify, or it is not an EvalBook report bundle.
+  consistent (exit 0, errors still listed). "No audit possible" is exit 1 when the
+  bundle failed verification and 3 when it could not be read or is not an EvalBook
+  report bundle.
+- Bounds before use. Every number that sizes the work (repeats, min_samples, the
+  examples and cases counted in their bytes, resamples, level, seed, and the bundle's
+  bootstrap draws) is checked against ``derive.BOUNDS`` before anything is parsed or
+  derived; beyond its bound the check (or its interval) is not re-derivable, with a
+  one-line reason naming the field and the bound. Case files are parsed a line at a
+  time.
+- Strictness and the verdict line. A report whose result was not re-derived never
+  reads a bare CONSISTENT (``NOT RE-DERIVED (...)`` with the reason); under
+  ``--strict`` any item not re-derived fails the audit (exit 1, JSON verdict still
+  ``consistent``).
+- Output. Every console line passes ``textsafe.shown`` and every untrusted Markdown
+  value ``textsafe.shown_md``.
 - Not re-derivable, never a disagreement: every field of a check whose cases were cut
   by ``case_limit`` (bundle.json ``cases.total`` > ``cases.exported``), whose case file,
   dataset manifest or suite is not in the bundle, or that the suite does not define;
@@ -55,7 +69,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -63,16 +77,20 @@ import orjson
 
 from bundler import canonical
 from bundler.derive import (
+    BoundScope,
     DerivedCheck,
     Interval,
     NotRederivable,
     Problem,
     ProblemCode,
+    bound_violations,
     derive_check,
     derive_report,
 )
 from bundler.errors import BundlerError, InputError
 from bundler.export import BUNDLE_SCHEMA
+from bundler.stats import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, MAX_RESAMPLES
+from bundler.textsafe import shown, shown_md
 from bundler.verify import (
     Claim,
     State,
@@ -287,10 +305,41 @@ class Audit:
     checks: tuple[CheckAudit, ...] = ()
 
     @property
+    def verification_failed(self) -> bool:
+        """True when the bundle was read but failed verification (SPEC 8: exit 1)."""
+        v = self.verification
+        return self.verdict is AuditVerdict.ERROR and v is not None and v.verdict is Verdict.FAILED
+
+    @property
+    def strict(self) -> bool:
+        return self.verification is not None and self.verification.strict
+
+    @property
+    def report_result_blocker(self) -> str | None:
+        """Why the report's result was not re-derived, or None when it was."""
+        if self.report is None:
+            return None
+        result = self.report.get(Field.RESULT)
+        if result is None or result.outcome is not Outcome.NOT_REDERIVABLE:
+            return None
+        return result.reason or "unknown"
+
+    @property
+    def strict_failure(self) -> bool:
+        """``--strict``: an audit that left an issued field un-re-derived fails (exit 1)."""
+        return (
+            self.verdict is AuditVerdict.CONSISTENT and self.strict and bool(self.not_rederivable)
+        )
+
+    @property
     def exit_code(self) -> int:
-        return {AuditVerdict.CONSISTENT: 0, AuditVerdict.INCONSISTENT: 1, AuditVerdict.ERROR: 3}[
-            self.verdict
-        ]
+        """0 consistent; 1 a disagreement, a failed verification or a ``--strict`` gap;
+        3 when the bundle could not be read or is not a report bundle."""
+        if self.verdict is AuditVerdict.ERROR:
+            return 1 if self.verification_failed else 3
+        if self.verdict is AuditVerdict.INCONSISTENT or self.strict_failure:
+            return 1
+        return 0
 
     def _all_fields(self) -> list[tuple[str | None, FieldAudit]]:
         items: list[tuple[str | None, FieldAudit]] = []
@@ -435,22 +484,31 @@ def _parse(kept: Mapping[str, bytes], path: str) -> Any:
         raise InputError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def _parse_lines(kept: Mapping[str, bytes], path: str) -> list[Any]:
-    """The case objects of a JSON Lines file, in line order.
+def _line_count(data: bytes) -> int:
+    """Lines of a JSON Lines file (the last may lack its newline)."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
-    Verified case lines are canonical JSON, which never holds a raw newline, so the
-    file is parsed in one call as a JSON array.
+
+def _parse_lines(kept: Mapping[str, bytes], path: str) -> Iterator[Any]:
+    """The case objects of a JSON Lines file, in line order, one parsed at a time.
+
+    Derivation keeps only the few fields it needs of each case, so memory holds one
+    parsed case at a time, not the file as objects.
     """
     data = kept.get(path)
     if data is None:
         raise InputError(f"{path}: named by bundle.json but not in the bag")
-    body = data[:-1] if data.endswith(b"\n") else data
-    try:
-        value = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path}: a line is not valid JSON ({exc})") from exc
-    assert isinstance(value, list)
-    return value
+    start = 0
+    number = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        number += 1
+        try:
+            yield orjson.loads(data[start:end])
+        except orjson.JSONDecodeError as exc:
+            raise InputError(f"{path}: line {number} is not valid JSON ({exc})") from exc
+        start = end + 1
 
 
 # ------------------------------------------------------------------------- comparing
@@ -605,6 +663,7 @@ class _Auditor:
         self.suite_path: str | None = bundle["suite"]["path"]
         self.suite: Any = None if self.suite_path is None else _parse(kept, self.suite_path)
         self._manifests: dict[tuple[str, int], list[str] | str] = {}
+        self._draws = 0  # bootstrap index draws spent so far
 
     def listed_reason(self, kind: str, ref: str, what: str) -> str:
         entry = self.unavailable.get((kind, ref))
@@ -629,7 +688,11 @@ class _Auditor:
         }
 
     def expected_examples(self, dataset: Any) -> list[str] | str:
-        """The example ids of the dataset version a suite check names, or why unknown."""
+        """The example ids of the dataset version a suite check names, or why unknown.
+
+        The examples are counted in the manifest's bytes before it is parsed: a count
+        beyond its bound (``derive.BOUNDS``) is a reason, and nothing is parsed.
+        """
         if not isinstance(dataset, dict) or not isinstance(dataset.get("id"), str):
             return "the suite check names no dataset"
         version = dataset.get("version")
@@ -644,8 +707,15 @@ class _Auditor:
             if entry is None:
                 self._manifests[key] = self.listed_reason("dataset", item, f"the dataset {item}")
             else:
-                manifest = _parse(self.kept, entry["path"])
-                self._manifests[key] = [e["example_id"] for e in manifest["examples"]]
+                # Canonical JSON escapes every quote inside a string, so this pattern
+                # occurs once per example entry and nowhere else.
+                count = self.kept.get(entry["path"], b"").count(b'"example_id"')
+                beyond = bound_violations(None, None, examples=count)
+                if beyond:
+                    self._manifests[key] = f"the dataset {item}: " + beyond[0].reason
+                else:
+                    manifest = _parse(self.kept, entry["path"])
+                    self._manifests[key] = [e["example_id"] for e in manifest["examples"]]
         return self._manifests[key]
 
     def run(self, verification: Verification) -> Audit:
@@ -731,7 +801,7 @@ class _Auditor:
                 values.append(IssuedValue(result_path, result[name.value]))
             return values
 
-        blocked = self.blockers(check_id, suite_check, missing_suite, entry)
+        blocked = self.blockers(check_id, suite_check, missing_suite, entry, result)
         derived: DerivedCheck | None = None
         blocked_fields: dict[Field, str] = {}
         if blocked is not None:
@@ -741,15 +811,19 @@ class _Auditor:
             dataset = suite_check["dataset"]
             expected = self.expected_examples(dataset)
             assert isinstance(expected, list)
+            interval = result.get("interval") if result is not None else None
+            over_budget = self.bootstrap_budget(interval, entry["cases"]["path"])
             derived = derive_check(
                 aggregation if isinstance(aggregation, Mapping) else {},
                 dataset_id=dataset["id"],
                 dataset_version=dataset["version"],
                 expected_example_ids=expected,
                 cases=_parse_lines(self.kept, entry["cases"]["path"]),
-                interval=result.get("interval") if result is not None else None,
+                interval=None if over_budget else interval,
             )
             blocked_fields = self.partial_blockers(derived, body_check, result)
+            if over_budget is not None:
+                blocked_fields.setdefault(Field.INTERVAL, over_budget)
 
         for name in _DERIVED_FIELDS:
             values = issued(name)
@@ -791,15 +865,18 @@ class _Auditor:
         suite_check: dict[str, Any] | None,
         missing_suite: str | None,
         entry: dict[str, Any] | None,
+        result: Any,
     ) -> str | None:
-        """Why nothing of the check can be re-derived, or None."""
+        """Why nothing of the check can be re-derived, or None.
+
+        Every number of the check's inputs that sizes the work (repeats, min_samples,
+        the examples and cases counted) is checked against ``derive.BOUNDS`` here,
+        before anything is parsed or derived.
+        """
         if suite_check is None:
             return missing_suite or f"the suite defines no check {check_id}"
         if entry is None:
             return f"bundle.json lists no check {check_id}"
-        expected = self.expected_examples(suite_check.get("dataset"))
-        if isinstance(expected, str):
-            return expected
         cases = entry["cases"]
         if cases["path"] is None:
             return self.listed_reason("cases", check_id, f"the case file of {check_id}")
@@ -808,6 +885,43 @@ class _Auditor:
             listed = self.unavailable.get(("cases", check_id))
             reason = listed["reason"] if listed is not None else "case_limit"
             return f"{reason}: {cut} of {cases['total']} cases were not exported"
+        aggregation = suite_check.get("aggregation")
+        interval = result.get("interval") if isinstance(result, dict) else None
+        beyond = [
+            b.reason
+            for b in bound_violations(
+                aggregation if isinstance(aggregation, Mapping) else None,
+                interval if isinstance(interval, Mapping) else None,
+                cases=_line_count(self.kept.get(cases["path"], b"")),
+            )
+            if b.scope is BoundScope.CHECK
+        ]
+        if beyond:
+            return "; ".join(beyond)
+        expected = self.expected_examples(suite_check.get("dataset"))
+        if isinstance(expected, str):
+            return expected
+        return None
+
+    def bootstrap_budget(self, interval: Any, cases_path: str) -> str | None:
+        """Spend this check's bootstrap index draws from the bundle's budget, or say why not.
+
+        The draws are bounded by resamples x the check's cases (each executed example has
+        a case); checks are served in report order until ``derive.MAX_BOOTSTRAP_DRAWS``.
+        """
+        if not isinstance(interval, Mapping) or interval.get("method") != BOOTSTRAP_METHOD:
+            return None
+        raw = interval.get("resamples")
+        resamples = DEFAULT_RESAMPLES if raw is None else raw
+        if isinstance(resamples, bool) or not isinstance(resamples, int):
+            return None  # a defect derivation names
+        if not 1 <= resamples <= MAX_RESAMPLES:
+            return None  # beyond its own bound: derivation names it
+        requested = resamples * _line_count(self.kept.get(cases_path, b""))
+        beyond = bound_violations(None, None, draws=self._draws + requested)
+        if beyond:
+            return beyond[0].reason
+        self._draws += requested
         return None
 
     def partial_blockers(
@@ -1017,17 +1131,30 @@ def _header_lines(audit: Audit) -> list[str]:
 
 
 def _verdict_text(audit: Audit) -> str:
+    """The verdict line: never a bare CONSISTENT for a report result not re-derived."""
     counts = audit.counts()
     if audit.verdict is AuditVerdict.ERROR:
+        if audit.verification_failed:
+            return "ERROR (the bundle failed verification; no audit possible)"
         return "ERROR (no audit possible)"
-    text: str = audit.verdict.value.upper()
+    blocker = audit.report_result_blocker
     notes = []
+    if audit.verdict is AuditVerdict.CONSISTENT and blocker is not None:
+        text = "NOT RE-DERIVED"
+        notes.append(f"the report's result was not re-derived: {blocker}")
+        notes.append("no disagreement in what was re-derived")
+    else:
+        text = audit.verdict.value.upper()
+        if blocker is not None:
+            notes.append(f"the report's result was not re-derived: {blocker}")
     if counts["disagreements"]:
         notes.append(f"{counts['disagreements']} disagreement(s)")
     if audit.not_rederivable:
         notes.append(f"{len(audit.not_rederivable)} item(s) not re-derivable")
     if counts["errors"]:
         notes.append(f"{counts['errors']} input error(s)")
+    if audit.strict_failure:
+        notes.append("--strict: what was not re-derived fails the audit")
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
@@ -1038,7 +1165,7 @@ def audit_text(audit: Audit) -> str:
     lines.append(f"Verdict:     {_verdict_text(audit)}")
     if audit.verdict is AuditVerdict.ERROR:
         lines.append(f"Error:       {audit.error}")
-        return "\n".join(lines) + "\n"
+        return _shown_lines(lines)
     if audit.report is not None:
         lines.append(f"Report {audit.report.report_id}:")
         lines += [_field_line(f) for f in audit.report.fields]
@@ -1055,31 +1182,39 @@ def audit_text(audit: Audit) -> str:
     errors = audit.errors
     lines.append(f"Errors:      {len(errors)}")
     lines += [f"  - check {check_id}: {p.code.value}: {p.message}" for check_id, p in errors]
-    return "\n".join(lines) + "\n"
+    return _shown_lines(lines)
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _shown_lines(lines: Iterable[str]) -> str:
+    """Every line through ``textsafe.shown``: the lines carry ids, values, reasons and
+    messages from the bundle, and none of them may redraw the terminal or forge a line
+    (a newline inside a value is shown escaped, so one finding stays one line)."""
+    return "".join(shown(line) + "\n" for line in lines)
+
+
+def _md(text: Any) -> str:
+    """Untrusted text for a Markdown cell or line: ``textsafe.shown_md``."""
+    return shown_md(text)
 
 
 def audit_markdown(audit: Audit) -> str:
     """The audit as a Markdown page (written as audit.md by ``--output-dir``)."""
-    out = [f"# Audit of `{audit.source}`", "", f"- **Verdict:** {_verdict_text(audit)}"]
+    out = [f"# Audit of {_md(audit.source)}", "", f"- **Verdict:** {_md(_verdict_text(audit))}"]
     v = audit.verification
     if v is not None and v.bundle_digest is not None:
-        out.append(f"- **Bundle digest:** `{v.bundle_digest}`")
+        out.append(f"- **Bundle digest:** {_md(v.bundle_digest)}")
     if v is not None and v.report_id is not None:
-        out.append(f"- **Report:** `{v.report_id}` `{v.report_digest}`")
+        out.append(f"- **Report:** {_md(v.report_id)} {_md(v.report_digest)}")
     if audit.verdict is AuditVerdict.ERROR:
-        out.append(f"- **Error:** {audit.error}")
+        out.append(f"- **Error:** {_md(audit.error)}")
         return "\n".join(out) + "\n"
-    out.append(f"- **Numbers compared:** {TOLERANCE_RULE}")
+    out.append(f"- **Numbers compared:** {_md(TOLERANCE_RULE)}")
     sections: list[tuple[str, Iterable[FieldAudit]]] = []
     if audit.report is not None:
-        sections.append((f"Report `{audit.report.report_id}`", audit.report.fields))
+        sections.append((f"Report {_md(audit.report.report_id)}", audit.report.fields))
     for check in audit.checks:
         kind = "required" if check.required else "optional"
-        sections.append((f"Check `{check.check_id}` ({kind})", check.fields))
+        sections.append((f"Check {_md(check.check_id)} ({kind})", check.fields))
     for title, fields in sections:
         out += [
             "",
@@ -1101,7 +1236,7 @@ def audit_markdown(audit: Audit) -> str:
     out += ["", f"## Not re-derivable ({len(audit.not_rederivable)})", ""]
     out += [f"- {_md(n.describe())}" for n in audit.not_rederivable] or ["None."]
     out += ["", f"## Errors ({len(audit.errors)})", ""]
-    out += [f"- check `{c}`: {p.code.value}: {_md(p.message)}" for c, p in audit.errors] or [
+    out += [f"- check {_md(c)}: {p.code.value}: {_md(p.message)}" for c, p in audit.errors] or [
         "None."
     ]
     return "\n".join(out) + "\n"

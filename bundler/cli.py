@@ -905,10 +905,12 @@ def export_eb(
 AUDIT_HELP = """Re-derive an issued report's verdict from a bundle (SPEC section 12).
 
 BUNDLE is a .tar.zst archive, an extracted bag directory, or s3://bucket/key. The bundle is
-verified first; unless it verifies nothing is audited (exit 3). Every check is then
-re-derived from the exported cases, the suite and the dataset manifests and compared with
-the report body and the check results: exit 0 consistent, 1 at least one disagreement,
-3 error. Items that cannot be re-derived are listed with their reason.
+verified first; unless it verifies nothing is audited (exit 1 when it fails verification,
+3 when it cannot be read). Every check is then re-derived from the exported cases, the
+suite and the dataset manifests and compared with the report body and the check results:
+exit 0 consistent, 1 at least one disagreement, 3 error. Items that cannot be re-derived
+are listed with their reason, and the verdict line says when the report's result is one
+of them; with --strict any such item fails the audit (exit 1).
 """
 
 
@@ -921,7 +923,9 @@ the report body and the check results: exit 0 consistent, 1 at least one disagre
     "--expect-report-digest", help="Trust anchor: the report digest you expect (sha256:...)."
 )
 @click.option(
-    "--strict", is_flag=True, help="Unprovable claims fail the verification, and so the audit."
+    "--strict",
+    is_flag=True,
+    help="Unprovable claims fail the verification, and anything not re-derived the audit.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Full result on stdout.")
 @click.option(

@@ -43,7 +43,18 @@ Choices where SPEC section 12 leaves room, each tested:
   the threshold. `all_pass` is already failed by any scored fail, executed example or
   not. For pass_rate and mean the optimistic value counts every unscored repeat of
   every expected example as a pass with score 1, literally as SPEC states, even where
-  scores could exceed 1; it is computed like the value, over all expected examples.
+  scores could exceed 1; it is computed like the value, over all expected examples
+  (an executed example's mean summed exactly as the value's, so with nothing unscored
+  the optimistic value is the value; another example's as the correctly rounded sum of
+  its scores and one per other repeat, so no example costs more than its cases).
+- Bounds (``BOUNDS``, ``bound_violations``): numbers that size the work are checked
+  before use. ``repeats`` or ``min_samples`` above 20,000 (the most cases a bundle
+  holds) are defects here (``invalid_repeats``, ``invalid_min_samples``) and are
+  reported by the audit as not re-derivable before derivation; resamples above
+  ``stats.MAX_RESAMPLES``, a level above ``stats.MAX_LEVEL`` or a seed above 2^128 - 1
+  make the interval ``NotRederivable``. Only the slots that have cases are held, and
+  only executed examples are expanded repeat by repeat, so the cost is that of the
+  cases and the examples, never examples x repeats.
 - Values and thresholds compare as floating-point numbers (the value is what the check
   reports as its score); only `min_coverage` is exact (`bundler.stats`).
 - With no expected example the check is `inconclusive` (nothing executed, no unscored
@@ -68,6 +79,8 @@ from typing import assert_never
 from bundler.stats import (
     BOOTSTRAP_METHOD,
     DEFAULT_RESAMPLES,
+    MAX_LEVEL,
+    MAX_RESAMPLES,
     BootstrapStatistic,
     bootstrap_interval,
     exact_fraction,
@@ -76,6 +89,166 @@ from bundler.stats import (
 )
 
 WILSON_METHOD = "wilson"
+
+# SPEC 4.3: a bundle holds at most 20,000 cases (``export.MAX_CASES``, a test keeps the
+# two equal). No check of a bundle can have more repeats of one example, more executed
+# examples or more cases than that.
+MAX_CASES = 20_000
+MAX_SEED = (1 << 128) - 1
+# The index draws the audit of one bundle spends on bootstrap intervals at most: the
+# default resamples over the most cases a bundle holds, a few seconds of numpy. More
+# resamples (up to MAX_RESAMPLES) fit when a bundle's bootstrapped checks are smaller.
+MAX_BOOTSTRAP_DRAWS = DEFAULT_RESAMPLES * MAX_CASES
+
+
+class BoundScope(enum.Enum):
+    """What an out-of-bound value keeps from being re-derived."""
+
+    CHECK = "check"  # every field of the check
+    INTERVAL = "interval"  # the check's interval only
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range a document number must lie in before it is used (SPEC 5, Resources)."""
+
+    field: str
+    scope: BoundScope
+    low: int | float
+    high: int | float
+    integer: bool
+    why: str
+
+    def violation(self, value: object) -> str | None:
+        """A one-line reason naming the field, the value and the bound, or None.
+
+        Only well-typed values at or above ``low`` are judged here; a value of the wrong
+        type or below ``low`` is a defect the parsers report with their own message.
+        """
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        if self.integer and not isinstance(value, int):
+            return None
+        if value < self.low or value <= self.high:
+            return None
+        return f"{self.field} {value!r} is above {self.high!r}, {self.why}"
+
+
+# The one table of bounds on numbers that become loop bounds, allocations or arguments
+# of a numeric routine; ``bound_violations`` applies it before any derivation, and the
+# parsers of ``derive_check`` consult the same entries.
+BOUNDS: dict[str, Bound] = {
+    b.field: b
+    for b in (
+        Bound(
+            "aggregation.repeats",
+            BoundScope.CHECK,
+            1,
+            MAX_CASES,
+            True,
+            "the most cases a bundle holds (SPEC 4.3): no example could have every repeat",
+        ),
+        Bound(
+            "aggregation.min_samples",
+            BoundScope.CHECK,
+            0,
+            MAX_CASES,
+            True,
+            "the most cases a bundle holds (SPEC 4.3): no check could reach it",
+        ),
+        Bound(
+            "examples",
+            BoundScope.CHECK,
+            0,
+            MAX_CASES,
+            True,
+            "the most cases a bundle holds (SPEC 4.3), so no bundle can show the check",
+        ),
+        Bound(
+            "cases",
+            BoundScope.CHECK,
+            0,
+            MAX_CASES,
+            True,
+            "the most cases a bundle holds (SPEC 4.3)",
+        ),
+        Bound(
+            "bootstrap draws",
+            BoundScope.INTERVAL,
+            0,
+            MAX_BOOTSTRAP_DRAWS,
+            True,
+            "the bootstrap index draws (resamples x cases, over the bundle's intervals) one "
+            "audit spends at most (docs/format.md, Audit)",
+        ),
+        Bound(
+            "interval.resamples",
+            BoundScope.INTERVAL,
+            1,
+            MAX_RESAMPLES,
+            True,
+            "the most bootstrap resamples this tool re-derives (docs/format.md, Audit)",
+        ),
+        Bound(
+            "interval.level",
+            BoundScope.INTERVAL,
+            0,
+            MAX_LEVEL,
+            False,
+            "the highest level whose normal quantile is finite in double precision",
+        ),
+        Bound(
+            "interval.seed",
+            BoundScope.INTERVAL,
+            0,
+            MAX_SEED,
+            True,
+            "the largest Philox4x64-10 key (2^128 - 1)",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class OutOfBound:
+    """A document number beyond its bound, and what it keeps from being re-derived."""
+
+    field: str
+    scope: BoundScope
+    reason: str
+
+
+def bound_violations(
+    aggregation: Mapping[str, object] | None,
+    interval: Mapping[str, object] | None,
+    *,
+    examples: int = 0,
+    cases: int = 0,
+    draws: int = 0,
+) -> tuple[OutOfBound, ...]:
+    """Every value of a check's inputs beyond its bound in ``BOUNDS``, before derivation.
+
+    ``aggregation`` is the suite check's, ``interval`` the issued check's (None: no
+    interval), ``examples`` the number of examples of its dataset version and ``cases``
+    the number of its cases, ``draws`` the bootstrap index draws the audit would have
+    spent with this check's. Absent or null values take their defaults, which are in
+    bounds.
+    """
+    values: dict[str, object] = {"examples": examples, "cases": cases, "bootstrap draws": draws}
+    if isinstance(aggregation, Mapping):
+        values["aggregation.repeats"] = aggregation.get("repeats")
+        values["aggregation.min_samples"] = aggregation.get("min_samples")
+    if isinstance(interval, Mapping):
+        values["interval.level"] = interval.get("level")
+        values["interval.seed"] = interval.get("seed")
+        values["interval.resamples"] = interval.get("resamples")
+    found = []
+    for name, value in values.items():
+        bound = BOUNDS[name]
+        reason = bound.violation(value)
+        if reason is not None:
+            found.append(OutOfBound(name, bound.scope, reason))
+    return tuple(found)
 
 
 class CheckStatus(enum.Enum):
@@ -312,12 +485,13 @@ def _parse_aggregation(
 
     raw_repeats = aggregation.get("repeats")
     repeats = 1 if raw_repeats is None else _as_int(raw_repeats)
-    if repeats is None or repeats < 1:
+    beyond = BOUNDS["aggregation.repeats"].violation(repeats)
+    if repeats is None or repeats < 1 or beyond is not None:
         repeats = None
         problems.append(
             Problem(
                 ProblemCode.INVALID_REPEATS,
-                f"aggregation.repeats: must be an integer >= 1, got {raw_repeats!r}",
+                beyond or f"aggregation.repeats: must be an integer >= 1, got {raw_repeats!r}",
             )
         )
 
@@ -363,11 +537,14 @@ def _parse_aggregation(
 
     raw_min_samples = aggregation.get("min_samples")
     min_samples = 0 if raw_min_samples is None else _as_int(raw_min_samples)
-    if min_samples is None or min_samples < 0:
+    beyond = BOUNDS["aggregation.min_samples"].violation(min_samples)
+    if min_samples is None or min_samples < 0 or beyond is not None:
+        min_samples = None
         problems.append(
             Problem(
                 ProblemCode.INVALID_MIN_SAMPLES,
-                f"aggregation.min_samples: must be an integer >= 0, got {raw_min_samples!r}",
+                beyond
+                or f"aggregation.min_samples: must be an integer >= 0, got {raw_min_samples!r}",
             )
         )
 
@@ -523,15 +700,10 @@ def derive_check(
     assurance = weakest_assurance(case.assurance for case in counted)
     outputs_complete = all(case.has_output for case in counted)
 
-    missing_slot = _Slot(CheckStatus.MISSING, None)
     # Without a valid repeat count the repeats an example needs are unknown, so no
     # example can count as executed.
-    table = {
-        example_id: [slots.get((example_id, r), missing_slot) for r in range(1, repeats + 1)]
-        for example_id in expected_ids
-        if repeats is not None
-    }
-    executed_ids = [e for e in table if all(s.status.scored for s in table[e])]
+    table = _Table.of(expected_ids, repeats or 0, slots)
+    executed_ids = table.executed_ids
     coverage = Coverage(len(expected_ids), len(executed_ids), len(expected_ids) - len(executed_ids))
     evidence_complete = coverage.missing == 0 and outputs_complete
 
@@ -559,8 +731,7 @@ def derive_check(
         or not meets_min_coverage(coverage.executed, coverage.expected, parsed.min_coverage)
         or coverage.executed < parsed.min_samples
     ):
-        unscored = (s.status for row in table.values() for s in row if not s.status.scored)
-        status = highest_unscored_status(unscored) or CheckStatus.INCONCLUSIVE
+        status = highest_unscored_status(table.unscored_statuses()) or CheckStatus.INCONCLUSIVE
     else:
         status = CheckStatus.PASS if outcome.meets_threshold else CheckStatus.FAIL
 
@@ -588,17 +759,81 @@ class _Outcome:
     example_means: tuple[float, ...]
 
 
-def _aggregate(
-    aggregation: Aggregation,
-    table: Mapping[str, Sequence[_Slot]],
-    executed_ids: Sequence[str],
-) -> _Outcome:
+@dataclass(frozen=True)
+class _Table:
+    """The slots of a check's expected examples, holding only the slots that have cases.
+
+    Nothing here loops over ``repeats`` for an example that is not executed, so the cost
+    is that of the cases and the examples, whatever the repeat count.
+    """
+
+    expected_ids: tuple[str, ...]  # sorted
+    repeats: int  # 0 when the repeat count is invalid: no slot is expected
+    present: Mapping[str, Mapping[int, _Slot]]  # example_id -> repeat -> slot
+    executed_ids: tuple[str, ...]
+
+    @classmethod
+    def of(
+        cls, expected_ids: Sequence[str], repeats: int, slots: Mapping[tuple[str, int], _Slot]
+    ) -> _Table:
+        present: dict[str, dict[int, _Slot]] = {}
+        if repeats:
+            for (example_id, repeat), slot in slots.items():
+                present.setdefault(example_id, {})[repeat] = slot
+        executed = tuple(
+            e
+            for e in expected_ids
+            if len(present.get(e, ())) == repeats
+            and repeats > 0
+            and all(s.status.scored for s in present[e].values())
+        )
+        return cls(tuple(expected_ids), repeats, present, executed)
+
+    @property
+    def slot_count(self) -> int:
+        return len(self.expected_ids) * self.repeats
+
+    def present_slots(self) -> list[_Slot]:
+        return [slot for row in self.present.values() for slot in row.values()]
+
+    def row(self, example_id: str) -> list[_Slot]:
+        """An executed example's slots in repeat order (every repeat has one)."""
+        row = self.present[example_id]
+        return [row[r] for r in range(1, self.repeats + 1)]
+
+    def optimistic_mean(self, example_id: str) -> float:
+        """The mean of an example's repeats with every unscored one counted as score 1.
+
+        An executed example's is its mean, summed exactly as the value's is, so with
+        nothing unscored the optimistic value is the value itself; another example's is
+        the correctly rounded sum (``math.fsum``) of its scores and one per other repeat,
+        so no example costs more than its cases.
+        """
+        row = self.present.get(example_id)
+        if not row:
+            return 1.0
+        scores = [s.score for s in row.values() if s.status.scored and s.score is not None]
+        if len(scores) == self.repeats:
+            return _mean_of(_scores(self.row(example_id)), self.repeats)
+        return math.fsum([*scores, float(self.repeats - len(scores))]) / self.repeats
+
+    def unscored_statuses(self) -> list[CheckStatus]:
+        """The statuses of unscored slots; ``missing`` for a slot without a case."""
+        slots = self.present_slots()
+        statuses = [s.status for s in slots if not s.status.scored]
+        if len(slots) < self.slot_count:
+            statuses.append(CheckStatus.MISSING)
+        return statuses
+
+
+def _aggregate(aggregation: Aggregation, table: _Table, executed_ids: Sequence[str]) -> _Outcome:
     """The rule's value over executed examples and whether it already failed."""
     repeats = aggregation.repeats
     rule = aggregation.rule
     threshold = aggregation.threshold
-    executed = [table[e] for e in executed_ids]
-    scored = [s for row in table.values() for s in row if s.status.scored]
+    executed = [table.row(e) for e in executed_ids]
+    scored = [s for s in table.present_slots() if s.status.scored]
+    unscored = table.slot_count - len(scored)
     example_passes = tuple(sum(s.status is CheckStatus.PASS for s in row) for row in executed)
     example_means: tuple[float, ...] = ()
     passes: int | None = None
@@ -612,17 +847,16 @@ def _aggregate(
         passes = sum(example_passes)
         if executed:
             value = passes / (len(executed) * repeats)
-        unscored = sum(1 for row in table.values() for s in row if not s.status.scored)
         optimistic_passes = sum(s.status is CheckStatus.PASS for s in scored) + unscored
-        already_failed = bool(table) and optimistic_passes / (len(table) * repeats) < threshold
+        already_failed = table.slot_count > 0 and optimistic_passes / table.slot_count < threshold
         meets = value is not None and value >= threshold
     elif rule is AggregationRule.MEAN:
         assert threshold is not None
         example_means = tuple(_mean_of(_scores(row), repeats) for row in executed)
         if executed:
             value = _mean_of(example_means, len(executed))
-        optimistic = [_mean_of(map(_optimistic_score, row), repeats) for row in table.values()]
-        already_failed = bool(table) and _mean_of(optimistic, len(table)) < threshold
+        optimistic = [table.optimistic_mean(e) for e in table.expected_ids]
+        already_failed = bool(optimistic) and _mean_of(optimistic, len(optimistic)) < threshold
         meets = value is not None and value >= threshold
     elif rule is AggregationRule.MIN:
         assert threshold is not None
@@ -633,13 +867,6 @@ def _aggregate(
     else:
         assert_never(rule)
     return _Outcome(value, passes, meets, already_failed, example_passes, example_means)
-
-
-def _optimistic_score(slot: _Slot) -> float:
-    """A scored slot's score; an unscored one counted as a pass with score 1."""
-    if slot.status.scored and slot.score is not None:
-        return slot.score
-    return 1.0
 
 
 def _scores(slots: Iterable[_Slot]) -> list[float]:
@@ -657,6 +884,9 @@ def _derive_interval(
             f"interval method {method!r} is not one this tool re-derives "
             f"({WILSON_METHOD}, {BOOTSTRAP_METHOD})"
         )
+    beyond = [b.reason for b in bound_violations(None, spec) if b.scope is BoundScope.INTERVAL]
+    if beyond:
+        return NotRederivable("; ".join(beyond))
     raw_level = spec.get("level")
     level = _as_number(raw_level)
     if level is None or not 0 < level < 1:
@@ -672,7 +902,7 @@ def _derive_interval(
         return Interval(*wilson_interval(sum(outcome.example_passes), executed, level))
     raw_seed = spec.get("seed")
     seed = _as_int(raw_seed)
-    if seed is None or not 0 <= seed < 1 << 128:
+    if seed is None or seed < 0:
         return NotRederivable(f"interval seed {raw_seed!r} is not an integer in 0..2^128-1")
     raw_resamples = spec.get("resamples")
     resamples = DEFAULT_RESAMPLES if raw_resamples is None else _as_int(raw_resamples)

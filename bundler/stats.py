@@ -9,7 +9,10 @@
 - `exact_fraction` and `meets_min_coverage`: `min_coverage` compared as an exact
   rational built from the shortest decimal form of the number, never in floating point.
 
-Everything here is pure computation on numbers; invalid arguments raise InputError.
+Everything here is pure computation on numbers; invalid arguments raise InputError,
+among them values beyond the bounds that keep the work small (``MAX_RESAMPLES``,
+``MAX_VALUES``, ``MAX_LEVEL``): the audit checks the same bounds first
+(``derive.bound_violations``), so these are a second line, never reached from a bundle.
 """
 
 from __future__ import annotations
@@ -28,6 +31,16 @@ from bundler.errors import InputError
 
 BOOTSTRAP_METHOD = "bootstrap-percentile/philox4x64-10/t7"
 DEFAULT_RESAMPLES = 2000
+# The most resamples a bootstrap is re-derived with (docs/format.md, Audit): what
+# common tools use at most (scipy.stats.bootstrap 9,999 by default, R's boot and most
+# guidance 10,000). With n at most 20,000 executed examples (SPEC 4.3) this caps the
+# index draws of a bundle at 2 x 10^8, a few seconds of numpy.
+MAX_RESAMPLES = 10_000
+# The largest level whose upper tail 1 - (1 - level) / 2 is still below 1 in double
+# precision (above it the normal quantile is infinite): 1 - 2^-52.
+MAX_LEVEL = 1.0 - 2.0**-52
+# At most one value per executed example, and a bundle holds at most 20,000 cases.
+MAX_VALUES = 20_000
 
 _WORD = 1 << 64
 _MAX_SEED = 1 << 128
@@ -58,6 +71,8 @@ def _require_level(level: object) -> float:
     value = float(level)
     if not 0.0 < value < 1.0:
         raise InputError(f"level: must be strictly between 0 and 1, got {level!r}")
+    if value > MAX_LEVEL:
+        raise InputError(f"level: must be at most 1 - 2^-52, got {level!r}")
     return value
 
 
@@ -179,11 +194,15 @@ def bootstrap_interval(
         raise InputError(f"statistic: unknown bootstrap statistic {statistic!r}") from exc
     level = _require_level(level)
     resamples = _require_int(resamples, "resamples", 1)
+    if resamples > MAX_RESAMPLES:
+        raise InputError(f"resamples: must be at most {MAX_RESAMPLES}, got {resamples}")
     repeats = _require_int(repeats, "repeats", 1)
     array = np.asarray(values)
     if array.ndim != 1 or array.size == 0:
         raise InputError("values: must be a non-empty one-dimensional sequence")
     n = int(array.size)
+    if n > MAX_VALUES:
+        raise InputError(f"values: at most {MAX_VALUES} examples, got {n}")
     sample: NDArray[np.int64] | NDArray[np.float64]
     if kind is BootstrapStatistic.PASS_RATE:
         if array.dtype.kind not in "iu" and not (
