@@ -39,3 +39,10 @@ clean:
 # Regenerates the committed eval-banana runs with the real eb 0.5.0 (needs Python 3.12).
 eb-fixtures:
 	fixtures/eval-banana/regenerate.sh
+
+# The fuzz campaign of tests/test_fuzz_campaign.py, longer: FUZZ_EXAMPLES examples per
+# test (five tests) with fresh random seeds; figures with --hypothesis-show-statistics.
+FUZZ_EXAMPLES ?= 400
+.PHONY: fuzz-long
+fuzz-long: $(STAMP)
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_RANDOM=1 $(PY) -m pytest -q --hypothesis-show-statistics tests/test_fuzz_campaign.py

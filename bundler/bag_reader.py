@@ -39,7 +39,7 @@ MAX_KEPT_BYTES = 48 * 1024 * 1024
 # bytes of JSON), so the parse is bounded by its values, counted before parsing: the
 # commas, colons and opening brackets of every kept JSON document (an upper bound on
 # its values and keys; characters inside strings count too). 20,000 cases with an
-# output and three evidence refs each, and their bundle.json entries, stay under it.
+# output and two evidence refs each, and their bundle.json entries, stay under it.
 MAX_JSON_VALUES = canonical.MAX_VALUES
 # Case lines over all case files: the contract's own limit (bundle.json
 # limits.max_cases), counted while the files stream in, before any line is parsed.

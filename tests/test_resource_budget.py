@@ -1,0 +1,305 @@
+"""Resource budget (SPEC 5, Resources; issue 13 Deliver 4): every command, as a subprocess,
+on the hostile input of each family, stays under 300 MB of memory and, for inputs under
+100 MB, under 10 s.
+
+Each command runs as ``[sys.executable, "-m", "bundler", ...]`` under a small launcher
+process that waits for it with ``os.wait4``: the peak RSS is the child's own (the
+launcher is a fresh interpreter, so no inherited peak of this test process counts), and
+the launcher kills a child that outlives the deadline (a hang is a failure, not a stuck
+test run). The hostile inputs are built once per module, streamed (tests/hostile.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import hostile
+import pytest
+
+from bundler import canonical
+
+REPO = Path(__file__).resolve().parents[1]
+EB_FIXTURES = REPO / "fixtures" / "eval-banana"
+EB_PROJECT = EB_FIXTURES / "project"
+EB_RUN = EB_FIXTURES / "runs" / "flat"
+
+BUDGET_BYTES = 300 * 1000 * 1000
+BUDGET_SECONDS = 10.0
+TIMED_INPUTS_BELOW = 100 * 1000 * 1000
+DEADLINE_SECONDS = 120
+
+_LAUNCHER = textwrap.dedent(
+    """
+    import json, os, signal, subprocess, sys, time
+    cmd, cwd, deadline = json.loads(sys.argv[1])
+    started = time.monotonic()
+    child = subprocess.Popen(
+        cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=open(os.path.join(cwd, "stderr.txt"), "wb"),
+    )
+    killed = False
+    while True:
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - started > deadline:
+            os.kill(child.pid, signal.SIGKILL)
+            killed = True
+            pid, status, usage = os.wait4(child.pid, 0)
+            break
+        time.sleep(0.02)
+    print(json.dumps({
+        "code": os.waitstatus_to_exitcode(status),
+        "wall": time.monotonic() - started,
+        "peak_bytes": usage.ru_maxrss * 1024,
+        "killed": killed,
+    }))
+    """
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    wall: float
+    peak_bytes: int
+    killed: bool
+    stderr: str
+
+
+def run_measured(args: list[str], cwd: Path) -> Run:
+    """Run ``python -m bundler ARGS`` in ``cwd`` and measure it (see the module docstring)."""
+    cmd = [sys.executable, "-m", "bundler", *args]
+    done = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, json.dumps([cmd, str(cwd), DEADLINE_SECONDS])],
+        capture_output=True,
+        check=True,
+        timeout=DEADLINE_SECONDS + 30,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    result = json.loads(done.stdout)
+    stderr = (cwd / "stderr.txt").read_text("utf-8", errors="replace")
+    return Run(result["code"], result["wall"], result["peak_bytes"], result["killed"], stderr)
+
+
+def assert_within_budget(run: Run, input_bytes: int, *, codes: tuple[int, ...] = (1, 3)) -> None:
+    detail = (
+        f"exit {run.code}, {run.peak_bytes / 1e6:.0f} MB, {run.wall:.1f} s: {run.stderr[-400:]}"
+    )
+    assert not run.killed, f"still running after {DEADLINE_SECONDS} s ({detail})"
+    assert "Traceback" not in run.stderr, detail
+    assert run.code in codes, detail
+    assert run.peak_bytes < BUDGET_BYTES, detail
+    if input_bytes < TIMED_INPUTS_BELOW:
+        assert run.wall < BUDGET_SECONDS, detail
+
+
+# ------------------------------------------------------------------- hostile bundles
+
+BUNDLE_FAMILIES: dict[str, Callable[[Path, Path], object]] = {
+    "floats": hostile.floats_bundle,
+    "case_lines": hostile.case_lines_bundle,
+    "empty_members": lambda _clean, out: hostile.empty_members_bundle(out),
+    "nesting": hostile.nesting_bundle,
+    "huge_string": hostile.huge_string_bundle,
+}
+
+
+def _decompressed_size(path: Path) -> int:
+    import zstandard
+
+    total = 0
+    with open(path, "rb") as fh, zstandard.ZstdDecompressor().stream_reader(fh) as reader:
+        while chunk := reader.read(1 << 20):
+            total += len(chunk)
+    return total
+
+
+@pytest.fixture(scope="module")
+def hostile_bundles(
+    bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[Path, int]]:
+    """Each family's archive and its size (the larger of file and tar stream)."""
+    out = tmp_path_factory.mktemp("hostile-bundles")
+    made = {}
+    for name, build in BUNDLE_FAMILIES.items():
+        path = out / f"{name}.tar.zst"
+        build(bundles["rpt-clean/alice"], path)
+        made[name] = (path, max(path.stat().st_size, _decompressed_size(path)))
+    return made
+
+
+BUNDLE_COMMANDS: dict[str, Callable[[Path, Path], list[str]]] = {
+    "verify": lambda bundle, cwd: ["verify", str(bundle)],
+    "inspect": lambda bundle, cwd: ["inspect", str(bundle)],
+    "extract": lambda bundle, cwd: ["extract", str(bundle), str(cwd / "extracted")],
+    "prove": lambda bundle, cwd: ["prove", str(bundle), "--case", "accuracy-00000"],
+    "audit": lambda bundle, cwd: ["audit", str(bundle)],
+}
+
+
+@pytest.mark.parametrize("command", sorted(BUNDLE_COMMANDS))
+@pytest.mark.parametrize("family", sorted(BUNDLE_FAMILIES))
+def test_bundle_commands_stay_within_budget(
+    family: str, command: str, hostile_bundles: dict[str, tuple[Path, int]], tmp_path: Path
+) -> None:
+    bundle, size = hostile_bundles[family]
+    run = run_measured(BUNDLE_COMMANDS[command](bundle, tmp_path), tmp_path)
+    assert_within_budget(run, size)
+
+
+# ------------------------------------------------------------------------ proofs
+
+
+def _proof_families(clean_proof: dict[str, object]) -> dict[str, bytes]:
+    def with_case(extra: dict[str, object]) -> bytes:
+        proof = json.loads(json.dumps(clean_proof))
+        proof["case"] = {**proof["case"], **extra}  # type: ignore[dict-item]
+        return canonical.dumps(proof) + b"\n"
+
+    floats = b"[" + b"0.5," * (26 * 1024 * 1024 // 4) + b"0.5]"
+    proof_bytes = canonical.dumps(clean_proof)
+    return {
+        "huge_case": with_case({"padding": "a" * (26 * 1024 * 1024)}),
+        "floats_case": proof_bytes[:-1] + b',"zz":' + floats + b"}\n",
+        "nesting": b'{"aa":' + b"[" * 100_000 + b"]" * 100_000 + b"," + proof_bytes[1:] + b"\n",
+    }
+
+
+@pytest.fixture(scope="module")
+def hostile_proofs(
+    bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("hostile-proofs")
+    clean = out / "clean.json"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bundler",
+            "prove",
+            str(bundles["rpt-clean/alice"]),
+            "--case",
+            "accuracy-00000",
+            "--out",
+            str(clean),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=REPO,
+    )
+    proofs = {}
+    for name, data in _proof_families(json.loads(clean.read_bytes())).items():
+        proofs[name] = out / f"{name}.json"
+        proofs[name].write_bytes(data)
+    return proofs
+
+
+@pytest.mark.parametrize("family", ["huge_case", "floats_case", "nesting"])
+def test_check_proof_stays_within_budget(
+    family: str, hostile_proofs: dict[str, Path], tmp_path: Path
+) -> None:
+    path = hostile_proofs[family]
+    run = run_measured(["check-proof", str(path)], tmp_path)
+    assert_within_budget(run, path.stat().st_size)
+
+
+# ------------------------------------------------------------------------ stores
+
+
+STORE_FAMILIES: dict[str, Callable[[Path], None]] = {}
+
+
+def _store_family(name: str) -> Callable[[Callable[[Path], None]], Callable[[Path], None]]:
+    def register(build: Callable[[Path], None]) -> Callable[[Path], None]:
+        STORE_FAMILIES[name] = build
+        return build
+
+    return register
+
+
+@_store_family("floats")
+def _floats_store(store: Path) -> None:
+    body = store / "reports" / "rpt-clean" / "body.json"
+    data = body.read_bytes()
+    body.write_bytes(b'{"aa":[' + b"0.5," * (26 * 1024 * 1024 // 4) + b"0.5]," + data[1:])
+
+
+@_store_family("case_lines")
+def _case_lines_store(store: Path) -> None:
+    cases = sorted((store / "reports" / "rpt-clean" / "cases").glob("*.jsonl"))[0]
+    line = cases.read_bytes().splitlines(keepends=True)[0]
+    with open(cases, "wb") as fh:
+        for _ in range(260_000 // 1000):
+            fh.write(line * 1000)
+
+
+@_store_family("nesting")
+def _nesting_store(store: Path) -> None:
+    body = store / "reports" / "rpt-clean" / "body.json"
+    data = body.read_bytes()
+    body.write_bytes(b'{"aa":' + b"[" * 100_000 + b"]" * 100_000 + b"," + data[1:])
+
+
+@_store_family("huge_string")
+def _huge_string_store(store: Path) -> None:
+    body = store / "reports" / "rpt-clean" / "body.json"
+    data = body.read_bytes()
+    body.write_bytes(b'{"aa":"' + b"a" * (60 * 1024 * 1024) + b'",' + data[1:])
+
+
+@pytest.mark.parametrize("family", sorted(STORE_FAMILIES))
+def test_export_stays_within_budget(family: str, fixture_store: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(fixture_store, store)
+    STORE_FAMILIES[family](store)
+    size = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
+    # Cases beyond the 20,000th are listed under case_limit, not refused (SPEC 4.3).
+    codes = (0,) if family == "case_lines" else (1, 3)
+    run = run_measured(
+        [
+            "export",
+            "--store",
+            str(store),
+            "--report",
+            "rpt-clean",
+            "--principal",
+            "alice",
+            "--exported-at",
+            "2026-11-30T00:00:00Z",
+            "--out",
+            str(tmp_path / "out.tar.zst"),
+            "--quiet",
+        ],
+        tmp_path,
+    )
+    assert_within_budget(run, size, codes=codes)
+
+
+# ------------------------------------------------------------------ eval-banana runs
+
+
+@pytest.mark.parametrize("apparent", [96 * 1000 * 1000, 128 * 1024 * 1024])
+@pytest.mark.parametrize("command", ["export-eb", "verify"])
+def test_sparse_report_json_stays_within_budget(
+    command: str, apparent: int, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(EB_RUN, run_dir)
+    with open(run_dir / "report.json", "r+b") as fh:
+        fh.truncate(apparent)  # a hole: no disk blocks, ``apparent`` bytes of zeros to read
+    args = (
+        ["export-eb", str(run_dir), "--project", str(EB_PROJECT), "--out", str(tmp_path / "o")]
+        if command == "export-eb"
+        else ["verify", str(run_dir), "--project", str(EB_PROJECT)]
+    )
+    run = run_measured(args, tmp_path)
+    assert_within_budget(run, apparent)
