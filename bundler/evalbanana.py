@@ -45,12 +45,11 @@ SCRIPT_COMPONENT = "referenced-script"
 SCRIPT_UNAVAILABLE_COMPONENT = "referenced-script-unavailable"
 
 # Caps (SPEC 5, Resources). Every document read here is one the bundle's verifier keeps
-# in memory, so it gets the bundle reader's document cap; a run may hold no more checks
-# than the case tree may hold cases. Parsed JSON costs up to ~90 bytes per value, so the
-# values of one document are bounded (counted before parsing) as well: 1,000,000
-# separators (",", "[", "{") hold 20,000 checks of about 50 values each.
+# in memory, so it gets the bundle reader's document cap and the same bound on its
+# values before parsing (``canonical.value_bound`` against ``canonical.MAX_VALUES``); a
+# run may hold no more checks than the case tree may hold cases.
 MAX_CHECKS = MAX_CASES
-MAX_JSON_TOKENS = 1_000_000
+MAX_JSON_VALUES = canonical.MAX_VALUES
 READ_CHUNK = 1024 * 1024
 
 _LABEL_RUN_RE = re.compile(r"[^a-zA-Z0-9._-]+")
@@ -515,17 +514,15 @@ def read_regular(
 
 
 def load_json(data: bytes, *, source: str) -> Any:
-    """Parse a JSON document of a run after bounding its value count (``MAX_JSON_TOKENS``).
+    """Parse a JSON document of a run after bounding its values (``MAX_JSON_VALUES``).
 
-    Every value and key but the first of its container follows a ``,``, and every
-    container opens with ``[`` or ``{``: their count bounds what parsing allocates
-    (those inside strings count too, so the bound errs on the safe side). Raises
-    InputError naming ``source`` and the rule when it is over the cap,
-    CanonicalJSONError when the bytes are not valid JSON.
+    The bound is the bundle reader's (``canonical.value_bound``), so a document refused
+    here is one a bundle could not hold either. Raises InputError naming ``source`` and
+    the rule when it is over the cap, CanonicalJSONError when the bytes are not JSON.
     """
-    if data.count(b",") + data.count(b"[") + data.count(b"{") > MAX_JSON_TOKENS:
+    if canonical.value_bound(data) > MAX_JSON_VALUES:
         raise InputError(
-            f"{source}: more than {MAX_JSON_TOKENS} JSON values "
+            f"{source}: more than {MAX_JSON_VALUES} JSON values "
             "(SPEC 5, Resources; refused before parsing)"
         )
     return canonical.loads(data, source=source)

@@ -31,13 +31,14 @@ from typing import Any, assert_never
 
 from bundler import TOOL_NAME, __version__, canonical
 from bundler import evalbanana as eb
-from bundler.bag_reader import MAX_DOCUMENT_BYTES, MAX_KEPT_BYTES
+from bundler.bag_reader import MAX_DOCUMENT_BYTES, document_problem, is_kept, json_values
 from bundler.digests import json_digest
 from bundler.errors import InputError, StrictFailure
 from bundler.export import (
     DEFAULT_LEVEL,
     BagWriter,
     Progress,
+    check_not_before,
     format_timestamp,
     resolve_output,
     write_bag_archive,
@@ -51,11 +52,6 @@ RUN_PREFIX = "data/run/"
 DEFINITIONS_PREFIX = "data/definitions/"
 REPORT_MEMBER = RUN_PREFIX + "report.json"
 DEFINITION_KIND = "definition"
-# What the bundle's verifier holds in memory (bag_reader): each run and definition file
-# whole, under the document cap, and all of them under the total; a bundle beyond either
-# would fail its own verification, so the export is refused before it is written. The
-# tag files, bundle.json aside, stay under this allowance.
-_TAG_FILES_ALLOWANCE = 64 * 1024
 # Limits the strict archive reader enforces on every member name (SPEC section 5).
 _MAX_NAME_BYTES = 4096
 _MAX_SEGMENT_BYTES = 255
@@ -79,6 +75,7 @@ class EbExportConfig:
     level: int = DEFAULT_LEVEL
     strict: bool = False
     sign: Callable[[bytes], str] | None = None
+    exported_at_source: str = "--exported-at"  # what gave exported_at, for messages
 
 
 @dataclass(frozen=True)
@@ -283,38 +280,59 @@ def _plan_check(
 
 
 def _refuse_what_verify_rejects(run: eb.Run, run_dir: Path) -> None:
-    """Refuse a run file the bundle's verifier could not hold (over the document cap).
+    """Refuse, before reading it, a run file the bundle's reader would not keep whole.
 
-    The bundle reader (bag_reader) keeps every data/run/ file whole, under its document
-    cap and its total, and the verifier re-derives the stdout tails from those bytes; a
-    larger file would make the bundle fail its own verification, so export refuses it
-    up front. A legitimate stdout can be larger: once the reader keeps a bounded tail of
-    data/run/checks/*.stdout.txt (its last 8 KiB, with the file's size and whether it
-    is UTF-8) instead of the whole file, stdout files leave this rule.
+    The bundle reader (bag_reader) keeps each data/run/ file under its document cap, and
+    the verifier re-derives the stdout tails from those bytes; a larger file would make
+    the bundle fail its own verification, so export refuses it up front. A legitimate
+    stdout can be larger: once the reader keeps a bounded tail of
+    data/run/checks/*.stdout.txt (its last 8 KiB, with the file's size and whether it is
+    UTF-8) instead of the whole file, stdout files leave this rule.
     """
-    total = 0
     for rel in run.files:
         try:
             size = os.lstat(run_dir / rel).st_size
         except OSError as exc:
             raise InputError(f"{run_dir / rel}: cannot be read ({exc.strerror})") from exc
-        if size > MAX_DOCUMENT_BYTES:
+        if size > MAX_DOCUMENT_BYTES or not is_kept(RUN_PREFIX + rel, b"", size):
             raise InputError(
                 f"{run_dir / rel}: {size} bytes, over the {MAX_DOCUMENT_BYTES}-byte document "
                 "cap of the bundle reader (SPEC 5, Resources): its bundle would fail "
                 "verification; nothing written"
             )
-        total += size
-    _refuse_total(total, run_dir)
 
 
-def _refuse_total(total: int, where: Path) -> None:
-    if total > MAX_KEPT_BYTES:
-        raise InputError(
-            f"{where}: {total} bytes of run files, definitions and bundle.json, over the "
-            f"{MAX_KEPT_BYTES} bytes the bundle reader holds in all (SPEC 5, Resources): "
-            "its bundle would fail verification; nothing written"
-        )
+class _ReaderBudget:
+    """The bundle reader's totals, asked of every member as it is written (bag_reader's
+    ``document_problem``): an export the reader would refuse stops, nothing written."""
+
+    # bagit.txt, bag-info.txt, bundle-head.json (and its signature), tagmanifest: small.
+    TAG_FILES_BYTES = 16 * 1024
+    TAG_FILES_VALUES = 64
+
+    def __init__(self, where: Path) -> None:
+        self.where = where
+        self.kept = 0
+        self.values = 0
+
+    def admit(self, member: str, data: bytes) -> None:
+        if not is_kept(member, data[:1024], len(data)):
+            return
+        problem = document_problem(member, data, self.kept, values_before=self.values)
+        if problem is not None:
+            raise InputError(
+                f"{self.where}: {member}: {problem} (the bundle reader's limit, SPEC 5, "
+                "Resources): its bundle would fail verification; nothing written"
+            )
+        self.kept += len(data)
+        if member.endswith((".json", ".jsonl")):
+            self.values += json_values(data)
+
+    def admit_tag_files(self, paths: list[str]) -> None:
+        manifest = sum(64 + 2 + len(p.encode("utf-8")) + 1 for p in paths)
+        self.admit("manifest-sha256.txt", b"\n" * manifest)
+        self.admit("bundle-head.json", b"," * self.TAG_FILES_VALUES)
+        self.admit("bag-info.txt", b"\n" * self.TAG_FILES_BYTES)
 
 
 def _run_member_if(files: set[str], rel: str) -> str | None:
@@ -364,6 +382,9 @@ def export_eb_bundle(
     """
     plan = plan_export(config.run_dir, config.project_root)
     run = plan.run
+    check_not_before(
+        config.exported_at, run.completed_at, "the run's completed_at", config.exported_at_source
+    )
     if config.strict and plan.unavailable:
         reasons = sorted({u["reason"] for u in plan.unavailable})
         raise StrictFailure(
@@ -404,11 +425,13 @@ def _add_run_file(
     config: EbExportConfig,
     files: list[dict[str, Any]],
     leaves: dict[str, bytes],
+    budget: _ReaderBudget,
 ) -> None:
     data = source.read(rel, what="a run file")
     if data is None:
         raise InputError(f"{config.run_dir / rel}: disappeared during export; export again")
     member = RUN_PREFIX + rel
+    budget.admit(member, data)
     hex_digest = writer.add(member, data)
     files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
     if rel == "report.json" and "sha256:" + hex_digest != run.report_digest:
@@ -423,13 +446,15 @@ def _fill_bag(writer: BagWriter, plan: _Plan, config: EbExportConfig) -> dict[st
     files: list[dict[str, Any]] = []
     leaves: dict[str, bytes] = {}
     report_digest = run.report_digest
+    budget = _ReaderBudget(config.run_dir)
     with eb.Beneath(config.run_dir) as source:
         for rel in run.files:
-            _add_run_file(writer, source, rel, run, config, files, leaves)
+            _add_run_file(writer, source, rel, run, config, files, leaves, budget)
     writer.count_cases(len(run.checks))
     for rel in sorted(plan.definitions, key=lambda p: p.encode("utf-8")):
         data = plan.definitions[rel]
         member = DEFINITIONS_PREFIX + rel
+        budget.admit(member, data)
         hex_digest = writer.add(member, data)
         files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
     tree = TreeBuilder()
@@ -454,13 +479,8 @@ def _fill_bag(writer: BagWriter, plan: _Plan, config: EbExportConfig) -> dict[st
         "cases_tree": {"tree_size": tree.size, "root": tree.root().hex()},
     }
     bundle_bytes = canonical.dumps(bundle)
-    _refuse_total(
-        sum(f["size"] for f in files)
-        + len(bundle_bytes)
-        + _TAG_FILES_ALLOWANCE
-        + sum(len(f["path"]) + 68 for f in files),
-        config.run_dir,
-    )
+    budget.admit("data/bundle.json", bundle_bytes)
+    budget.admit_tag_files([f["path"] for f in files] + ["data/bundle.json"])
     writer.add("data/bundle.json", bundle_bytes)
     write_tag_files(writer, bundle, bundle_bytes, config.sign)
     return bundle

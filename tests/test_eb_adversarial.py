@@ -48,6 +48,7 @@ from test_export_eb import (
 )
 
 from bundler import evalbanana as eb
+from bundler.bag_reader import MAX_DOCUMENT_BYTES
 from bundler.errors import InputError
 from bundler.export_eb import export_text
 from bundler.verify import Verdict, VerifyOptions, verify_bundle
@@ -55,6 +56,8 @@ from bundler.verify import Verdict, VerifyOptions, verify_bundle
 LONG = "long-output-with-a-very-long-check-identifier-over-forty"
 BUDGET_BYTES = 300 * 1024 * 1024
 BUDGET_SECONDS = 10.0
+CAP = MAX_DOCUMENT_BYTES
+VALUES = f"more than {eb.MAX_JSON_VALUES} JSON values"
 REPORT_DIGEST = sha((DEFAULT_RUN / "report.json").read_bytes())
 
 
@@ -399,23 +402,23 @@ def _int_heavy(path: Path) -> None:
 HOSTILE: dict[str, tuple[Callable[[Path], None], str]] = {
     "sparse 128 MB report.json": (
         lambda run: _sparse(run / "report.json", 128 * 1024 * 1024),
-        "report.json: 134217728 bytes, over the 50331648-byte cap for report.json",
+        f"report.json: 134217728 bytes, over the {CAP}-byte cap for report.json",
     ),
     "report.json of small strings": (
         lambda run: _value_heavy(run / "report.json"),
-        "report.json: more than 1000000 JSON values",
+        "report.json: " + VALUES,
     ),
     "check result of small numbers": (
         lambda run: _int_heavy(run / "checks" / f"{eb.check_stem('passes')}.json"),
-        "more than 1000000 JSON values",
+        VALUES,
     ),
     "sparse 128 MB check result": (
         lambda run: _sparse(run / "checks" / f"{eb.check_stem('passes')}.json", 128 * 2**20),
-        "134217728 bytes, over the 50331648-byte",
+        f"134217728 bytes, over the {CAP}-byte",
     ),
     "sparse 128 MB stderr": (
         lambda run: _sparse(run / "checks" / f"{eb.check_stem('fails')}.stderr.txt", 128 * 2**20),
-        "134217728 bytes, over the 50331648-byte",
+        f"134217728 bytes, over the {CAP}-byte",
     ),
 }
 
@@ -461,8 +464,10 @@ def test_value_heavy_report_inside_a_bundle_fails_within_budget(bag: Path) -> No
     reseal(bag)
     code, stderr, rss, seconds = measured("verify", str(bag))
     within_budget(rss, seconds)
-    assert code == 1
-    assert "data/run/report.json: more than 1000000 JSON values" in stderr.decode()
+    # The bundle reader refuses it (exit 3) or the verifier fails report.json (exit 1).
+    assert code in (1, 3)
+    assert f"more than {eb.MAX_JSON_VALUES}" in stderr.decode()
+    assert "data/run/report.json" in stderr.decode()
 
 
 def _many_checks(run: Path, count: int, *, files: bool = True) -> None:
@@ -553,7 +558,7 @@ def test_moderately_large_stdout_exports_and_verifies(tmp_path: Path) -> None:
 def test_export_never_writes_a_stdout_its_verifier_cannot_hold(tmp_path: Path) -> None:
     # Either export refuses up front naming the rule, or the bundle it writes verifies.
     run = copy_run(tmp_path)
-    path = _large_stdout(run, 48 * 2**20 + 1)
+    path = _large_stdout(run, CAP + 1)
     out = tmp_path / "b.tar.zst"
     code, stderr, rss, seconds = measured(
         "export-eb", str(run), "--project", str(PROJECT), "--out", str(out)
@@ -563,9 +568,28 @@ def test_export_never_writes_a_stdout_its_verifier_cannot_hold(tmp_path: Path) -
         assert verify_bundle(str(out), VerifyOptions()).verdict is Verdict.VERIFIED
     else:
         assert code == 3
-        assert f"{path}: 50331649 bytes, over the 50331648-byte document cap" in stderr.decode()
+        assert f"{path}: {CAP + 1} bytes, over the {CAP}-byte document cap" in stderr.decode()
         assert "its bundle would fail verification; nothing written" in stderr.decode()
         assert not out.exists()
+
+
+def test_export_of_a_run_the_reader_cannot_hold_in_all_is_refused(tmp_path: Path) -> None:
+    # 20,000 checks: each document is small, but report.json, the check files and
+    # bundle.json together hold more values than the bundle reader admits in all.
+    run = copy_run(tmp_path)
+    _many_checks(run, 20_000)
+    out = tmp_path / "b.tar.zst"
+    code, stderr, rss, seconds = measured(
+        "export-eb", str(run), "--project", str(PROJECT), "--out", str(out), "--quiet"
+    )
+    within_budget(rss, seconds)
+    if code == 0:
+        assert verify_bundle(str(out), VerifyOptions()).verdict is Verdict.VERIFIED
+    else:
+        assert code == 3, stderr.decode()
+        assert "the bundle reader's limit" in stderr.decode()
+        assert "its bundle would fail verification; nothing written" in stderr.decode()
+        assert not out.exists() and list(tmp_path.glob("*.partial")) == []
 
 
 @pytest.mark.xfail(
@@ -575,7 +599,7 @@ def test_export_never_writes_a_stdout_its_verifier_cannot_hold(tmp_path: Path) -
 )
 def test_stdout_over_the_document_cap_exports_and_verifies(tmp_path: Path) -> None:
     run = copy_run(tmp_path)
-    _large_stdout(run, 48 * 2**20 + 1)
+    _large_stdout(run, CAP + 1)
     out = tmp_path / "b.tar.zst"
     do_export(run, PROJECT, out)
     assert verify_bundle(str(out), VerifyOptions()).verdict is Verdict.VERIFIED
