@@ -767,15 +767,18 @@ def prove(bundle: str, case_id: str, out: Path | None, endpoint_url: str | None)
 
     The proof holds the bundle head, its signature (embedded or the BUNDLE.sig sidecar),
     the case and its RFC 6962 audit path; `check-proof` checks it without the bundle.
+    A bundle that does not verify exits 1, one that cannot be read 3.
     """
-    from bundler.proof import prove_case
+    from bundler.proof import MAX_SIGNATURE_BYTES, proof_file_bytes, prove_case, read_bounded
 
     sidecar = None
-    if not bundle.startswith("s3://") and Path(bundle + ".sig").is_file():
-        sidecar = Path(bundle + ".sig").read_text("ascii", "replace")
+    sidecar_path = bundle + ".sig"
+    if not bundle.startswith("s3://") and os.path.lexists(sidecar_path):
+        raw = read_bounded(sidecar_path, limit=MAX_SIGNATURE_BYTES, what="head signature")
+        sidecar = raw.decode("ascii", "replace")
     with _bundle_stream(bundle, endpoint_url) as stream:
         proof = prove_case(bundle, case_id, stream=stream, sidecar_signature=sidecar)
-    data = canonical.dumps(proof) + b"\n"
+    data = proof_file_bytes(proof)
     if out is None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
@@ -784,7 +787,8 @@ def prove(bundle: str, case_id: str, out: Path | None, endpoint_url: str | None)
 
         write_new_file(out, data)
         _say(
-            f"Proof:       case {case_id} at leaf {proof['leaf_index']} of {proof['head']['cases_tree']['tree_size']} -> {out}\n"
+            f"Proof:       case {shown(case_id)} at leaf {proof['leaf_index']} of "
+            f"{proof['head']['cases_tree']['tree_size']} -> {shown(out)}\n"
         )
 
 
@@ -807,18 +811,26 @@ def check_proof_cmd(
     expect_bundle_digest: str | None,
     as_json: bool,
 ) -> None:
-    """Check a case proof without the bundle: leaf, audit path, root, head and anchor."""
+    """Check a case proof without the bundle: leaf, audit path, root, head and anchor.
+
+    Any layout of the same JSON is the same proof. Only a valid signature on the head
+    (--allowed-signers) anchors it; --expect-bundle-digest without one is not proven.
+    """
     from dataclasses import asdict
 
-    from bundler.proof import check_proof
+    from bundler.digests import parse_digest
+    from bundler.proof import check_proof, read_proof_file
 
     if identity is not None and allowed_signers is None:
         raise UsageError("--identity needs --allowed-signers")
     if expect_bundle_digest is not None:
-        _verify_options(expect_bundle_digest, None, False, DEFAULT_MAX_BYTES)
+        try:
+            parse_digest(expect_bundle_digest, source="--expect-bundle-digest")
+        except BundlerError as exc:
+            raise UsageError(exc.message) from exc
     checker = _signature_checker(allowed_signers, identity) if allowed_signers is not None else None
     result = check_proof(
-        _read_input(proof_file),
+        read_proof_file(proof_file),
         source=_source_name(proof_file),
         check_signature=checker,
         expect_bundle_digest=expect_bundle_digest,
@@ -826,8 +838,9 @@ def check_proof_cmd(
     if as_json:
         _emit_json({"proven": True, **asdict(result)})
     _say(
-        f"Proven:      case {result.case_id} is leaf {result.leaf_index} of {result.tree_size} in bundle "
-        f"{result.bundle_digest} ({result.report_id})\nAnchor:      {result.anchor}\n"
+        f"Proven:      case {shown(result.case_id)} is leaf {result.leaf_index} of "
+        f"{result.tree_size} in bundle {result.bundle_digest} ({shown(result.report_id)})\n"
+        f"Anchor:      {shown(result.anchor)}\n"
     )
 
 

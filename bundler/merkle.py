@@ -52,9 +52,11 @@ class InclusionError(BundlerError):
         self.reason = reason
 
 
-def leaf_hash(data: bytes) -> bytes:
-    """``SHA-256(0x00 || data)``: the hash of one leaf."""
-    return hashlib.sha256(LEAF_PREFIX + data).digest()
+def leaf_hash(data: bytes | bytearray | memoryview) -> bytes:
+    """``SHA-256(0x00 || data)``: the hash of one leaf (``data`` is not copied)."""
+    hasher = hashlib.sha256(LEAF_PREFIX)
+    hasher.update(data)
+    return hasher.digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
@@ -95,7 +97,7 @@ class TreeBuilder:
             raise InputError("tree builder was made without keep_leaves; leaf hashes are gone")
         return tuple(self._leaves)
 
-    def append(self, leaf: bytes) -> int:
+    def append(self, leaf: bytes | bytearray | memoryview) -> int:
         """Append a leaf's bytes (hashed here); return its 0-based index."""
         return self.append_leaf_hash(leaf_hash(leaf))
 
@@ -168,6 +170,30 @@ def _split(n: int) -> int:
     return 1 << ((n - 1).bit_length() - 1)
 
 
+def path_length(index: int, tree_size: int) -> int:
+    """How many hashes the audit path of leaf ``index`` in a tree of ``tree_size`` has.
+
+    At most ``ceil(log2(tree_size))``; computed in O(log n) without hashing, so a proof
+    of the wrong length is refused before any of its hashes is used. Raises InputError
+    unless ``0 <= index < tree_size`` (both plain integers).
+    """
+    for number in (index, tree_size):
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise InputError(f"{number!r} is not an integer")
+    if not 0 <= index < tree_size:
+        raise InputError(f"leaf index {index} is outside the tree of {tree_size} leaves")
+    length = 0
+    start, end = 0, tree_size
+    while end - start > 1:
+        mid = start + _split(end - start)
+        if index < mid:
+            end = mid
+        else:
+            start = mid
+        length += 1
+    return length
+
+
 def inclusion_proof(leaf_hashes: Sequence[bytes], index: int) -> list[bytes]:
     """RFC 9162 section 2.1.3.1 PATH(index, D[n]): sibling hashes, leaf level first.
 
@@ -223,6 +249,14 @@ def verify_inclusion(
         raise InclusionError(
             f"leaf index {index} is not below tree size {tree_size}",
             InclusionFailure.INDEX_OUT_OF_RANGE,
+        )
+    needed = path_length(index, tree_size)
+    if len(proof) != needed:
+        word = "more" if len(proof) > needed else "fewer"
+        raise InclusionError(
+            f"proof has {len(proof)} hashes, {word} than leaf {index} of a tree of "
+            f"{tree_size} needs ({needed})",
+            InclusionFailure.PROOF_LENGTH,
         )
     fn, sn = index, tree_size - 1
     value = leaf_hash
