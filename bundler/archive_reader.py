@@ -120,6 +120,29 @@ def _show(name: str | bytes) -> str:
 # --------------------------------------------------------------------------- zstd layer
 
 
+_CAP_HINT = "the --max-bytes cap; raise it to read a larger bundle"
+_BUNDLE_IS = "a bundle is one POSIX ustar/pax tar in a single zstd frame, as export writes it"
+# The first bytes of files people hand to verify by mistake.
+_MAGICS = (
+    (b"\x1f\x8b", "this is a gzip file"),
+    (b"BZh", "this is a bzip2 file"),
+    (b"\xfd7zXZ", "this is an xz file"),
+    (b"PK\x03\x04", "this is a zip file"),
+    (b"\x89PNG", "this is a PNG image"),
+    (b"%PDF", "this is a PDF file"),
+    (b"{", "this looks like a JSON document"),
+    (b"[", "this looks like a JSON document"),
+)
+
+
+def _what_file(head: bytes) -> str:
+    """What the first bytes of a non-zstd input say it is, for the refusal."""
+    for magic, what in _MAGICS:
+        if head.startswith(magic):
+            return f"{what}, not a zstd frame"
+    return f"not a zstd frame (magic {head.hex()}; an uncompressed tar or another format)"
+
+
 class ZstdStream:
     """File-like reader of the single zstd frame a bundle must be.
 
@@ -204,7 +227,10 @@ class ZstdStream:
             raise self._fail(f"corrupt zstd {what}: {exc}", offset) from exc
         self._bytes_out += len(out)
         if self._bytes_out > self._max_bytes:
-            raise self._fail(f"more than max_bytes={self._max_bytes} decompressed bytes", offset)
+            raise self._fail(
+                f"more than max_bytes={self._max_bytes} decompressed bytes ({_CAP_HINT})",
+                offset,
+            )
         return out
 
     def _advance(self) -> None:
@@ -283,7 +309,7 @@ class ZstdStream:
         if _SKIPPABLE_MIN <= magic <= _SKIPPABLE_MAX:
             raise self._fail("skippable zstd frame (not allowed)", 0)
         if magic != _ZSTD_MAGIC:
-            raise self._fail(f"not a zstd frame (magic {magic_bytes.hex()})", 0)
+            raise self._fail(f"{_what_file(magic_bytes)}: not a bundle ({_BUNDLE_IS})", 0)
         descriptor = self._take(1, "frame header")[0]
         fcs_flag = descriptor >> 6
         single_segment = (descriptor >> 5) & 1
@@ -438,7 +464,7 @@ class _TarReader:
         if self._offset + n > self._max_bytes:
             raise ArchiveError(
                 f"{self._source}: tar stream at offset {self._offset}: "
-                f"more than max_bytes={self._max_bytes} bytes"
+                f"more than max_bytes={self._max_bytes} bytes ({_CAP_HINT})"
             )
         parts: list[bytes] = []
         got = 0
@@ -504,6 +530,12 @@ class _TarReader:
             )
         if typeflag not in _REGULAR_TYPES and typeflag not in (_DIR_TYPE, _PAX_TYPE):
             raise self._member_error(shown, offset, f"unknown member type {typeflag!r}")
+        if block[257:265] == b"ustar  \0":
+            raise self._member_error(
+                shown,
+                offset,
+                f"a GNU tar header, not a POSIX ustar header: not a bundle ({_BUNDLE_IS})",
+            )
         if block[257:263] != b"ustar\0" or block[263:265] != b"00":
             raise self._member_error(
                 shown, offset, f"not a POSIX ustar header (magic {block[257:265]!r})"
@@ -675,7 +707,9 @@ class _TarReader:
         name = self._check_name(raw_name, is_dir, offset)
         if offset + BLOCK + size + (-size % BLOCK) > self._max_bytes:
             raise self._member_error(
-                name, offset, f"size {size} goes past max_bytes={self._max_bytes}"
+                name,
+                offset,
+                f"size {size} goes past max_bytes={self._max_bytes} ({_CAP_HINT})",
             )
         member = Member(path=name, is_dir=is_dir, size=size, mtime=mtime, mode=header.mode)
         if is_dir:

@@ -27,7 +27,13 @@ import orjson
 from bundler import __version__, canonical
 from bundler.archive_reader import DEFAULT_MAX_BYTES
 from bundler.digests import bytes_digest, framed_digest, json_digest
-from bundler.errors import BundlerError, InputError, StorageError, UsageError
+from bundler.errors import (
+    BundlerError,
+    InputError,
+    StorageError,
+    UsageError,
+    VerificationFailed,
+)
 from bundler.textsafe import shown
 
 EPILOG_EXIT = (
@@ -40,7 +46,8 @@ EPILOG_EXIT = (
 
 
 def _emit_json(value: Any) -> None:
-    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+    """One result as one line of JSON Lines (SPEC 7), so `jq` reads one or many alike."""
+    sys.stdout.buffer.write(orjson.dumps(value) + b"\n")
     sys.stdout.flush()
 
 
@@ -148,6 +155,15 @@ def _exported_at(value: str | None) -> datetime:
             )
         return _archive_time(int(epoch), f"SOURCE_DATE_EPOCH={epoch}")
     return _archive_time(int(time.time()), "the current time (set --exported-at)")
+
+
+def _time_source(value: str | None) -> str:
+    """What gave the export time, as messages that refuse it name it."""
+    if value is not None:
+        return "--exported-at"
+    if os.environ.get("SOURCE_DATE_EPOCH") is not None:
+        return "SOURCE_DATE_EPOCH"
+    return "the current time (set --exported-at)"
 
 
 @contextmanager
@@ -277,7 +293,16 @@ def export(
     moment = _exported_at(exported_at)
     signer = _signer(sign_key, quiet) if sign_key is not None else None
     config = ExportConfig(
-        store_root, report_id, principal, moment, out, level, strict, signer, endpoint_url
+        store_root,
+        report_id,
+        principal,
+        moment,
+        out,
+        level,
+        strict,
+        signer,
+        endpoint_url,
+        exported_at_source=_time_source(exported_at),
     )
     line = _ProgressLine(not quiet, "export")
 
@@ -509,6 +534,10 @@ def verify(
         else:
             sys.stdout.write(line)
             sys.stdout.flush()
+    if len(bundles) > 1:
+        # SPEC 5: 1 if any failed, else 3 if any could not be checked (a storage failure
+        # included), else 0.
+        codes = [3 if c == 5 else c for c in codes]
     sys.exit(max(codes, key=lambda c: _EXIT_RANK[c]))
 
 
@@ -896,7 +925,16 @@ def export_eb(
 
     moment = _exported_at(exported_at)
     signer = _signer(sign_key, quiet) if sign_key is not None else None
-    config = EbExportConfig(run_dir, project_root, moment, out, level, strict, signer)
+    config = EbExportConfig(
+        run_dir,
+        project_root,
+        moment,
+        out,
+        level,
+        strict,
+        signer,
+        exported_at_source=_time_source(exported_at),
+    )
     line = _ProgressLine(not quiet, "export-eb")
 
     def on_progress(p: Progress) -> None:
@@ -1034,10 +1072,7 @@ def _storage_config(endpoint_url: str | None) -> Any:
     return storage.StorageConfig(endpoint_url=endpoint_url)
 
 
-class _NotVerified(BundlerError):
-    """A bundle a command must verify first failed verification (exit 1, SPEC section 8)."""
-
-    exit_code = 1
+_NotVerified = VerificationFailed  # a bundle a command must verify first does not (exit 1)
 
 
 # Local signature files beside an archive: ARCHIVE.sig and ARCHIVE.sig.<hex>, the names

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,7 +28,7 @@ import zstandard
 
 from bundler import TOOL_NAME, __version__, bag, bag_reader, canonical, names
 from bundler.digests import bytes_digest, json_digest, parse_digest
-from bundler.errors import OutputError, PermissionDenied, StoreError, StrictFailure
+from bundler.errors import OutputError, PermissionDenied, StoreError, StrictFailure, UsageError
 from bundler.merkle import TreeBuilder
 from bundler.prefetch import ThreadedSink, prefetch
 from bundler.store import (
@@ -94,6 +93,8 @@ class ExportConfig:
     strict: bool = False
     sign: Callable[[bytes], str] | None = None  # signs bundle-head.json bytes (SSHSIG armor)
     endpoint_url: str | None = None  # for an s3:// store root
+    # What gave ``exported_at``, for the message that refuses it (SPEC section 7).
+    exported_at_source: str = "--exported-at"
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,24 @@ class ExportResult:
 
 def format_timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_not_before(moment: datetime, earliest: str, what: str, source: str) -> None:
+    """Refuse an export time before ``earliest`` (RFC 3339, from the report or the run).
+
+    Raises UsageError (exit 2) naming ``source`` (the option or variable that gave the
+    time): a bundle cannot be exported before what it holds was issued (SPEC section 7).
+    """
+    try:
+        bound = datetime.fromisoformat(earliest.replace("Z", "+00:00").replace("z", "+00:00"))
+        bound = bound.astimezone(UTC).replace(microsecond=0)
+    except (ValueError, OverflowError):
+        return  # schema-checked already; a time we cannot read is nothing to compare with
+    if moment < bound:
+        raise UsageError(
+            f"{source} {format_timestamp(moment)}: before {what} {earliest}; "
+            "an export cannot predate what it exports"
+        )
 
 
 def resolve_output(out: Path | None, report_id: str) -> Path:
@@ -605,6 +624,9 @@ def export_bundle(
         raise PermissionDenied(f"principal {config.principal!r} lacks {EXPORT}; export refused")
     body = store.report_body(config.report_id)
     envelope = store.envelope(config.report_id)
+    check_not_before(
+        config.exported_at, body.value["issued_at"], "the report's issued_at", config.exported_at_source
+    )
     target = resolve_output(config.out, config.report_id)
 
     def strict_check(bundle: dict[str, Any]) -> None:
@@ -653,12 +675,11 @@ def write_bag_archive(
     refuses an existing target, so nothing is overwritten, and an interrupted or failed
     export leaves nothing at the target name.
     """
+    from bundler.outputs import create_temp
     from bundler.tarwriter import TarWriter
 
-    fd, temp_name = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.", suffix=".partial"
-    )
-    temp = Path(temp_name)
+    # 0666 less the umask, like any new file (SPEC 7); mkstemp would give 0600.
+    fd, temp = create_temp(target)
     try:
         try:
             with os.fdopen(fd, "wb") as fh:

@@ -78,6 +78,8 @@ class LocalStoreSource:
     """
 
     def __init__(self, root: Path) -> None:
+        if not root.exists() and not root.is_symlink():
+            raise StoreError(f"{root}: store root does not exist")
         if not root.is_dir():
             raise StoreError(f"{root}: store root is not a directory")
         self.root = root

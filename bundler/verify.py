@@ -8,6 +8,7 @@ possible: an unreadable or unsafe archive, or a malformed bundle.json.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -317,12 +318,62 @@ def apply_strict(claims: Iterable[Claim], strict: bool) -> list[Claim]:
     ]
 
 
+def missing_bundle_hint(source: str) -> str:
+    """What a directory without data/bundle.json probably is, as "; hint" (or "")."""
+    path = Path(source)
+    if source.startswith("s3://") or not path.is_dir() or path.is_symlink():
+        return ""
+    try:
+        children = sorted(path.iterdir())
+    except OSError:
+        return ""
+    bags = [c for c in children if c.is_dir() and (c / "bagit.txt").is_file()]
+    if len(bags) == 1 and len(children) == 1:
+        return (
+            f"; this directory holds the bag {bags[0].name}/ (what extract wrote): "
+            f"verify {bags[0]}"
+        )
+    if (path / "report.json").is_file():
+        return (
+            "; this looks like an eval-banana run directory: verify it in place with "
+            "--project PROJECT_ROOT, or export it with export-eb"
+        )
+    if (path / "body.json").is_file() and (path / "envelope.json").is_file():
+        return (
+            "; this looks like a report directory of a store: export it first with "
+            f"export --store STORE_ROOT --report {path.name}"
+        )
+    return ""
+
+
+def _unexpected_bundle_detail(source: str, expected: str) -> str:
+    """Why --expect-bundle-digest did not match: often the archive's sha256sum was given."""
+    where = (
+        "the bundle digest is the Bundle-Digest line of bag-info.txt and the first "
+        "word export prints"
+    )
+    path = Path(source)
+    if not source.startswith("s3://") and path.is_file():
+        hasher = hashlib.sha256()
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                hasher.update(chunk)
+        if expected == "sha256:" + hasher.hexdigest():
+            return (
+                "the digest given is the archive file's SHA-256 (what sha256sum prints), "
+                f"not the bundle digest; {where}"
+            )
+    return f"the bundle is not the one expected ({where}, not the archive's sha256sum)"
+
+
 def _load_bundle(contents: BagContents) -> dict[str, Any]:
     """bundle.json parsed and schema-valid, or ArchiveError (verdict error)."""
     data = contents.kept.get("data/bundle.json")
     where = f"{contents.source}: data/bundle.json"
     if data is None:
-        raise ArchiveError(f"{where}: missing (no verdict possible)")
+        raise ArchiveError(
+            f"{where}: missing (no verdict possible){missing_bundle_hint(contents.source)}"
+        )
     try:
         value = canonical.loads(data, source=where)
     except CanonicalJSONError as exc:
@@ -533,7 +584,7 @@ def check_bundle_document(
             options.expect_bundle_digest,
             digest,
             path="data/bundle.json",
-            detail="the bundle is not the one expected",
+            detail=_unexpected_bundle_detail(contents.source, options.expect_bundle_digest),
         )
     head = contents.kept.get(HEAD_FILE)
     if head is None:

@@ -165,6 +165,12 @@ def main() -> None:
     tamper(OUT / "rpt-clean.tar.zst", OUT / "tampered.tar.zst")
     run("verify", "tampered.tar.zst", expect=1)
 
+    banner("Several bundles at once: each is checked; a tampered one is never hidden by an unreadable one")
+    (OUT / "not-a-bundle.tar.zst").write_bytes(b"this is not an archive\n")
+    print("  (not-a-bundle.tar.zst holds a line of text)")
+    run("verify", "rpt-clean.tar.zst", "tampered.tar.zst", "not-a-bundle.tar.zst", expect=1)
+    run("verify", "rpt-clean.tar.zst", "not-a-bundle.tar.zst", expect=3)
+
     banner("Extract safely (verifies while extracting)")
     run("extract", "rpt-clean.tar.zst", "rpt-clean-extracted", "--quiet")
     if shutil.which("bagit.py") or (Path(sys.executable).parent / "bagit.py").exists():
@@ -301,6 +307,21 @@ def storage_demo() -> None:
         key = listing.stdout.splitlines()[0].split()[-1]
         run("verify", key)
         run("download", key, "downloaded.tar.zst")
+
+        banner("A countersigned stored bundle: the exporter's signature travelled with it; an auditor adds one")
+        clean_key = "s3://evidence/archive/" + next(
+            line.split()[-1].split("/archive/", 1)[1]
+            for line in listing.stdout.splitlines()
+            if "rpt-clean" in line
+        )
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "demo-auditor", "-f", "auditor-key")
+        os.chmod(OUT / "auditor-key", 0o600)
+        auditor_pub = (OUT / "auditor-key.pub").read_text().strip()
+        with open(OUT / "allowed_signers", "a", encoding="utf-8") as fh:
+            fh.write(f'auditor@example.org namespaces="evalbook-bundle-head-v1" {auditor_pub}\n')
+        run("sign", clean_key, "--key", "auditor-key")
+        run("list", "s3://evidence/archive", "--report", "rpt-clean")
+        run("verify", clean_key, "--allowed-signers", "allowed_signers")
     finally:
         server.stop()
         shutil.rmtree(scratch, ignore_errors=True)

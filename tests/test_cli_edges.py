@@ -104,8 +104,6 @@ def test_exported_archive_is_readable_by_a_colleague(fixture_store: Path, tmp_pa
         "--quiet",
     )
     assert proc.returncode == 0, proc.stderr.decode()
-    if mode(out) != 0o644:
-        pytest.xfail("export.py's write_bag_archive still makes its temporary with mkstemp (0600)")
     assert mode(out) == 0o644
 
 
@@ -363,10 +361,6 @@ def test_the_archive_holds_the_upper_bound(fixture_store: Path, tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr.decode()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the report: export.py checks exported_at against body issued_at (see report)",
-)
 def test_exported_at_before_the_reports_issued_at_is_refused(
     fixture_store: Path, tmp_path: Path
 ) -> None:
@@ -389,10 +383,6 @@ def test_exported_at_before_the_reports_issued_at_is_refused(
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the run: export_eb.py checks exported_at against the run's completed_at (see report)",
-)
 def test_exported_at_before_the_runs_completed_at_is_refused(tmp_path: Path) -> None:
     from conftest import REPO
 
@@ -479,3 +469,95 @@ def test_a_bad_signature_says_signature_once(bundles: dict[str, Path], tmp_path:
     assert proc.returncode == 1, err
     assert "signature: signature" not in err
     assert "[2] signature: " in err and "not in the allowed signers" in err
+
+
+# ------------------------------------- item 9: messages made in the verifier and reader
+
+
+def test_a_missing_store_root_is_said_not_to_exist(tmp_path: Path) -> None:
+    proc = run_cli("export", "--store", str(tmp_path / "nostore"), "--report", "r",
+                   "--principal", "alice", "--out", str(tmp_path / "b.tar.zst"))
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert "does not exist" in err and "not a directory" not in err
+
+
+def test_a_gzip_file_is_named_as_one(tmp_path: Path) -> None:
+    import gzip
+
+    path = tmp_path / "bundle.tar.gz"
+    path.write_bytes(gzip.compress(b"x" * 100))
+    proc = run_cli("verify", str(path))
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert "this is a gzip file, not a zstd frame: not a bundle" in err
+
+
+def test_a_gnu_tar_repack_is_named_as_one(bundles: dict[str, Path], tmp_path: Path) -> None:
+    import tarfile
+
+    import zstandard
+
+    extracted = tmp_path / "x"
+    assert run_cli("extract", str(bundles["rpt-clean/alice"]), str(extracted), "--quiet").returncode == 0
+    (top,) = extracted.iterdir()
+    raw = tmp_path / "gnu.tar"
+    with tarfile.open(raw, "w", format=tarfile.GNU_FORMAT) as tar:
+        tar.add(top, arcname=top.name)
+    archive = tmp_path / "gnu.tar.zst"
+    archive.write_bytes(zstandard.ZstdCompressor(write_checksum=True).compress(raw.read_bytes()))
+    proc = run_cli("verify", str(archive))
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert "a GNU tar header, not a POSIX ustar header: not a bundle" in err
+
+
+def test_max_bytes_cap_names_the_option(bundles: dict[str, Path]) -> None:
+    proc = run_cli("verify", "--max-bytes", "100", str(bundles["rpt-clean/alice"]))
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert "max_bytes=100" in err and "--max-bytes" in err
+
+
+def test_verify_on_the_directory_extract_was_given_points_at_the_bag(
+    bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    target = tmp_path / "x"
+    assert run_cli("extract", str(bundles["rpt-clean/alice"]), str(target), "--quiet").returncode == 0
+    proc = run_cli("verify", str(target))
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert f"verify {target / 'evalbook-bundle-rpt-clean'}" in err
+    assert run_cli("verify", str(target / "evalbook-bundle-rpt-clean"), "--quiet").returncode == 0
+
+
+def test_verify_on_a_run_without_project_hints_at_project() -> None:
+    from conftest import REPO
+
+    run = sorted((REPO / "fixtures" / "eval-banana" / "runs" / "default").iterdir())[0]
+    proc = run_cli("verify", str(run))
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert "eval-banana run directory" in err and "--project" in err
+
+
+def test_verify_on_a_store_report_hints_at_export(fixture_store: Path) -> None:
+    proc = run_cli("verify", str(fixture_store / "reports" / "rpt-clean"))
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert "export --store" in err and "--report rpt-clean" in err
+
+
+def test_expect_bundle_digest_given_the_archive_hash_says_so(bundles: dict[str, Path]) -> None:
+    import hashlib
+
+    archive = bundles["rpt-clean/alice"]
+    file_hash = "sha256:" + hashlib.sha256(archive.read_bytes()).hexdigest()
+    proc = run_cli("verify", str(archive), "--expect-bundle-digest", file_hash)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert "archive file's SHA-256" in err and "Bundle-Digest" in err
+    other = "sha256:" + "0" * 64
+    proc = run_cli("verify", str(archive), "--expect-bundle-digest", other)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "Bundle-Digest" in err and "archive file's" not in err

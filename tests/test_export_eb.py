@@ -41,8 +41,8 @@ CONSOLE = {
     "default": FIXTURES / "console" / "default.stdout.txt",
     "flat": FIXTURES / "console" / "flat.stdout.txt",
 }
-EXPORTED_AT = datetime(2026, 11, 30, tzinfo=UTC)
-EXPORTED_AT_TEXT = "2026-11-30T00:00:00Z"
+EXPORTED_AT = datetime(2026, 11, 30, 3, tzinfo=UTC)  # after the committed runs completed
+EXPORTED_AT_TEXT = "2026-11-30T03:00:00Z"
 TAG = b"eval-banana/check-definition-sha256/v1"
 
 
@@ -353,7 +353,7 @@ def test_members_are_normalised(exported: dict[str, Path]) -> None:
 
 def test_same_exported_at_gives_identical_archives_across_processes(tmp_path: Path) -> None:
     outs = []
-    for i, extra in enumerate([("--exported-at", "2026-11-30T01:00:00+01:00"), ()]):
+    for i, extra in enumerate([("--exported-at", "2026-11-30T04:00:00+01:00"), ()]):
         out = tmp_path / f"a{i}.tar.zst"
         env = {"SOURCE_DATE_EPOCH": str(int(EXPORTED_AT.timestamp()))} if not extra else None
         proc = export_cli(DEFAULT_RUN, PROJECT, "--out", str(out), *extra, env=env)

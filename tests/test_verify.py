@@ -398,7 +398,7 @@ def test_json_of_eval_banana_results_validates(tmp_path: Path) -> None:
     archive = tmp_path / "eb.tar.zst"
     exported = run_cli(
         "export-eb", str(run_dir), "--project", str(project), "--out", str(archive),
-        "--exported-at", "2026-11-30T00:00:00Z",
+        "--exported-at", "2026-11-30T03:00:00Z",
     )  # fmt: skip
     assert exported.returncode == 0, exported.stderr.decode()
     in_place = run_cli("verify", "--json", str(run_dir), "--project", str(project))
@@ -506,7 +506,7 @@ def test_output_dir_refuses_a_symlink(bundles: dict[str, Path], tmp_path: Path) 
     [
         (["rpt-clean/alice", "rpt-retention/bob"], 0),
         (["rpt-clean/alice", "tampered", "rpt-clean/bob"], 1),
-        (["tampered", "hostile", "rpt-clean/alice"], 3),
+        (["tampered", "hostile", "rpt-clean/alice"], 1),
         (["hostile", "rpt-clean/alice"], 3),
     ],
 )
