@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import zstandard
 
 from bundler import TOOL_NAME, __version__, bag, bag_reader, canonical, names
+from bundler.archive_reader import MAX_MEMBERS
 from bundler.digests import bytes_digest, json_digest, parse_digest
 from bundler.errors import OutputError, PermissionDenied, StoreError, StrictFailure, UsageError
 from bundler.merkle import TreeBuilder
@@ -218,6 +219,7 @@ class BagWriter:
         self._cases = 0
         self._folded: dict[str, str] = {}
         self._kept_bytes = 0
+        self._kept_values = 0
         self._claim_name(top)
         tar.add_dir(top)
         self._dirs.add(top)
@@ -228,6 +230,8 @@ class BagWriter:
         key = names.folded(name)
         if problem is None and key in self._folded:
             problem = f"collides with {self._folded[key]} after NFC and case folding"
+        if problem is None and len(self._folded) >= MAX_MEMBERS:
+            problem = f"a bundle holds at most {MAX_MEMBERS} members"
         if problem is not None:
             raise StoreError(
                 f"{name[len(self.top) + 1 :]}: the bundle cannot hold this name ({problem}); "
@@ -251,10 +255,14 @@ class BagWriter:
         """Refuse a document over the reader's caps, which the verifier would reject."""
         if not bag_reader.is_kept(relpath, data[: bag_reader.CHUNK], len(data)):
             return
-        problem = bag_reader.document_problem(relpath, data, self._kept_bytes)
+        problem = bag_reader.document_problem(
+            relpath, data, self._kept_bytes, values_before=self._kept_values
+        )
         if problem is not None:
             raise StoreError(f"{relpath}: {problem}; the verifier would reject it, export refused")
         self._kept_bytes += len(data)
+        if relpath.endswith((".json", ".jsonl")):
+            self._kept_values += bag_reader.json_values(data)
 
     def add(self, relpath: str, data: bytes, *, sha256_hex: str | None = None) -> str:
         """Add a file at ``relpath`` (relative to the bag root); returns its sha256 hex.
@@ -401,7 +409,7 @@ class _Collector:
                 raise StoreError(
                     f"{self.store.source.describe(result.relpath)}: required does not match the report"
                 )
-            cases = self.store.iter_cases(self.report["report_id"], check_id)
+            cases = self.store.iter_cases(self.report["report_id"], check_id, parse_first=budget)
             if cases is None:
                 self.ledger.list_unavailable("cases", check_id, None, Reason.MISSING_FROM_STORE)
                 out.append(_CheckCases(check_id, result, None, 0))

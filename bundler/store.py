@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from bundler import canonical, schemas
+from bundler import bag_reader, canonical, schemas
 from bundler.digests import SCORER_TAG, FramedHasher, bytes_digest
 from bundler.errors import CanonicalJSONError, InputError, StoreError
 
@@ -27,7 +27,8 @@ IDENTIFIER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 INLINE_PAYLOAD_MAX_BYTES = 262_144
 # Store documents are indexes and descriptors; a cap keeps a hostile store from
 # exhausting memory. Case files are streamed line by line and capped per line.
-MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+# The bundle reader's own cap: a document no bundle can hold is refused from its size.
+MAX_DOCUMENT_BYTES = bag_reader.MAX_DOCUMENT_BYTES
 MAX_CASE_LINE_BYTES = 16 * 1024 * 1024
 CHUNK = 1024 * 1024
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -254,10 +255,14 @@ class Store:
     ) -> Any:
         where = self.source.describe(relpath)
         try:
+            # Bounded before parsing by the bundle reader's value cap: parsing costs far
+            # more memory than the bytes.
             if stored_canonical:
-                value = canonical.loads_canonical(data, source=where)
+                value = canonical.loads_canonical(
+                    data, source=where, max_values=canonical.MAX_VALUES
+                )
             else:
-                value = canonical.loads(data, source=where)
+                value = canonical.loads(data, source=where, max_values=canonical.MAX_VALUES)
         except CanonicalJSONError as exc:
             raise StoreError(exc.message) from exc
         if schema is not None:
@@ -323,21 +328,33 @@ class Store:
             )
         return doc
 
-    def iter_cases(self, report_id: str, check_id: str) -> Iterator[CaseLine] | None:
-        """Stream the cases of one check, validating each line; None when absent."""
+    def iter_cases(
+        self, report_id: str, check_id: str, *, parse_first: int | None = None
+    ) -> Iterator[CaseLine] | None:
+        """Stream the cases of one check, validating each line; None when absent.
+
+        With ``parse_first``, only that many lines are parsed and validated; the rest
+        (cases cut by ``case_limit``, never exported) are only counted, yielded with
+        an empty value, so a store of millions of lines costs a read, not a parse.
+        """
         relpath = f"reports/{report_id}/cases/{check_id}.jsonl"
         opened = self.source.open_stream(relpath)
         if opened is None:
             return None
-        return self._case_lines(relpath, opened[0], check_id)
+        return self._case_lines(relpath, opened[0], check_id, parse_first)
 
-    def _case_lines(self, relpath: str, stream: BinaryIO, check_id: str) -> Iterator[CaseLine]:
+    def _case_lines(
+        self, relpath: str, stream: BinaryIO, check_id: str, parse_first: int | None
+    ) -> Iterator[CaseLine]:
         where = self.source.describe(relpath)
         with stream:
             for number, raw in enumerate(_iter_lines(stream, where), start=1):
                 line_where = f"{where}:{number}"
                 if not raw:
                     raise StoreError(f"{line_where}: empty line (one case per line)")
+                if parse_first is not None and number > parse_first:
+                    yield CaseLine(number, b"", {})
+                    continue
                 try:
                     value = canonical.loads_canonical(raw, source=line_where)
                 except CanonicalJSONError as exc:
