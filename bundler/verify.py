@@ -29,6 +29,7 @@ from bundler.errors import (
     OutputError,
     SchemaError,
     StorageError,
+    VerificationFailed,
 )
 from bundler.export import (
     BUNDLE_SCHEMA,
@@ -265,17 +266,21 @@ def read_and_verify(
 def read_verified(
     location: str, options: VerifyOptions, *, action: str, stream: BinaryIO | None = None
 ) -> tuple[Verification, BagContents]:
-    """Read and verify; raise InputError unless the verdict is ``verified``.
+    """Read and verify; raise unless the verdict is ``verified``.
 
     For commands that must not act on a bundle that does not verify (sign, prove,
-    upload); the message carries the error or the first failed claims.
+    upload): VerificationFailed (exit 1) when a claim failed, InputError (exit 3) when
+    the bundle cannot be read at all (SPEC 8); the message carries the error or the
+    first failed claims.
     """
     result, contents = read_and_verify(location, options, stream=stream)
-    if result.verdict is not Verdict.VERIFIED or contents is None:
-        detail = result.error or "; ".join(
-            f"{c.subject}: {c.detail}" for c in result.failures()[:3]
+    if result.verdict is Verdict.ERROR or contents is None:
+        raise InputError(f"{location}: cannot be read as a bundle ({result.error}); refusing to {action}")
+    if result.verdict is not Verdict.VERIFIED:
+        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
+        raise VerificationFailed(
+            f"{location}: bundle does not verify ({detail}); refusing to {action}"
         )
-        raise InputError(f"{location}: bundle does not verify ({detail}); refusing to {action}")
     return result, contents
 
 
@@ -1526,9 +1531,42 @@ class _EvalBookVerifier:
 
     # -- claim 11: coherence -----------------------------------------------------------
 
+    def contract_paths(self) -> list[tuple[str, str | None, str]]:
+        """(what, the path bundle.json gives, the path SPEC 4.1 defines) for each file."""
+        b = self.bundle
+        out: list[tuple[str, str | None, str]] = [
+            ("report body", b["report"]["path"], "data/report/body.json"),
+            ("envelope", b["report"]["envelope"]["path"], "data/report/envelope.json"),
+        ]
+        s = b["suite"]
+        out.append(("suite", s["path"], f"data/suite/{s['suite_id']}/{s['version']}.json"))
+        for sc in b["scorers"]:
+            out.append(("scorer", sc["path"], f"data/scorers/{sc['scorer_id']}/{sc['version']}"))
+        for d in b["datasets"]:
+            base = f"data/datasets/{d['dataset_id']}/{d['version']}"
+            out.append(("dataset manifest", d["path"], f"{base}/manifest.json"))
+            for e in d["examples"]:
+                out.append(("example", e["path"], f"{base}/examples/{e['example_id']}.json"))
+        for c in b["checks"]:
+            out.append(("check result", c["path"], f"data/checks/{c['check_id']}.json"))
+            out.append(("case file", c["cases"]["path"], f"data/cases/{c['check_id']}.jsonl"))
+        return out
+
     def check_coherence(self) -> None:
         """The documents agree as an exporter following the contract would write them."""
         before = len(self.claims.items)
+        # Every file is read at the path the contract defines for it, never at one an
+        # untrusted bundle.json merely asserts.
+        for what, given, defined in self.contract_paths():
+            if given is not None and given != defined:
+                self.claims.failed(
+                    11,
+                    f"{what} at the path the contract defines",
+                    "bundle.json puts it elsewhere",
+                    path=given,
+                    expected=defined,
+                    observed=given,
+                )
         permissions = self.bundle["exporter"]["permissions"]
         if EXPORT not in permissions:
             self.claims.failed(

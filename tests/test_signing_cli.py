@@ -391,16 +391,31 @@ def test_sign_refuses_an_existing_sidecar(unsigned: Path, keys: Keys) -> None:
 
 
 def test_sign_refuses_a_bundle_that_does_not_verify(unsigned: Path, keys: Keys) -> None:
-    data = bytearray(unsigned.read_bytes())
-    data[len(data) // 2] ^= 0x01
-    unsigned.write_bytes(bytes(data))
+    import zstandard
+
+    # A claim fails (a case's score changed, no digest updated): exit 1, as verify.
+    tar = bytearray(zstandard.ZstdDecompressor().stream_reader(unsigned.read_bytes()).read())
+    index = tar.index(b'"score":1,"status":"pass"')
+    tar[index + 8] = ord("0")
+    data = zstandard.ZstdCompressor(write_checksum=True).compress(bytes(tar))
+    unsigned.write_bytes(data)
     done = run_cli("sign", str(unsigned), "--key", str(keys.alice))
-    assert done.returncode == 3, done.stderr.decode()
+    assert done.returncode == 1, done.stderr.decode()
     assert done.stdout == b""
     assert "does not verify" in done.stderr.decode()
     assert "refusing to sign" in done.stderr.decode()
     assert not Path(f"{unsigned}.sig").exists()
-    assert unsigned.read_bytes() == bytes(data)
+    assert unsigned.read_bytes() == data
+
+
+def test_sign_refuses_an_unreadable_bundle_with_exit_3(unsigned: Path, keys: Keys) -> None:
+    data = bytearray(unsigned.read_bytes())
+    data[len(data) // 2] ^= 0x01  # the zstd checksum no longer matches: unreadable
+    unsigned.write_bytes(bytes(data))
+    done = run_cli("sign", str(unsigned), "--key", str(keys.alice))
+    assert done.returncode == 3, done.stderr.decode()
+    assert "cannot be read" in done.stderr.decode()
+    assert not Path(f"{unsigned}.sig").exists()
 
 
 def test_signature_made_by_ssh_keygen_verifies_with_ours(

@@ -355,7 +355,7 @@ def test_console_summary_has_every_label(bundles: dict[str, Path]) -> None:
     text = done.stderr.decode()
     for reason, count in result["unprovable_by_reason"].items():
         assert f"  {reason}: {count}\n" in text
-    assert done.stdout.decode().count("\n") > 1  # a single bundle's JSON is indented
+    assert done.stdout.decode().count("\n") == 1  # one bundle, one JSON line (JSON Lines)
 
 
 def test_console_summary_lists_each_failure(tampered: Path) -> None:
