@@ -10,6 +10,7 @@ stored-canonical rule where SPEC requires it, and reports a bad file as one
 
 from __future__ import annotations
 
+import difflib
 import errno
 import os
 import re
@@ -299,8 +300,10 @@ class Store:
         relpath = f"reports/{report_id}/body.json"
         doc = self.document(relpath, schema="report-body", stored_canonical=True)
         if doc is None:
+            near = self._near_report_ids(report_id)
+            hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
             raise InputError(
-                f"report {report_id!r} not found ({self.source.describe(relpath)} is absent)"
+                f"report {report_id!r} not found ({self.source.describe(relpath)} is absent){hint}"
             )
         if doc.value["report_id"] != report_id:
             raise StoreError(
@@ -308,6 +311,18 @@ class Store:
                 f"does not match its directory {report_id!r}"
             )
         return doc
+
+    def _near_report_ids(self, report_id: str) -> list[str]:
+        """The ids of a local store's reports closest to a mistyped one (at most three)."""
+        root = getattr(self.source, "root", None)
+        if not isinstance(root, Path):
+            return []
+        try:
+            with os.scandir(root / "reports") as entries:
+                names = [e.name for _, e in zip(range(100_000), entries, strict=False)]
+        except OSError:
+            return []
+        return difflib.get_close_matches(report_id, names, n=3, cutoff=0.6)
 
     def envelope(self, report_id: str) -> Document:
         relpath = f"reports/{report_id}/envelope.json"

@@ -416,7 +416,7 @@ DECLINED_AND_REJECTED = [
 ]
 
 
-@pytest.mark.parametrize(("value", "rule"), DECLINED_AND_REJECTED, ids=lambda v: repr(v)[:40])
+@pytest.mark.parametrize(("value", "rule"), DECLINED_AND_REJECTED, ids=[f"case{i}" for i in range(len(DECLINED_AND_REJECTED))])
 def test_unwritable_values_fall_back(value: Any, rule: str) -> None:
     with pytest.raises(_jcs.Fallback):
         _jcs.dumps(value)

@@ -561,3 +561,15 @@ def test_expect_bundle_digest_given_the_archive_hash_says_so(bundles: dict[str, 
     proc = run_cli("verify", str(archive), "--expect-bundle-digest", other)
     err = proc.stderr.decode()
     assert proc.returncode == 1 and "Bundle-Digest" in err and "archive file's" not in err
+
+
+def test_a_mistyped_report_id_suggests_the_near_ones(fixture_store: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*CLI, "export", "--store", str(fixture_store), "--report", "rpt-claen",
+         "--principal", "alice", "--out", str(tmp_path / "x.tar.zst")],
+        capture_output=True, text=True,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "report 'rpt-claen' not found" in done.stderr
+    assert "did you mean 'rpt-clean'" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "x.tar.zst").exists()
