@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml setup.py bundler/_jcs.c
 demo: $(STAMP)
 	$(PY) scripts/demo.py
 
+# Two workers (the machines have two cores); the adversarial suites are large.
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check bundler tests bench scripts

@@ -21,13 +21,9 @@ but the edited field stays self-consistent.
 from __future__ import annotations
 
 import json
-import os
-import resource
 import shutil
-import subprocess
 import sys
 import textwrap
-import threading
 import time
 import unicodedata
 from collections.abc import Callable
@@ -36,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import measure
 import pytest
 import repack
 from conftest import EXPORTED_AT
@@ -168,35 +165,16 @@ class Run:
 
 
 def run_measured(args: list[str], *, timeout: float = 120) -> Run:
-    """Run ``args`` as a child with a capped address space; its own peak RSS from wait4."""
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE))
-
-    with (
-        open(os.devnull, "rb") as stdin,
-        _spool() as out,
-        _spool() as err,
-    ):
-        start = time.perf_counter()
-        proc = subprocess.Popen(args, stdin=stdin, stdout=out, stderr=err, preexec_fn=limit)
-        killer = threading.Timer(timeout, proc.kill)
-        killer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            killer.cancel()
-        seconds = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return Run(
-            proc.returncode,
-            out.read().decode("utf-8", "replace"),
-            err.read().decode("utf-8", "replace"),
-            usage.ru_maxrss * 1024,  # Linux reports KiB
-            seconds,
-        )
+    """Run ``args`` as a child with a capped address space; its own peak RSS from wait4
+    (through a small launcher, so this worker's memory is not counted: tests/measure.py)."""
+    m = measure.spawn_measured(args, deadline=timeout, address_space=CHILD_ADDRESS_SPACE)
+    return Run(
+        m.code,
+        m.stdout.decode("utf-8", "replace"),
+        m.stderr.decode("utf-8", "replace"),
+        m.peak_bytes,
+        m.wall,
+    )
 
 
 class _spool:

@@ -26,13 +26,12 @@ import os
 import shutil
 import socket
 import stat
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import measure
 import pytest
 from conftest import run_cli
 from test_ebverify import archives, extract, failed_subjects, reseal, verify_dir  # noqa: F401
@@ -73,20 +72,10 @@ def measured(*args: str, timeout: float = 60) -> tuple[int, bytes, int, float]:
     """
     exe = shutil.which("evalbook-bundle", path=str(Path(sys.executable).parent))
     cmd = [exe, *args] if exe else [sys.executable, "-m", "bundler", *args]
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    try:
-        err = proc.stderr.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-    except BaseException:
-        proc.kill()
-        raise
-    finally:
-        proc.stderr.close()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert time.monotonic() - start < timeout
-    return proc.returncode, err, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
+    # Through a small launcher, so this worker's own memory is not counted (tests/measure.py).
+    m = measure.spawn_measured(cmd, deadline=timeout)
+    assert not m.killed and m.wall < timeout
+    return m.code, m.stderr, m.peak_bytes, m.cpu
 
 
 def within_budget(rss: int, seconds: float) -> None:

@@ -277,7 +277,7 @@ def bases(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) ->
     made = {key: bundles[key] for key in BASES if key != "eb"}
     eb_out = out / "eb.tar.zst"
     export_eb_bundle(
-        EbExportConfig(EB_RUN, EB_PROJECT, datetime(2026, 11, 30, tzinfo=UTC), out=eb_out)
+        EbExportConfig(EB_RUN, EB_PROJECT, datetime(2026, 11, 30, 3, tzinfo=UTC), out=eb_out)
     )
     made["eb"] = eb_out
     return made

@@ -130,7 +130,7 @@ def eb_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     archive = root / "eb.tar.zst"
     done = run_cli(
         "export-eb", str(EB_RUN), "--project", str(EB_FIXTURES / "project"),
-        "--out", str(archive), "--exported-at", "2026-11-30T00:00:00Z",
+        "--out", str(archive), "--exported-at", "2026-11-30T03:00:00Z",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
     return archive
@@ -1005,7 +1005,7 @@ def test_prove_refuses_a_case_too_large_for_a_proof_within_budget(tmp_path: Path
     archive = tmp_path / "eb.tar.zst"
     done = run_cli(
         "export-eb", str(run), "--project", str(EB_FIXTURES / "project"), "--out", str(archive),
-        "--exported-at", "2026-11-30T00:00:00Z",
+        "--exported-at", "2026-11-30T03:00:00Z",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
     assert run_cli("verify", str(archive)).returncode == 0
@@ -1029,7 +1029,7 @@ def test_prove_of_a_case_just_under_the_cap_round_trips(tmp_path: Path) -> None:
     archive = tmp_path / "eb.tar.zst"
     done = run_cli(
         "export-eb", str(run), "--project", str(EB_FIXTURES / "project"), "--out", str(archive),
-        "--exported-at", "2026-11-30T00:00:00Z",
+        "--exported-at", "2026-11-30T03:00:00Z",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
     out = tmp_path / "proof.json"

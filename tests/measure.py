@@ -1,0 +1,97 @@
+"""Measure a command's own peak memory and time, whatever process runs the test.
+
+A child's ``ru_maxrss`` starts from the resident size of the process it was forked from
+(Linux records the old memory's high-water mark at exec, vfork included), so a command
+started straight from a large pytest worker would be charged the worker's memory.
+``spawn_measured`` starts a small fresh interpreter that starts the command and waits
+for it with ``os.wait4``: the figures are the command's own. Import as ``import
+measure`` from tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+_LAUNCHER = textwrap.dedent(
+    """
+    import json, os, resource, signal, subprocess, sys, time
+    cmd, stdin_path, out_path, err_path, deadline, as_limit, env = json.loads(sys.argv[1])
+
+    def limit():
+        if as_limit:
+            resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
+
+    started = time.monotonic()
+    with open(stdin_path or os.devnull, "rb") as i, open(out_path, "wb") as o, open(err_path, "wb") as e:
+        child = subprocess.Popen(cmd, stdin=i, stdout=o, stderr=e, preexec_fn=limit, env=env)
+    killed = False
+    while True:
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - started > deadline:
+            os.kill(child.pid, signal.SIGKILL)
+            killed = True
+            pid, status, usage = os.wait4(child.pid, 0)
+            break
+        time.sleep(0.01)
+    print(json.dumps({
+        "code": os.waitstatus_to_exitcode(status),
+        "wall": time.monotonic() - started,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "peak_bytes": usage.ru_maxrss * 1024,
+        "killed": killed,
+    }))
+    """
+)
+
+
+@dataclass(frozen=True)
+class Measured:
+    code: int
+    stdout: bytes
+    stderr: bytes
+    peak_bytes: int
+    cpu: float
+    wall: float
+    killed: bool
+
+
+def spawn_measured(
+    cmd: list[str],
+    *,
+    deadline: float = 120,
+    address_space: int | None = None,
+    stdin: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Measured:
+    """Run ``cmd`` under the launcher; a command outliving ``deadline`` is killed."""
+    with tempfile.TemporaryDirectory(prefix="measure-") as scratch:
+        out, err = Path(scratch, "stdout"), Path(scratch, "stderr")
+        spec = [
+            cmd,
+            str(stdin) if stdin else None,
+            str(out),
+            str(err),
+            deadline,
+            address_space,
+            env if env is not None else dict(os.environ),
+        ]
+        done = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, json.dumps(spec)],
+            capture_output=True,
+            check=True,
+            timeout=deadline + 30,
+        )
+        r = json.loads(done.stdout)
+        return Measured(
+            r["code"], out.read_bytes(), err.read_bytes(), r["peak_bytes"], r["cpu"], r["wall"],
+            r["killed"],
+        )
