@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "out" / "demo"
 STORE = REPO / "fixtures" / "stores" / "main"
 EXPORTED_AT = "2026-11-30T00:00:00Z"
+EB_EXPORTED_AT = "2026-11-30T03:00:00Z"  # after the recorded eval-banana run completed
 BIN = Path(sys.executable).parent / "evalbook-bundle"
 
 
@@ -249,7 +250,7 @@ def eb_demo() -> None:
     banner("eval-banana: verify the recorded run in place, export it, verify it, and a tampered copy")
     run("verify", str(run_dir), "--project", str(eb_dir / "project"))
     run("export-eb", str(run_dir), "--project", str(eb_dir / "project"),
-        "--exported-at", EXPORTED_AT, "--out", "eb-run.tar.zst")
+        "--exported-at", EB_EXPORTED_AT, "--out", "eb-run.tar.zst")
     run("verify", "eb-run.tar.zst")
     import zstandard
 
