@@ -45,7 +45,6 @@ from bundler.export import (
     write_tag_files,
 )
 from bundler.merkle import TreeBuilder
-from bundler.textsafe import shown
 
 BUNDLE_SCHEMA = "evalbook.eval_banana_bundle.v1"
 RUN_PREFIX = "data/run/"
@@ -114,22 +113,6 @@ class EbExportResult:
             },
             "unavailable_by_reason": dict(sorted(by_reason.items())),
         }
-
-
-def export_text(summary: dict[str, Any]) -> str:
-    """The console summary of an eval-banana export (stderr)."""
-    counts = summary["counts"]
-    lines = [
-        f"Exported:    run {shown(summary['run_id'])} -> {shown(summary['path'])}",
-        f"Bundle:      {summary['bundle_digest']}",
-        f"Report:      {summary['report_digest']} (report.json)",
-        f"Archive:     {summary['archive_size']} bytes, {summary['archive_sha256']}",
-        f"Contents:    {counts['checks']} checks, {counts['run_files']} run files, "
-        f"{counts['definition_files']} definition files",
-        f"Unavailable: {counts['unavailable']}",
-    ]
-    lines += [f"  {r}: {n}" for r, n in summary["unavailable_by_reason"].items()]
-    return "\n".join(lines) + "\n"
 
 
 def archive_name(run_id: str) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 _LAUNCHER = textwrap.dedent(
     """
     import json, os, resource, signal, subprocess, sys, time
-    cmd, stdin_path, out_path, err_path, deadline, as_limit, env = json.loads(sys.argv[1])
+    cmd, stdin_path, out_path, err_path, deadline, as_limit, env, cwd = json.loads(sys.argv[1])
 
     def limit():
         if as_limit:
@@ -30,7 +30,9 @@ _LAUNCHER = textwrap.dedent(
 
     started = time.monotonic()
     with open(stdin_path or os.devnull, "rb") as i, open(out_path, "wb") as o, open(err_path, "wb") as e:
-        child = subprocess.Popen(cmd, stdin=i, stdout=o, stderr=e, preexec_fn=limit, env=env)
+        child = subprocess.Popen(
+            cmd, stdin=i, stdout=o, stderr=e, preexec_fn=limit, env=env, cwd=cwd
+        )
     killed = False
     while True:
         pid, status, usage = os.wait4(child.pid, os.WNOHANG)
@@ -71,6 +73,7 @@ def spawn_measured(
     address_space: int | None = None,
     stdin: Path | None = None,
     env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> Measured:
     """Run ``cmd`` under the launcher; a command outliving ``deadline`` is killed."""
     with tempfile.TemporaryDirectory(prefix="measure-") as scratch:
@@ -83,6 +86,7 @@ def spawn_measured(
             deadline,
             address_space,
             env if env is not None else dict(os.environ),
+            str(cwd) if cwd else None,
         ]
         done = subprocess.run(
             [sys.executable, "-c", _LAUNCHER, json.dumps(spec)],

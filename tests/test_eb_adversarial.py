@@ -49,7 +49,7 @@ from test_export_eb import (
 from bundler import evalbanana as eb
 from bundler.bag_reader import MAX_DOCUMENT_BYTES
 from bundler.errors import InputError
-from bundler.export_eb import export_text
+from bundler.render import export_eb_text as export_text
 from bundler.verify import Verdict, VerifyOptions, verify_bundle
 
 LONG = "long-output-with-a-very-long-check-identifier-over-forty"

@@ -16,12 +16,12 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import hostile
+import measure
 import pytest
 
 from bundler import canonical
@@ -36,36 +36,6 @@ BUDGET_SECONDS = 10.0
 TIMED_INPUTS_BELOW = 100 * 1000 * 1000
 DEADLINE_SECONDS = 120
 
-_LAUNCHER = textwrap.dedent(
-    """
-    import json, os, signal, subprocess, sys, time
-    cmd, cwd, deadline = json.loads(sys.argv[1])
-    started = time.monotonic()
-    child = subprocess.Popen(
-        cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=open(os.path.join(cwd, "stderr.txt"), "wb"),
-    )
-    killed = False
-    while True:
-        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() - started > deadline:
-            os.kill(child.pid, signal.SIGKILL)
-            killed = True
-            pid, status, usage = os.wait4(child.pid, 0)
-            break
-        time.sleep(0.02)
-    print(json.dumps({
-        "code": os.waitstatus_to_exitcode(status),
-        "wall": time.monotonic() - started,
-        "peak_bytes": usage.ru_maxrss * 1024,
-        "killed": killed,
-    }))
-    """
-)
-
-
 @dataclass(frozen=True)
 class Run:
     code: int
@@ -78,16 +48,10 @@ class Run:
 def run_measured(args: list[str], cwd: Path) -> Run:
     """Run ``python -m bundler ARGS`` in ``cwd`` and measure it (see the module docstring)."""
     cmd = [sys.executable, "-m", "bundler", *args]
-    done = subprocess.run(
-        [sys.executable, "-c", _LAUNCHER, json.dumps([cmd, str(cwd), DEADLINE_SECONDS])],
-        capture_output=True,
-        check=True,
-        timeout=DEADLINE_SECONDS + 30,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+    m = measure.spawn_measured(
+        cmd, deadline=DEADLINE_SECONDS, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=cwd
     )
-    result = json.loads(done.stdout)
-    stderr = (cwd / "stderr.txt").read_text("utf-8", errors="replace")
-    return Run(result["code"], result["wall"], result["peak_bytes"], result["killed"], stderr)
+    return Run(m.code, m.wall, m.peak_bytes, m.killed, m.stderr.decode("utf-8", "replace"))
 
 
 def assert_within_budget(run: Run, input_bytes: int, *, codes: tuple[int, ...] = (1, 3)) -> None:
