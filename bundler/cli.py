@@ -805,6 +805,16 @@ def prove(bundle: str, case_id: str, out: Path | None, endpoint_url: str | None)
     if not bundle.startswith("s3://") and os.path.lexists(sidecar_path):
         raw = read_bounded(sidecar_path, limit=MAX_SIGNATURE_BYTES, what="head signature")
         sidecar = raw.decode("ascii", "replace")
+    elif bundle.startswith("s3://"):
+        # Signatures travel with the stored bundle (SPEC 6): the first intact one.
+        from bundler import storage
+
+        stored = [
+            sig
+            for sig in storage.stored_signatures(bundle, config=_storage_config(endpoint_url))
+            if sig.problem is None and len(sig.data) <= MAX_SIGNATURE_BYTES
+        ]
+        sidecar = stored[0].text if stored else None
     with _bundle_stream(bundle, endpoint_url) as stream:
         proof = prove_case(bundle, case_id, stream=stream, sidecar_signature=sidecar)
     data = proof_file_bytes(proof)

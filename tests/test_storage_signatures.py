@@ -394,3 +394,25 @@ def test_upload_refuses_a_key_for_a_prefix(
     use = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
     assert f"use {use} " in done.stderr.decode()
     assert raw.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+
+
+def test_prove_of_a_stored_bundle_carries_its_stored_signature(
+    bundles: dict[str, Path], bucket: str, endpoint: list[str], tmp_path: Path
+) -> None:
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    exporter = _key(keys / "exporter")
+    local = tmp_path / "b.tar.zst"
+    shutil.copyfile(bundles["rpt-clean/alice"], local)
+    assert run_cli("sign", str(local), "--key", str(exporter)).returncode == 0
+    info = _upload(local, f"s3://{bucket}/proofs", endpoint)
+    url = f"s3://{bucket}/{info['key']}"
+    out = tmp_path / "proof.json"
+    done = run_cli("prove", url, "--case", "accuracy-00003", "--out", str(out), *endpoint)
+    assert done.returncode == 0, done.stderr.decode()
+    proof = orjson.loads(out.read_bytes())
+    assert proof["head_signature"] is not None
+    assert proof["head_signature"] == Path(f"{local}.sig").read_text()
+    allowed = _allowed(tmp_path / "allowed_signers", exporter=exporter)
+    checked = run_cli("check-proof", str(out), "--allowed-signers", str(allowed))
+    assert checked.returncode == 0, checked.stderr.decode()
