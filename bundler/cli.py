@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn, TypeVar
@@ -360,6 +360,28 @@ def _verify_options(
     )
 
 
+def _first_sidecar(location: str, endpoint_url: str | None) -> str | None:
+    """The head signature stored beside a bundle: ``ARCHIVE.sig``, or the first intact
+    signature stored beside an ``s3://`` object; None when there is none."""
+    from bundler.proof import MAX_SIGNATURE_BYTES, read_bounded
+
+    if location.startswith("s3://"):
+        from bundler import storage
+
+        stored = [
+            sig
+            for sig in storage.stored_signatures(location, config=_storage_config(endpoint_url))
+            if sig.problem is None and len(sig.data) <= MAX_SIGNATURE_BYTES
+        ]
+        return stored[0].text if stored else None
+    path = location + ".sig"
+    if not os.path.lexists(path):
+        return None
+    return read_bounded(path, limit=MAX_SIGNATURE_BYTES, what="head signature").decode(
+        "ascii", "replace"
+    )
+
+
 @contextmanager
 def _bundle_stream(location: str, endpoint_url: str | None) -> Iterator[BinaryIO | None]:
     """For s3:// locations, a stream that checks the object's sha256 at EOF."""
@@ -645,6 +667,13 @@ def inspect(bundle: str, as_json: bool, max_bytes: int, endpoint_url: str | None
 @click.option("--strict", is_flag=True, help="Unprovable claims fail too.")
 @click.option("--max-bytes", type=click.IntRange(1), default=DEFAULT_MAX_BYTES, show_default=True)
 @click.option("--endpoint-url", help="S3 endpoint for s3:// bundles.")
+@click.option(
+    "--allowed-signers",
+    type=click.Path(path_type=Path),
+    help="OpenSSH allowed_signers file: the head signature (embedded, or the sidecar "
+    "beside the archive or the stored object) must verify, or nothing is extracted.",
+)
+@click.option("--identity", help="With --allowed-signers: the principal that must have signed.")
 @click.option("--quiet", is_flag=True)
 def extract(
     bundle: str,
@@ -654,6 +683,8 @@ def extract(
     strict: bool,
     max_bytes: int,
     endpoint_url: str | None,
+    allowed_signers: Path | None,
+    identity: str | None,
     quiet: bool,
 ) -> None:
     """Verify while extracting BUNDLE into DIRECTORY (absent or empty).
@@ -665,13 +696,27 @@ def extract(
     from bundler.render import verification_text
     from bundler.verify import extract_bundle
 
-    options = _verify_options(expect_bundle_digest, expect_report_digest, strict, max_bytes)
+    options = _verify_options(
+        expect_bundle_digest, expect_report_digest, strict, max_bytes, allowed_signers, identity
+    )
+    sidecar = _first_sidecar(bundle, endpoint_url)
+    if sidecar is not None and options.check_signature is not None:
+        options = replace(options, signature_text=sidecar)
     with _bundle_stream(bundle, endpoint_url) as stream:
         result = extract_bundle(bundle, directory, options, stream=stream)
+    if result.exit_code == 0 and sidecar is not None:
+        # Beside the bag, not inside it (a tag file the tag manifest does not list would
+        # make the extracted bag fail): ssh-keygen -Y verify -s DIR/bundle-head.json.sig
+        # < DIR/<bag>/bundle-head.json.
+        from bundler.outputs import write_new_file
+
+        write_new_file(directory / "bundle-head.json.sig", sidecar.encode("ascii", "replace"))
     if not quiet:
         _say(verification_text(result))
         if result.exit_code == 0:
-            _say(f"Extracted:   {directory}\n")
+            _say(f"Extracted:   {shown(str(directory))}\n")
+            if sidecar is not None:
+                _say(f"Signature:   {shown(str(directory / 'bundle-head.json.sig'))} (the sidecar)\n")
         else:
             _say(f"Extracted:   nothing (removed what was written to {directory})\n")
     sys.exit(result.exit_code)
@@ -798,23 +843,9 @@ def prove(bundle: str, case_id: str, out: Path | None, endpoint_url: str | None)
     the case and its RFC 6962 audit path; `check-proof` checks it without the bundle.
     A bundle that does not verify exits 1, one that cannot be read 3.
     """
-    from bundler.proof import MAX_SIGNATURE_BYTES, proof_file_bytes, prove_case, read_bounded
+    from bundler.proof import proof_file_bytes, prove_case
 
-    sidecar = None
-    sidecar_path = bundle + ".sig"
-    if not bundle.startswith("s3://") and os.path.lexists(sidecar_path):
-        raw = read_bounded(sidecar_path, limit=MAX_SIGNATURE_BYTES, what="head signature")
-        sidecar = raw.decode("ascii", "replace")
-    elif bundle.startswith("s3://"):
-        # Signatures travel with the stored bundle (SPEC 6): the first intact one.
-        from bundler import storage
-
-        stored = [
-            sig
-            for sig in storage.stored_signatures(bundle, config=_storage_config(endpoint_url))
-            if sig.problem is None and len(sig.data) <= MAX_SIGNATURE_BYTES
-        ]
-        sidecar = stored[0].text if stored else None
+    sidecar = _first_sidecar(bundle, endpoint_url)
     with _bundle_stream(bundle, endpoint_url) as stream:
         proof = prove_case(bundle, case_id, stream=stream, sidecar_signature=sidecar)
     data = proof_file_bytes(proof)

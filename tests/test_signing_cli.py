@@ -689,3 +689,34 @@ def test_key_readable_by_others_is_used_with_a_warning(
     allowed = _allowed(tmp_path / "allowed_signers", f"dave {keys.public(keys.loose)}")
     keygen = _keygen_verify(allowed, "dave", sidecar, unsigned_head.read_bytes())
     assert keygen.returncode == 0, keygen.stderr.decode()
+
+
+def test_extract_checks_the_sidecar_and_writes_it_beside_the_bag(
+    unsigned: Path, keys: Keys, tmp_path: Path
+) -> None:
+    assert run_cli("sign", str(unsigned), "--key", str(keys.alice)).returncode == 0
+    allowed = _allowed(tmp_path / "allowed", f"alice@example.org {keys.public(keys.alice)}")
+    out = tmp_path / "out"
+    done = run_cli("extract", str(unsigned), str(out), "--allowed-signers", str(allowed))
+    assert done.returncode == 0, done.stderr.decode()
+    (bag,) = [p for p in out.iterdir() if p.is_dir()]
+    sig = out / "bundle-head.json.sig"
+    assert sig.read_bytes() == Path(f"{unsigned}.sig").read_bytes()
+    # The README's step for auditors, with OpenSSH alone.
+    check = _keygen_verify(
+        allowed, "alice@example.org", sig, (bag / "bundle-head.json").read_bytes()
+    )
+    assert check.returncode == 0, check.stderr.decode()
+    # The extracted bag itself still verifies: nothing was added inside it.
+    assert run_cli("verify", str(bag)).returncode == 0
+
+
+def test_extract_with_allowed_signers_refuses_an_unknown_signer(
+    unsigned: Path, keys: Keys, tmp_path: Path
+) -> None:
+    assert run_cli("sign", str(unsigned), "--key", str(keys.bob)).returncode == 0
+    allowed = _allowed(tmp_path / "allowed", f"alice@example.org {keys.public(keys.alice)}")
+    out = tmp_path / "out"
+    done = run_cli("extract", str(unsigned), str(out), "--allowed-signers", str(allowed))
+    assert done.returncode == 1, done.stderr.decode()
+    assert not out.exists() or list(out.iterdir()) == []
