@@ -652,6 +652,14 @@ def inspect(bundle: str, as_json: bool, max_bytes: int, endpoint_url: str | None
 
     with _bundle_stream(bundle, endpoint_url) as stream:
         info = inspect_bundle(bundle, max_bytes=max_bytes, stream=stream)
+    if bundle.startswith("s3://"):
+        # Signatures travel with the stored bundle (SPEC 6): name them, unchecked.
+        from bundler import storage
+
+        info["signatures"] = [
+            f"s3://{sig.bucket}/{sig.key}"
+            for sig in storage.stored_signatures(bundle, config=_storage_config(endpoint_url))
+        ]
     if as_json:
         info = {k: v for k, v in info.items() if k != "labels"}
         _emit_json(info)

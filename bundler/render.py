@@ -131,6 +131,9 @@ def inspect_text(info: dict[str, Any]) -> str:
     lines += [f"  {shown(r)}: {n}" for r, n in info["unavailable_by_reason"].items()]
     lines.append(f"Redacted:    {sum(info['redacted_by_reason'].values())}")
     lines += [f"  {shown(r)}: {n}" for r, n in info["redacted_by_reason"].items()]
+    if "signatures" in info:
+        lines.append(f"Signatures:  {len(info['signatures'])} stored beside the object (not checked)")
+        lines += [f"  {shown(key)}" for key in info["signatures"]]
     lines.append("(inspect reads safely but proves nothing; run verify for the proof)")
     return "\n".join(lines) + "\n"
 

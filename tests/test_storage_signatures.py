@@ -416,3 +416,22 @@ def test_prove_of_a_stored_bundle_carries_its_stored_signature(
     allowed = _allowed(tmp_path / "allowed_signers", exporter=exporter)
     checked = run_cli("check-proof", str(out), "--allowed-signers", str(allowed))
     assert checked.returncode == 0, checked.stderr.decode()
+
+
+def test_inspect_of_a_stored_bundle_names_its_signatures(
+    bundles: dict[str, Path], bucket: str, endpoint: list[str], tmp_path: Path
+) -> None:
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    local = tmp_path / "b.tar.zst"
+    shutil.copyfile(bundles["rpt-clean/alice"], local)
+    assert run_cli("sign", str(local), "--key", str(_key(keys / "exporter"))).returncode == 0
+    info = _upload(local, f"s3://{bucket}/inspected", endpoint)
+    url = f"s3://{bucket}/{info['key']}"
+    assert run_cli("sign", url, "--key", str(_key(keys / "auditor")), *endpoint).returncode == 0
+    done = run_cli("inspect", url, "--json", *endpoint)
+    assert done.returncode == 0, done.stderr.decode()
+    names = orjson.loads(done.stdout)["signatures"]
+    assert names[0] == url + ".sig" and len(names) == 2 and names[1].startswith(url + ".sig.")
+    human = run_cli("inspect", url, *endpoint)
+    assert b"Signatures:  2 stored beside the object" in human.stdout
