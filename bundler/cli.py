@@ -361,25 +361,16 @@ def _verify_options(
 
 
 def _first_sidecar(location: str, endpoint_url: str | None) -> str | None:
-    """The head signature stored beside a bundle: ``ARCHIVE.sig``, or the first intact
-    signature stored beside an ``s3://`` object; None when there is none."""
-    from bundler.proof import MAX_SIGNATURE_BYTES, read_bounded
+    """The first intact signature beside a bundle (``ARCHIVE.sig``, or stored beside an
+    ``s3://`` object), for prove and extract; None when there is none."""
+    from bundler.proof import MAX_SIGNATURE_BYTES
 
-    if location.startswith("s3://"):
-        from bundler import storage
-
-        stored = [
-            sig
-            for sig in storage.stored_signatures(location, config=_storage_config(endpoint_url))
-            if sig.problem is None and len(sig.data) <= MAX_SIGNATURE_BYTES
-        ]
-        return stored[0].text if stored else None
-    path = location + ".sig"
-    if not os.path.lexists(path):
-        return None
-    return read_bounded(path, limit=MAX_SIGNATURE_BYTES, what="head signature").decode(
-        "ascii", "replace"
-    )
+    for candidate in _sidecar_signatures(location, endpoint_url):
+        if candidate.problem is not None and not location.startswith("s3://"):
+            raise InputError(candidate.problem)  # a local sidecar that is no signature file
+        if candidate.problem is None and len(candidate.text) <= MAX_SIGNATURE_BYTES:
+            return candidate.text
+    return None
 
 
 @contextmanager
@@ -1127,7 +1118,6 @@ _NotVerified = VerificationFailed  # a bundle a command must verify first does n
 # Local signature files beside an archive: ARCHIVE.sig and ARCHIVE.sig.<hex>, the names
 # `download` gives the stored ones (docs/format.md, storage).
 _LOCAL_COUNTERSIGNATURE = re.compile(r"\.sig\.[0-9a-f]{64}")
-_MAX_SIGNATURE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -1157,21 +1147,20 @@ def _local_signatures(archive: str) -> list[_SignatureCandidate]:
             if entry.name.startswith(path.name)
             and _LOCAL_COUNTERSIGNATURE.fullmatch(entry.name[len(path.name) :])
         )
+    from bundler.proof import MAX_SIGNATURE_BYTES, read_bounded
+
     found = []
     for name in names:
         candidate = path.with_name(name)
+        if not os.path.lexists(candidate):
+            continue
         try:
-            with open(candidate, "rb") as fh:
-                data = fh.read(_MAX_SIGNATURE_BYTES + 1)
-        except FileNotFoundError:
+            # Regular files only, opened without blocking: a FIFO cannot hang verify.
+            data = read_bounded(str(candidate), limit=MAX_SIGNATURE_BYTES, what="signature")
+        except InputError as exc:
+            found.append(_SignatureCandidate(str(candidate), "", exc.message))
             continue
-        except OSError as exc:
-            found.append(_SignatureCandidate(str(candidate), "", f"cannot read ({exc.strerror})"))
-            continue
-        problem = None
-        if len(data) > _MAX_SIGNATURE_BYTES:
-            problem = f"larger than {_MAX_SIGNATURE_BYTES} bytes (not a signature)"
-        found.append(_SignatureCandidate(str(candidate), data.decode("utf-8", "replace"), problem))
+        found.append(_SignatureCandidate(str(candidate), data.decode("utf-8", "replace")))
     return found
 
 

@@ -26,13 +26,14 @@ from typing import Any, TypeVar
 
 import zstandard
 
-from bundler import TOOL_NAME, __version__, bag, bag_reader, canonical, names
+from bundler import TOOL_NAME, __version__, archive_reader, bag, bag_reader, canonical, names
 from bundler.archive_reader import MAX_MEMBERS
 from bundler.digests import bytes_digest, json_digest, parse_digest
 from bundler.errors import OutputError, PermissionDenied, StoreError, StrictFailure, UsageError
 from bundler.merkle import TreeBuilder
 from bundler.prefetch import ThreadedSink, prefetch
 from bundler.store import (
+    INLINE_PAYLOAD_MAX_BYTES,
     MAX_DOCUMENT_BYTES,
     CaseLine,
     Document,
@@ -43,8 +44,7 @@ from bundler.store import (
 
 BUNDLE_SCHEMA = "evalbook.reproducibility_bundle.v1"
 HEAD_SCHEMA = "evalbook.bundle_head.v1"
-MAX_CASES = 20_000
-INLINE_PAYLOAD_MAX_BYTES = 262_144
+MAX_CASES = archive_reader.MAX_CASES  # the reader's limit: one constant for both sides
 DEFAULT_LEVEL = 3
 READ_BODY = "dataset.read_body"
 EXPORT = "report.export"

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bundler.digests import is_digest
+from bundler.store import INLINE_PAYLOAD_MAX_BYTES
 
-INLINE_MAX = 262_144
+INLINE_MAX = INLINE_PAYLOAD_MAX_BYTES
 PAYLOAD_KINDS = frozenset({"output", "trace", "artifact"})
 
 # (group, kind) -> the reasons an item of that kind can be listed for (SPEC 4.3;

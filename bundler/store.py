@@ -476,7 +476,6 @@ class Store:
 
 
 MAX_EVIDENCE_REFS = 20
-INLINE_MAX_BYTES = 262_144
 
 
 def payload_ref_problem(case: dict[str, Any]) -> str | None:
@@ -487,9 +486,9 @@ def payload_ref_problem(case: dict[str, Any]) -> str | None:
     """
     refs = ([case["output"]] if case["output"] else []) + case["evidence"]
     for ref in refs:
-        if ref["location"] == "inline" and ref["size"] > INLINE_MAX_BYTES:
+        if ref["location"] == "inline" and ref["size"] > INLINE_PAYLOAD_MAX_BYTES:
             return f"payload {ref['digest']} of {ref['size']} bytes is over the inline limit"
-        if ref["location"] == "sso" and ref["size"] <= INLINE_MAX_BYTES:
+        if ref["location"] == "sso" and ref["size"] <= INLINE_PAYLOAD_MAX_BYTES:
             return f"payload {ref['digest']} of {ref['size']} bytes at SSO is within the inline limit"
     return None
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import CLI, run_cli
 
 SSH_KEYGEN = "/usr/bin/ssh-keygen"
 # Written out rather than imported, so that a change of the namespace in the code fails here.
@@ -720,3 +720,17 @@ def test_extract_with_allowed_signers_refuses_an_unknown_signer(
     done = run_cli("extract", str(unsigned), str(out), "--allowed-signers", str(allowed))
     assert done.returncode == 1, done.stderr.decode()
     assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_a_fifo_where_the_sidecar_should_be_never_hangs_verify(
+    unsigned: Path, keys: Keys, tmp_path: Path
+) -> None:
+    os.mkfifo(f"{unsigned}.sig")
+    allowed = _allowed(tmp_path / "allowed", f"alice@example.org {keys.public(keys.alice)}")
+    done = subprocess.run(
+        [*CLI, "verify", str(unsigned), "--allowed-signers", str(allowed)],
+        capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr.decode()
+    assert b"not a regular file" in done.stdout + done.stderr
+    assert b"Traceback" not in done.stderr
