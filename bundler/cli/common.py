@@ -1,0 +1,278 @@
+"""Plumbing every command shares: output streams, progress, times, inputs and option blocks."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO, TypeVar
+
+import click
+import orjson
+
+from bundler.errors import (
+    BundlerError,
+    InputError,
+    UsageError,
+)
+from bundler.textsafe import shown
+
+# --------------------------------------------------------------------------- plumbing
+
+
+EPILOG_EXIT = (
+    "Exit codes: 0 success/verified, 1 verification failed or --strict found something "
+    "missing, 2 usage error, 3 input error, 4 permission denied, 5 object storage error."
+)
+
+
+def _emit_json(value: Any) -> None:
+    """One result as one line of JSON Lines (SPEC 7), so `jq` reads one or many alike."""
+    sys.stdout.buffer.write(orjson.dumps(value) + b"\n")
+    sys.stdout.flush()
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+class _ProgressLine:
+    """A one-line progress display on stderr, only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool, label: str) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.label = label
+        self._last = 0.0
+
+    def update(self, text: Callable[[], str]) -> None:
+        """Redraw with ``text()`` at most ten times a second; ``text`` is called only then."""
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last > 0.1:
+            self._last = now
+            sys.stderr.write(f"\r{self.label}: {text()}\x1b[K")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def _bytes_progress(line: _ProgressLine) -> Callable[[int], None] | None:
+    """A byte-count callback for ``line``; None when nothing is shown, to save the calls."""
+    if not line.enabled:
+        return None
+    return lambda n: line.update(lambda: _human_bytes(n))
+
+
+def _human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
+        value /= 1024
+    return f"{n} B"
+
+
+# RFC 3339 date-time with whole seconds and a zone, ASCII digits only (no week dates,
+# ordinal dates, fractions or other spellings datetime.fromisoformat would also take).
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[Zz]|[+-][0-9]{2}:[0-9]{2})",
+    re.ASCII,
+)
+# The archive's tar headers hold the export time as a ustar mtime: 11 octal digits of
+# seconds since 1970-01-01T00:00:00Z (SPEC section 7).
+ARCHIVE_TIME_MIN = 0
+ARCHIVE_TIME_MAX = 8**11 - 1  # 2242-03-16T12:56:31Z
+
+
+def _parse_timestamp(value: str, option: str) -> datetime:
+    """RFC 3339 with Z or an offset, whole seconds; returned in UTC.
+
+    Raises UsageError (exit 2) naming ``option`` for anything else; never another error.
+    """
+    text = value.strip()
+    if not _RFC3339.fullmatch(text):
+        raise UsageError(
+            f"{option} {value!r}: not an RFC 3339 timestamp with whole seconds and a zone "
+            "(e.g. 2026-11-30T00:00:00Z)"
+        )
+    try:
+        moment = datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        raise UsageError(f"{option} {value!r}: not a valid time ({exc})") from exc
+
+
+def _archive_time(seconds: int, source: str) -> datetime:
+    """``seconds`` since the epoch as a UTC time, if a ustar mtime field can hold it."""
+    if not ARCHIVE_TIME_MIN <= seconds <= ARCHIVE_TIME_MAX:
+        raise UsageError(
+            f"{source}: out of range; the archive records times from "
+            f"1970-01-01T00:00:00Z to 2242-03-16T12:56:31Z ({ARCHIVE_TIME_MAX} seconds, the "
+            "most a ustar mtime field holds)"
+        )
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def _exported_at(value: str | None) -> datetime:
+    """The export time from --exported-at, else $SOURCE_DATE_EPOCH, else now (SPEC 7).
+
+    Raises UsageError (exit 2) naming the option or the variable when the value is not a
+    time or lies outside what the archive's tar headers can hold.
+    """
+    if value is not None:
+        moment = _parse_timestamp(value, "--exported-at")
+        # Whole seconds (the pattern has no fraction), so the float is exact.
+        return _archive_time(int(moment.timestamp()), f"--exported-at {value!r}")
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch is not None:
+        if not re.fullmatch(r"[0-9]{1,20}", epoch, re.ASCII):
+            raise UsageError(
+                f"SOURCE_DATE_EPOCH={epoch!r}: not a whole number of seconds since 1970-01-01"
+            )
+        return _archive_time(int(epoch), f"SOURCE_DATE_EPOCH={epoch}")
+    return _archive_time(int(time.time()), "the current time (set --exported-at)")
+
+
+def _time_source(value: str | None) -> str:
+    """What gave the export time, as messages that refuse it name it."""
+    if value is not None:
+        return "--exported-at"
+    if os.environ.get("SOURCE_DATE_EPOCH") is not None:
+        return "SOURCE_DATE_EPOCH"
+    return "the current time (set --exported-at)"
+
+
+@contextmanager
+def _input_stream(path: str) -> Iterator[BinaryIO]:
+    if path == "-":
+        yield sys.stdin.buffer
+        return
+    try:
+        fh = open(path, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from exc
+    with fh:
+        yield fh
+
+
+def _read_input(path: str) -> bytes:
+    with _input_stream(path) as fh:
+        return fh.read()
+
+
+def _source_name(path: str) -> str:
+    return "<stdin>" if path == "-" else path
+
+
+class _ArchiveOrUrl(click.ParamType[Any]):
+    """A local archive path (as ``click.Path`` gives it) or an s3:// URL kept as the
+    string it is (a Path would squash its ``//``)."""
+
+    name = "BUNDLE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith("s3://"):
+            return value
+        return click.Path(path_type=Path).convert(value, param, ctx)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _archive_options(command: F) -> F:
+    """--exported-at and --level, shared by export and export-eb."""
+    command = click.option(
+        "--level",
+        type=click.IntRange(1, 19),
+        default=3,
+        show_default=True,
+        help="zstd level (1-19 keep the window within 8 MiB).",
+    )(command)
+    return click.option(
+        "--exported-at",
+        help="RFC 3339 UTC time recorded in the bundle (default $SOURCE_DATE_EPOCH, else now).",
+    )(command)
+
+
+def _verify_options(
+    expect_bundle_digest: str | None,
+    expect_report_digest: str | None,
+    strict: bool,
+    max_bytes: int,
+    allowed_signers: Path | None = None,
+    identity: str | None = None,
+    signature: Path | None = None,
+) -> Any:
+    from bundler.digests import parse_digest
+    from bundler.verify import VerifyOptions
+
+    for flag, value in (
+        ("--expect-bundle-digest", expect_bundle_digest),
+        ("--expect-report-digest", expect_report_digest),
+    ):
+        if value is not None:
+            try:
+                parse_digest(value, source=flag)
+            except BundlerError as exc:
+                raise UsageError(exc.message) from exc
+    check = None
+    sig_text = None
+    if signature is not None:
+        sig_text = _read_input(str(signature)).decode("utf-8", "replace")
+    if allowed_signers is not None:
+        check = _signature_checker(allowed_signers, identity)
+    elif identity is not None or signature is not None:
+        raise UsageError("--identity and --signature need --allowed-signers")
+    return VerifyOptions(
+        expect_bundle_digest, expect_report_digest, strict, max_bytes, check, sig_text
+    )
+
+
+# ------------------------------------------------------------ signing, storage hooks
+
+
+def _signer(key_path: Path, quiet: bool) -> Callable[[bytes], str]:
+    from bundler import sshsig
+
+    passphrase = os.environ.get("EVALBOOK_SIGN_PASSPHRASE")
+    key = sshsig.load_private_key(key_path, passphrase=passphrase.encode() if passphrase else None)
+    warning = sshsig.key_permissions_warning(key_path)
+    if warning:  # a security warning is shown even with --quiet
+        _say(f"warning: {shown(warning)}\n")
+    return lambda message: sshsig.sign(message, key)
+
+
+def _signature_checker(
+    allowed_signers: Path, identity: str | None
+) -> Callable[[bytes, str | None], str]:
+    from bundler import sshsig
+
+    allowed = sshsig.load_allowed_signers(allowed_signers)
+
+    def check(head: bytes, signature_text: str | None) -> str:
+        if signature_text is None:
+            raise sshsig.SignatureError("no signature: neither bundle-head.json.sig nor a sidecar")
+        try:
+            verified = sshsig.verify(head, signature_text, allowed, identity=identity)
+        except sshsig.SignatureError as exc:
+            # The claim is already called "signature"; sshsig names its source the same.
+            raise sshsig.SignatureError(exc.message.removeprefix("signature: ")) from exc
+        return f"{verified.principal}, key {verified.fingerprint}"
+
+    return check
+
+
+def _storage_config(endpoint_url: str | None) -> Any:
+    from bundler import storage
+
+    return storage.StorageConfig(endpoint_url=endpoint_url)

@@ -1,0 +1,196 @@
+"""export and export-eb: write a bundle from a store or an eval-banana run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from bundler.cli.app import cli
+from bundler.cli.common import (
+    EPILOG_EXIT,
+    _archive_options,
+    _emit_json,
+    _exported_at,
+    _human_bytes,
+    _ProgressLine,
+    _say,
+    _signer,
+    _time_source,
+)
+from bundler.cli.storage import _upload
+from bundler.errors import (
+    UsageError,
+)
+from bundler.textsafe import shown
+
+
+@cli.command(epilog=EPILOG_EXIT)
+@click.option(
+    "--store", "store_root", required=True, help="Store root: a directory or s3://bucket/prefix."
+)
+@click.option("--report", "report_id", required=True, help="The report id to export.")
+@click.option(
+    "--principal",
+    envvar="EVALBOOK_PRINCIPAL",
+    help="Exporting principal (default $EVALBOOK_PRINCIPAL); needs report.export.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    help="Archive path (default ./evalbook-bundle-<report_id>.tar.zst); never overwritten.",
+)
+@_archive_options
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Fail (exit 1, nothing written) if anything would be unavailable.",
+)
+@click.option(
+    "--sign-key",
+    type=click.Path(path_type=Path),
+    help="OpenSSH Ed25519 private key: embed bundle-head.json.sig (passphrase from $EVALBOOK_SIGN_PASSPHRASE).",
+)
+@click.option("--upload", "upload_to", help="Upload the new archive to s3://bucket/prefix.")
+@click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+@click.option("--quiet", is_flag=True, help="No progress or summary on stderr.")
+def export(
+    store_root: str,
+    report_id: str,
+    principal: str | None,
+    out: Path | None,
+    exported_at: str | None,
+    level: int,
+    strict: bool,
+    sign_key: Path | None,
+    upload_to: str | None,
+    endpoint_url: str | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Export one issued report into a reproducibility bundle.
+
+    The bundle holds the report body and envelope, the frozen suite, the pinned scorer
+    versions, the dataset manifests and the examples the cases used, every check result,
+    the cases and their payloads; what cannot be included is listed under unavailable or
+    redacted with its reason. stdout: "<bundle digest>  <path>".
+    """
+    from bundler.export import ExportConfig, Progress, export_bundle
+
+    if not principal:
+        raise UsageError("no principal: give --principal or set EVALBOOK_PRINCIPAL")
+    moment = _exported_at(exported_at)
+    signer = _signer(sign_key, quiet) if sign_key is not None else None
+    config = ExportConfig(
+        store_root,
+        report_id,
+        principal,
+        moment,
+        out,
+        level,
+        strict,
+        signer,
+        endpoint_url,
+        exported_at_source=_time_source(exported_at),
+    )
+    line = _ProgressLine(not quiet, "export")
+
+    def on_progress(p: Progress) -> None:
+        line.update(lambda: f"{p.files} files, {p.cases} cases, {_human_bytes(p.bytes)}")
+
+    try:
+        result = export_bundle(config, on_progress if line.enabled else None)
+    finally:
+        line.done()
+    summary = result.summary()
+    if upload_to is not None:
+        summary["upload"] = _upload(result.path, upload_to, endpoint_url, quiet)
+    if as_json:
+        _emit_json(summary)
+    else:
+        click.echo(f"{result.bundle_digest}  {shown(result.path)}")
+    if not quiet:
+        from bundler.render import export_text
+
+        _say(export_text(summary))
+
+
+@cli.command("export-eb", epilog=EPILOG_EXIT)
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--project",
+    "project_root",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="eval-banana project root the run's definitions are found under.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    help="Archive path (default ./eval-banana-bundle-<run_id>.tar.zst); never overwritten.",
+)
+@_archive_options
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Fail (exit 1, nothing written) if any definition would be unavailable.",
+)
+@click.option(
+    "--sign-key",
+    type=click.Path(path_type=Path),
+    help="OpenSSH Ed25519 private key: embed bundle-head.json.sig (passphrase from $EVALBOOK_SIGN_PASSPHRASE).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+@click.option("--quiet", is_flag=True, help="No progress or summary on stderr.")
+def export_eb(
+    run_dir: Path,
+    project_root: Path,
+    out: Path | None,
+    exported_at: str | None,
+    level: int,
+    strict: bool,
+    sign_key: Path | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Export an eval-banana run directory into an eval-banana bundle (SPEC 10.1).
+
+    The bundle holds every file of RUN_DIR under data/run/, and each check's YAML and
+    referenced script (found under --project through the recorded project_root) under
+    data/definitions/; a definition that is missing or no longer gives the recorded
+    check_definition_sha256 is listed under unavailable. An inconsistent run or one
+    holding symbolic links is refused (exit 3). stdout: "<bundle digest>  <path>".
+    """
+    from bundler.export import Progress
+    from bundler.export_eb import EbExportConfig, export_eb_bundle
+    from bundler.render import export_eb_text
+
+    moment = _exported_at(exported_at)
+    signer = _signer(sign_key, quiet) if sign_key is not None else None
+    config = EbExportConfig(
+        run_dir,
+        project_root,
+        moment,
+        out,
+        level,
+        strict,
+        signer,
+        exported_at_source=_time_source(exported_at),
+    )
+    line = _ProgressLine(not quiet, "export-eb")
+
+    def on_progress(p: Progress) -> None:
+        line.update(lambda: f"{p.files} files, {_human_bytes(p.bytes)}")
+
+    try:
+        result = export_eb_bundle(config, on_progress if line.enabled else None)
+    finally:
+        line.done()
+    summary = result.summary()
+    if as_json:
+        _emit_json(summary)
+    else:
+        click.echo(f"{result.bundle_digest}  {shown(result.path)}")
+    if not quiet:
+        _say(export_eb_text(summary))

@@ -1,0 +1,233 @@
+"""upload, list and download."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from bundler.cli.app import cli
+from bundler.cli.common import (
+    EPILOG_EXIT,
+    _bytes_progress,
+    _emit_json,
+    _parse_timestamp,
+    _ProgressLine,
+    _say,
+    _signer,
+    _storage_config,
+)
+from bundler.cli.signatures import _local_signatures, _NotVerified
+from bundler.cli.stored import _bundle_stream, _verified_stored
+from bundler.errors import (
+    InputError,
+    UsageError,
+)
+from bundler.textsafe import shown
+
+
+def _upload(
+    path: Path,
+    destination: str,
+    endpoint_url: str | None,
+    quiet: bool,
+    retain_until: datetime | None = None,
+    retention_mode: str | None = None,
+) -> dict[str, Any]:
+    """Verify the archive, then upload it with the signatures beside it (ARCHIVE.sig,
+    ARCHIVE.sig.<hex>), each added to those already stored, none replaced.
+
+    Raises UsageError for a destination that is a key rather than a prefix, _NotVerified
+    (exit 1) when the bundle fails verification, InputError (exit 3) when it cannot be
+    read at all.
+    """
+    from bundler import storage
+    from bundler.verify import Verdict, VerifyOptions, read_and_verify
+
+    location = storage.parse_s3_url(destination)
+    storage.check_archive_prefix(location)
+    result, _ = read_and_verify(str(path), VerifyOptions())
+    if result.verdict is Verdict.ERROR:
+        raise InputError(f"{path}: cannot be read as a bundle ({result.error}); refusing to upload")
+    if result.verdict is not Verdict.VERIFIED or result.bundle_digest is None:
+        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
+        raise _NotVerified(f"{path}: bundle does not verify ({detail}); refusing to upload")
+    line = _ProgressLine(not quiet, "upload")
+    try:
+        uploaded = storage.upload_bundle(
+            path,
+            location,
+            bundle_digest=result.bundle_digest,
+            report_id=str(result.report_id),
+            report_digest=str(result.report_digest),
+            config=_storage_config(endpoint_url),
+            retain_until=retain_until,
+            retention_mode=retention_mode,
+            sidecars=[Path(c.source) for c in _local_signatures(str(path))],
+            progress=_bytes_progress(line),
+        )
+    finally:
+        line.done()
+    info: dict[str, Any] = uploaded.as_dict()
+    if not quiet:
+        state = "already archived" if uploaded.status.value == "already_archived" else "uploaded"
+        _say(
+            f"Upload:      {state}: {shown(uploaded.url)} ({uploaded.size} bytes, checksum {uploaded.checksum_algorithm})\n"
+        )
+        for sig in uploaded.signatures:
+            state = "already stored" if sig.status.value == "already_archived" else "stored"
+            _say(f"Signature:   {state}: {shown(sig.url)}\n")
+    return info
+
+
+def _sign_stored(url: str, key_path: Path, endpoint_url: str | None, quiet: bool) -> None:
+    """``sign s3://...``: verify the stored bundle, sign its head, and add the signature
+    beside the archive (a countersignature when it is signed already)."""
+    from bundler import storage
+    from bundler.proof import head_of
+    from bundler.verify import Verdict, VerifyOptions, read_and_verify
+
+    location = storage.parse_s3_url(url)
+    sign = _signer(key_path, quiet)
+    with _bundle_stream(url, endpoint_url) as stream:
+        result, contents = read_and_verify(url, VerifyOptions(), stream=stream)
+        if stream is not None:
+            result = _verified_stored(url, stream, result)
+    if result.verdict is Verdict.ERROR or contents is None:
+        raise InputError(f"{url}: cannot be read as a bundle ({result.error}); refusing to sign")
+    if result.verdict is not Verdict.VERIFIED:
+        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
+        raise _NotVerified(f"{url}: bundle does not verify ({detail}); refusing to sign")
+    stored = storage.add_signature(
+        location, sign(head_of(contents)).encode("ascii"), config=_storage_config(endpoint_url)
+    )
+    click.echo(shown(stored.url))
+    if not quiet:
+        state = "already stored" if stored.status.value == "already_archived" else "stored"
+        _say(
+            f"Signed:      head of {shown(result.bundle_digest)} ({shown(result.report_id)}) "
+            f"-> {shown(stored.url)} ({state})\n"
+        )
+
+
+@cli.command(epilog=EPILOG_EXIT)
+@click.argument("bundle", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("destination")
+@click.option("--retain-until", help="S3 Object Lock: keep the object until this RFC 3339 time.")
+@click.option(
+    "--retention-mode",
+    type=click.Choice(["GOVERNANCE", "COMPLIANCE"]),
+    help="Object Lock mode (with --retain-until; default GOVERNANCE).",
+)
+@click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("--quiet", is_flag=True)
+def upload(
+    bundle: Path,
+    destination: str,
+    retain_until: str | None,
+    retention_mode: str | None,
+    endpoint_url: str | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Verify BUNDLE, then store it under s3://bucket/prefix without ever overwriting.
+
+    The key is <prefix>/reports/bundles/<report_id>/<bundle-digest-hex>.tar.zst; an
+    identical archive already there is reported as already archived. A sidecar
+    BUNDLE.sig is stored beside it. Credentials come from the standard AWS chain.
+    """
+    if retention_mode is not None and retain_until is None:
+        raise UsageError("--retention-mode needs --retain-until")
+    until = _parse_timestamp(retain_until, "--retain-until") if retain_until is not None else None
+    info = _upload(bundle, destination, endpoint_url, quiet, until, retention_mode)
+    if as_json:
+        _emit_json(info)
+    else:
+        click.echo(f"s3://{info['bucket']}/{info['key']}")
+
+
+@cli.command("list", epilog=EPILOG_EXIT)
+@click.argument("prefix")
+@click.option("--report", "report_id", help="Only the bundles of this report id.")
+@click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines on stdout, one bundle per line.")
+def list_cmd(prefix: str, report_id: str | None, endpoint_url: str | None, as_json: bool) -> None:
+    """List the bundles stored under s3://bucket/prefix (report id, digest, size, time,
+    and how many signatures are stored beside each; they are not checked here)."""
+    from bundler import storage
+
+    location = storage.parse_s3_url(prefix)
+    count = 0
+    for item in storage.list_bundles(
+        location, report_id=report_id, config=_storage_config(endpoint_url)
+    ):
+        count += 1
+        if as_json:
+            sys.stdout.buffer.write(orjson.dumps(item.as_dict()) + b"\n")
+        else:
+            signed = f"signed({len(item.signature_keys)})" if item.signed else "unsigned"
+            click.echo(
+                f"{shown(item.report_id)}  {item.bundle_digest}  {item.size:>12}  "
+                f"{item.last_modified.isoformat()}  {signed:<10}  "
+                f"s3://{location.bucket}/{shown(item.key)}"
+            )
+    if not as_json:
+        _say(f"{count} bundle(s)\n")
+
+
+@cli.command(epilog=EPILOG_EXIT)
+@click.argument("source")
+@click.argument("path")
+@click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("--quiet", is_flag=True)
+def download(source: str, path: str, endpoint_url: str | None, as_json: bool, quiet: bool) -> None:
+    """Download s3://bucket/key to PATH, only if its bytes hash to its sha256 metadata.
+
+    As with `aws s3 cp`: a PATH that is a directory (or ends in /) receives the object
+    under its own name, and - writes it to stdout (the exit code then says whether the
+    bytes matched). A file streams to a temporary file beside it and is renamed into
+    place after the SHA-256 matches, with every signature stored beside the object
+    (<key>.sig, <key>.sig.<hex>) as PATH.sig, PATH.sig.<hex>; nothing is overwritten.
+    Bytes that no longer match their recorded SHA-256 were altered at rest: exit 1,
+    and nothing is left at PATH.
+    """
+    from bundler import storage
+
+    src = storage.parse_s3_url(source)
+    config = _storage_config(endpoint_url)
+    line = _ProgressLine(not quiet, "download")
+    if path == "-":
+        if as_json:
+            raise UsageError("--json needs a PATH: with -, stdout carries the object's bytes")
+        try:
+            result = storage.stream_bundle(
+                src, sys.stdout.buffer, config=config, progress=_bytes_progress(line)
+            )
+        finally:
+            line.done()
+        if not quiet:
+            _say(
+                f"Download:    {shown(result.url)} -> stdout ({result.size} bytes, sha256 matches metadata)\n"
+            )
+        return
+    target = storage.download_path(src, path)
+    try:
+        result = storage.download_bundle(src, target, config=config, progress=_bytes_progress(line))
+    finally:
+        line.done()
+    if as_json:
+        _emit_json(result.as_dict())
+    else:
+        click.echo(shown(result.path))
+    if not quiet:
+        _say(
+            f"Download:    {shown(result.url)} -> {shown(result.path)} ({result.size} bytes, sha256 matches metadata)\n"
+        )
+        for sig_path in result.signature_paths:
+            _say(f"Signature:   {shown(sig_path)}\n")

@@ -1,0 +1,369 @@
+"""verify, inspect and extract."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from bundler.archive_reader import DEFAULT_MAX_BYTES
+from bundler.cli.app import cli
+from bundler.cli.common import (
+    EPILOG_EXIT,
+    _bytes_progress,
+    _emit_json,
+    _ProgressLine,
+    _say,
+    _storage_config,
+    _verify_options,
+)
+from bundler.cli.signatures import (
+    _explicit_signature,
+    _list_signatures,
+    _sidecar_signatures,
+    _SignatureCandidate,
+    _SignatureOutcome,
+    _signatures_text,
+    _SignatureSet,
+)
+from bundler.cli.stored import _altered_result, _bundle_stream, _first_sidecar, _verified_stored
+from bundler.errors import (
+    InputError,
+    StorageError,
+    UsageError,
+)
+from bundler.textsafe import shown
+
+VERIFY_HELP = """Verify bundles offline: every digest the bundle can prove.
+
+BUNDLE is a .tar.zst archive, an extracted bag directory, or s3://bucket/key. Each claim
+ends proven, unprovable (listed as unavailable or redacted, with the reason) or failed.
+Verdict verified/failed/error gives exit 0/1/3 (the worst over several bundles). Without
+--expect-bundle-digest, --expect-report-digest or a signature the result shows
+self-consistency only. For eval-banana run directories, pass RUN_DIR with --project.
+"""
+
+
+@cli.command(help=VERIFY_HELP, epilog=EPILOG_EXIT)
+@click.argument("bundles", nargs=-1, required=True)
+@click.option(
+    "--expect-bundle-digest", help="Trust anchor: the bundle digest you expect (sha256:...)."
+)
+@click.option(
+    "--expect-report-digest", help="Trust anchor: the report digest you expect (sha256:...)."
+)
+@click.option(
+    "--allowed-signers",
+    type=click.Path(path_type=Path),
+    help="OpenSSH allowed_signers file: check the head signature.",
+)
+@click.option("--identity", help="Signer identity to require (with --allowed-signers).")
+@click.option(
+    "--signature",
+    help="A signature file or s3:// object to check instead of the bundle's own "
+    "(default: embedded, <archive>.sig and its countersignatures, or those stored beside "
+    "an s3:// bundle).",
+)
+@click.option(
+    "--project",
+    "project_root",
+    type=click.Path(path_type=Path),
+    help="eval-banana project root, to verify a run directory in place.",
+)
+@click.option("--strict", is_flag=True, help="Unprovable claims fail too.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Full result on stdout (JSON Lines for several bundles).",
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(path_type=Path),
+    help="Write verification.json and verification.md here (absent or empty).",
+)
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(1),
+    default=DEFAULT_MAX_BYTES,
+    show_default=True,
+    help="Cap on decompressed bytes.",
+)
+@click.option(
+    "--endpoint-url", help="S3 endpoint for s3:// bundles (default $AWS_ENDPOINT_URL_S3)."
+)
+@click.option("--quiet", is_flag=True, help="No summary on stderr.")
+def verify(
+    bundles: tuple[str, ...],
+    expect_bundle_digest: str | None,
+    expect_report_digest: str | None,
+    allowed_signers: Path | None,
+    identity: str | None,
+    signature: str | None,
+    project_root: Path | None,
+    strict: bool,
+    as_json: bool,
+    output_dir: Path | None,
+    max_bytes: int,
+    endpoint_url: str | None,
+    quiet: bool,
+) -> None:
+    from bundler import storage
+    from bundler.render import verification_markdown, verification_text
+
+    if output_dir is not None and len(bundles) > 1:
+        raise UsageError("--output-dir takes a single BUNDLE")
+    if signature is not None and allowed_signers is None:
+        raise UsageError("--identity and --signature need --allowed-signers")
+    for location in bundles:
+        if location.startswith("s3://"):
+            storage.parse_s3_url(location)
+    options = _verify_options(
+        expect_bundle_digest,
+        expect_report_digest,
+        strict,
+        max_bytes,
+        None,
+        identity if allowed_signers is None else None,
+    )
+    signers = _SignatureSet(allowed_signers, identity) if allowed_signers is not None else None
+    explicit = _explicit_signature(signature, endpoint_url) if signature is not None else None
+    codes: list[int] = []
+    tally: dict[str, int] = {}
+    for location in bundles:
+        outcomes: list[_SignatureOutcome] = []
+        result, code, kind = _verify_one(
+            location,
+            options,
+            project_root=project_root,
+            signers=signers,
+            explicit=explicit,
+            outcomes=outcomes,
+            endpoint_url=endpoint_url,
+            quiet=quiet,
+        )
+        codes.append(code)
+        tally[kind] = tally.get(kind, 0) + 1
+        if as_json:
+            data = result.to_json()
+            if len(bundles) > 1:
+                sys.stdout.buffer.write(orjson.dumps(data) + b"\n")
+                sys.stdout.flush()
+            else:
+                _emit_json(data)
+        if not quiet:
+            if kind == "altered":
+                _say(_altered_text(result))
+            else:
+                _say(verification_text(result) + _signatures_text(outcomes))
+        if output_dir is not None:
+            from bundler.outputs import write_output_dir
+
+            write_output_dir(
+                output_dir,
+                {
+                    "verification.json": orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2)
+                    + b"\n",
+                    "verification.md": verification_markdown(result).encode("utf-8"),
+                },
+            )
+    if len(bundles) > 1:
+        order = ("verified", "failed", "altered", "error", "storage")
+        words = {
+            "verified": "verified",
+            "failed": "failed",
+            "altered": "altered at rest (failed)",
+            "error": "could not be read",
+            "storage": "storage failed (not checked)",
+        }
+        parts = [f"{tally[k]} {words[k]}" for k in order if tally.get(k)]
+        line = f"Totals:      {len(bundles)} bundles: " + ", ".join(parts) + "\n"
+        if as_json:
+            if not quiet:
+                _say(line)
+        else:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+    if len(bundles) > 1:
+        # SPEC 5: 1 if any failed, else 3 if any could not be checked (a storage failure
+        # included), else 0.
+        codes = [3 if c == 5 else c for c in codes]
+    sys.exit(max(codes, key=lambda c: _EXIT_RANK[c]))
+
+
+def _verify_one(
+    location: str,
+    options: Any,
+    *,
+    project_root: Path | None,
+    signers: _SignatureSet | None,
+    explicit: _SignatureCandidate | None,
+    outcomes: list[_SignatureOutcome],
+    endpoint_url: str | None,
+    quiet: bool,
+) -> tuple[Any, int, str]:
+    """Verify one BUNDLE of ``verify``: (result, exit code, kind of result).
+
+    Never raises for one bundle's trouble, so that every bundle of a run is checked: a
+    storage failure is a result with verdict error and exit code 5, an archive altered
+    at rest a failed result (exit 1) naming the key and both digests.
+    """
+    from dataclasses import replace
+
+    from bundler import storage
+    from bundler.verify import Verdict, Verification, verify_bundle
+
+    if project_root is not None:
+        from bundler import ebverify
+
+        result = ebverify.verify_run_dir(Path(location), project_root, options)
+        return result, result.exit_code, _kind(result)
+    line = _ProgressLine(not quiet, "verify")
+    try:
+        opts = options
+        if signers is not None:
+            found = (
+                [explicit] if explicit is not None else _sidecar_signatures(location, endpoint_url)
+            )
+            opts = replace(
+                options,
+                check_signature=signers.checker(found, outcomes, embedded=explicit is None),
+                signature_text=None,
+            )
+        with _bundle_stream(location, endpoint_url) as stream:
+            result = verify_bundle(location, opts, stream=stream, progress=_bytes_progress(line))
+            if stream is not None:
+                result = _verified_stored(location, stream, result)
+    except storage.AlteredAtRest as exc:
+        outcomes.clear()
+        return _altered_result(location, exc, options.strict), 1, "altered"
+    except StorageError as exc:
+        outcomes.clear()
+        failed = Verification(
+            source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
+        )
+        return failed, 5, "storage"
+    except (InputError, UsageError) as exc:
+        outcomes.clear()
+        failed = Verification(
+            source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
+        )
+        return failed, 3, "error"
+    finally:
+        line.done()
+    result = _list_signatures(result, outcomes)
+    return result, result.exit_code, _kind(result)
+
+
+def _kind(result: Any) -> str:
+    return {"verified": "verified", "failed": "failed", "error": "error"}[result.verdict.value]
+
+
+def _altered_text(result: Any) -> str:
+    claim = result.claims[0]
+    return (
+        f"Bundle:      {shown(result.source)}\n"
+        "Verdict:     FAILED (the stored archive was altered at rest)\n"
+        f"Failed:      1\n  - {shown(claim.detail)}\n"
+    )
+
+
+@cli.command(epilog=EPILOG_EXIT)
+@click.argument("bundle")
+@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON on stdout.")
+@click.option("--max-bytes", type=click.IntRange(1), default=DEFAULT_MAX_BYTES, show_default=True)
+@click.option("--endpoint-url", help="S3 endpoint for s3:// bundles.")
+def inspect(bundle: str, as_json: bool, max_bytes: int, endpoint_url: str | None) -> None:
+    """Show what a bundle holds, read through the safe reader, without the proof."""
+    from bundler.render import inspect_text
+    from bundler.verify import inspect_bundle
+
+    with _bundle_stream(bundle, endpoint_url) as stream:
+        info = inspect_bundle(bundle, max_bytes=max_bytes, stream=stream)
+    if bundle.startswith("s3://"):
+        # Signatures travel with the stored bundle (SPEC 6): name them, unchecked.
+        from bundler import storage
+
+        info["signatures"] = [
+            f"s3://{sig.bucket}/{sig.key}"
+            for sig in storage.stored_signatures(bundle, config=_storage_config(endpoint_url))
+        ]
+    if as_json:
+        info = {k: v for k, v in info.items() if k != "labels"}
+        _emit_json(info)
+    else:
+        click.echo(inspect_text(info), nl=False)
+
+
+@cli.command(epilog=EPILOG_EXIT)
+@click.argument("bundle")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--expect-bundle-digest", help="Trust anchor: the bundle digest you expect.")
+@click.option("--expect-report-digest", help="Trust anchor: the report digest you expect.")
+@click.option("--strict", is_flag=True, help="Unprovable claims fail too.")
+@click.option("--max-bytes", type=click.IntRange(1), default=DEFAULT_MAX_BYTES, show_default=True)
+@click.option("--endpoint-url", help="S3 endpoint for s3:// bundles.")
+@click.option(
+    "--allowed-signers",
+    type=click.Path(path_type=Path),
+    help="OpenSSH allowed_signers file: the head signature (embedded, or the sidecar "
+    "beside the archive or the stored object) must verify, or nothing is extracted.",
+)
+@click.option("--identity", help="With --allowed-signers: the principal that must have signed.")
+@click.option("--quiet", is_flag=True)
+def extract(
+    bundle: str,
+    directory: Path,
+    expect_bundle_digest: str | None,
+    expect_report_digest: str | None,
+    strict: bool,
+    max_bytes: int,
+    endpoint_url: str | None,
+    allowed_signers: Path | None,
+    identity: str | None,
+    quiet: bool,
+) -> None:
+    """Verify while extracting BUNDLE into DIRECTORY (absent or empty).
+
+    Only regular files and directories are written, each created exclusively without
+    following links and with fixed modes; unless the bundle verifies, everything written
+    is removed again.
+    """
+    from bundler.render import verification_text
+    from bundler.verify import extract_bundle
+
+    options = _verify_options(
+        expect_bundle_digest, expect_report_digest, strict, max_bytes, allowed_signers, identity
+    )
+    sidecar = _first_sidecar(bundle, endpoint_url)
+    if sidecar is not None and options.check_signature is not None:
+        options = replace(options, signature_text=sidecar)
+    with _bundle_stream(bundle, endpoint_url) as stream:
+        result = extract_bundle(bundle, directory, options, stream=stream)
+    if result.exit_code == 0 and sidecar is not None:
+        # Beside the bag, not inside it (a tag file the tag manifest does not list would
+        # make the extracted bag fail): ssh-keygen -Y verify -s DIR/bundle-head.json.sig
+        # < DIR/<bag>/bundle-head.json.
+        from bundler.outputs import write_new_file
+
+        write_new_file(directory / "bundle-head.json.sig", sidecar.encode("ascii", "replace"))
+    if not quiet:
+        _say(verification_text(result))
+        if result.exit_code == 0:
+            _say(f"Extracted:   {shown(str(directory))}\n")
+            if sidecar is not None:
+                _say(
+                    f"Signature:   {shown(str(directory / 'bundle-head.json.sig'))} (the sidecar)\n"
+                )
+        else:
+            _say(f"Extracted:   nothing (removed what was written to {directory})\n")
+    sys.exit(result.exit_code)
+
+
+# Exit code over several bundles (SPEC section 5): a failed bundle first, then one that
+# could not be read, then one whose storage failed; never hidden behind each other.
+_EXIT_RANK = {1: 3, 3: 2, 5: 1, 0: 0}
