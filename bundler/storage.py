@@ -2212,6 +2212,7 @@ def download_bundle(
     *,
     config: StorageConfig,
     progress: Callable[[int], None] | None = None,
+    on_size: Callable[[int], None] | None = None,
 ) -> DownloadResult:
     """Download ``src`` to ``dest`` only if its bytes hash to its ``sha256`` metadata.
 
@@ -2235,6 +2236,8 @@ def download_bundle(
     head = _head_precise(conn, src, "download")
     if head is None:
         raise conn.fail(src.url, "download", detail="no such object")
+    if on_size is not None:
+        on_size(int(head.get("ContentLength", 0)))
     expected = _expected_sha256(conn, src, head)
     signatures = _read_signatures(conn, src)
     for signature in signatures:
@@ -2276,6 +2279,7 @@ def stream_bundle(
     *,
     config: StorageConfig,
     progress: Callable[[int], None] | None = None,
+    on_size: Callable[[int], None] | None = None,
 ) -> DownloadResult:
     """Write the object's bytes to ``out`` as they arrive (``download SRC -``).
 
@@ -2291,6 +2295,8 @@ def stream_bundle(
     head = _head_precise(conn, src, "download")
     if head is None:
         raise conn.fail(src.url, "download", detail="no such object")
+    if on_size is not None:
+        on_size(int(head.get("ContentLength", 0)))
     expected = _expected_sha256(conn, src, head)
     sha = hashlib.sha256()
     with contextlib.closing(_object_chunks(conn, src, head, config)) as chunks:

@@ -43,34 +43,78 @@ def _say(text: str) -> None:
 
 
 class _ProgressLine:
-    """A one-line progress display on stderr, only when stderr is a terminal."""
+    """A progress bar on stderr (rich), shown only when stderr is a terminal.
 
-    def __init__(self, enabled: bool, label: str) -> None:
+    rich rather than Click's progressbar: it draws total, percent, transfer rate and ETA
+    for byte counts out of the box, redraws from its own thread at a fixed rate (so a
+    callback per chunk costs a lock, not a redraw), and keeps the bar on stderr while
+    results go to stdout. Imported only when a bar is shown, so scripts and pipes do not
+    pay for it. Without a known total it shows bytes and rate only.
+    """
+
+    def __init__(self, enabled: bool, label: str, total: int | None = None) -> None:
         self.enabled = enabled and sys.stderr.isatty()
         self.label = label
-        self._last = 0.0
-
-    def update(self, text: Callable[[], str]) -> None:
-        """Redraw with ``text()`` at most ten times a second; ``text`` is called only then."""
+        self._done = 0
+        self._bar: Any = None
+        self._task: Any = None
         if not self.enabled:
             return
-        now = time.monotonic()
-        if now - self._last > 0.1:
-            self._last = now
-            sys.stderr.write(f"\r{self.label}: {text()}\x1b[K")
-            sys.stderr.flush()
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            DownloadColumn(binary_units=True),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[note]}"),
+            console=Console(file=sys.stderr),
+            transient=True,
+            refresh_per_second=8,
+        )
+        self._task = self._bar.add_task(label, total=total, note="")
+        self._bar.start()
+
+    def set_total(self, total: int | None) -> None:
+        """The size of the work, once it is known (e.g. after a HEAD request)."""
+        if self._bar is not None:
+            self._bar.update(self._task, total=total)
+
+    def to(self, done: int, note: str = "") -> None:
+        """``done`` units of the total so far (a running count)."""
+        self._done = done
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, note=note)
+
+    def add(self, n: int) -> None:
+        """``n`` more units (for callbacks that report each chunk)."""
+        self.to(self._done + n)
 
     def done(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
 
 def _bytes_progress(line: _ProgressLine) -> Callable[[int], None] | None:
-    """A byte-count callback for ``line``; None when nothing is shown, to save the calls."""
-    if not line.enabled:
-        return None
-    return lambda n: line.update(lambda: _human_bytes(n))
+    """A running-count callback for ``line``; None when nothing is shown, to save calls."""
+    return line.to if line.enabled else None
+
+
+def _chunk_progress(line: _ProgressLine) -> Callable[[int], None] | None:
+    """A per-chunk callback for ``line`` (storage reports each chunk's size)."""
+    return line.add if line.enabled else None
 
 
 def _human_bytes(n: int) -> str:

@@ -12,7 +12,6 @@ from bundler.cli.common import (
     _archive_options,
     _emit_json,
     _exported_at,
-    _human_bytes,
     _ProgressLine,
     _say,
     _signer,
@@ -97,7 +96,7 @@ def export(
     line = _ProgressLine(not quiet, "export")
 
     def on_progress(p: Progress) -> None:
-        line.update(lambda: f"{p.files} files, {p.cases} cases, {_human_bytes(p.bytes)}")
+        line.to(p.bytes, note=f"{p.files} files, {p.cases} cases")
 
     try:
         result = export_bundle(config, on_progress if line.enabled else None)
@@ -181,7 +180,7 @@ def export_eb(
     line = _ProgressLine(not quiet, "export-eb")
 
     def on_progress(p: Progress) -> None:
-        line.update(lambda: f"{p.files} files, {_human_bytes(p.bytes)}")
+        line.to(p.bytes, note=f"{p.files} files")
 
     try:
         result = export_eb_bundle(config, on_progress if line.enabled else None)

@@ -13,7 +13,7 @@ import orjson
 from bundler.cli.app import cli
 from bundler.cli.common import (
     EPILOG_EXIT,
-    _bytes_progress,
+    _chunk_progress,
     _emit_json,
     _parse_timestamp,
     _ProgressLine,
@@ -56,7 +56,7 @@ def _upload(
     if result.verdict is not Verdict.VERIFIED or result.bundle_digest is None:
         detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
         raise _NotVerified(f"{path}: bundle does not verify ({detail}); refusing to upload")
-    line = _ProgressLine(not quiet, "upload")
+    line = _ProgressLine(not quiet, "upload", total=path.stat().st_size)
     try:
         uploaded = storage.upload_bundle(
             path,
@@ -68,7 +68,7 @@ def _upload(
             retain_until=retain_until,
             retention_mode=retention_mode,
             sidecars=[Path(c.source) for c in _local_signatures(str(path))],
-            progress=_bytes_progress(line),
+            progress=_chunk_progress(line),
         )
     finally:
         line.done()
@@ -207,7 +207,11 @@ def download(source: str, path: str, endpoint_url: str | None, as_json: bool, qu
             raise UsageError("--json needs a PATH: with -, stdout carries the object's bytes")
         try:
             result = storage.stream_bundle(
-                src, sys.stdout.buffer, config=config, progress=_bytes_progress(line)
+                src,
+                sys.stdout.buffer,
+                config=config,
+                progress=_chunk_progress(line),
+                on_size=line.set_total,
             )
         finally:
             line.done()
@@ -218,7 +222,9 @@ def download(source: str, path: str, endpoint_url: str | None, as_json: bool, qu
         return
     target = storage.download_path(src, path)
     try:
-        result = storage.download_bundle(src, target, config=config, progress=_bytes_progress(line))
+        result = storage.download_bundle(
+            src, target, config=config, progress=_chunk_progress(line), on_size=line.set_total
+        )
     finally:
         line.done()
     if as_json:
