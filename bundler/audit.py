@@ -77,12 +77,17 @@ import orjson
 
 from bundler import canonical
 from bundler.derive import (
+    WILSON_METHOD,
+    AggregationRule,
+    Assurance,
+    BasisKind,
     BoundScope,
     DerivedCheck,
     Interval,
     NotRederivable,
     Problem,
     ProblemCode,
+    StatusBasis,
     bound_violations,
     derive_check,
     derive_report,
@@ -92,6 +97,7 @@ from bundler.export import BUNDLE_SCHEMA
 from bundler.stats import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, MAX_RESAMPLES
 from bundler.textsafe import shown, shown_md
 from bundler.verify import (
+    Anchor,
     Claim,
     State,
     Verdict,
@@ -172,8 +178,24 @@ class Derived:
 
 
 @dataclass(frozen=True)
+class CheckFacts:
+    """What a check's derived values rest on: the derivation and the issued interval's
+    parameters (method, level, seed, resamples), to say which rule decided a value."""
+
+    derived: DerivedCheck
+    interval: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ReportFacts:
+    """What the report's derived values rest on: its required checks, in report order."""
+
+    required: tuple[tuple[str, DerivedCheck], ...]
+
+
+@dataclass(frozen=True)
 class Disagreement:
-    """One disagreement, with every value involved."""
+    """One disagreement, with every value involved and what the derived value rests on."""
 
     check_id: str | None  # None: the report
     field: Field
@@ -181,25 +203,37 @@ class Disagreement:
     issued: tuple[IssuedValue, ...]
     derived: Derived | None
     comparison: Comparison
+    facts: CheckFacts | ReportFacts | None = None
 
     @property
     def scope(self) -> str:
         return "report" if self.check_id is None else "check"
 
-    def describe(self) -> str:
-        """One line: what differs, with both sides."""
+    def describe(self, *, short: bool = False) -> str:
+        """One line: what differs, the rule and the numbers that decide the derived value,
+        and the issued value with the documents issuing it.
+
+        ``short`` rounds floats for a person (three significant digits, more where two
+        numbers that differ would otherwise look alike); otherwise every number is in
+        full precision, as the JSON ``detail`` carries it.
+        """
         where = "report" if self.check_id is None else f"check {self.check_id}"
         if self.kind is DisagreementKind.BETWEEN_DOCUMENTS:
+            p = _precision([(a.value, b.value) for a in self.issued for b in self.issued], short)
             sides = "; ".join(
-                f"{_doc_label(v.document)} {format_value(v.value)}" for v in self.issued
+                f"{_doc_label(v.document)} {format_value(v.value, p)}" for v in self.issued
             )
             return f"{where} {self.field.value}: the issued documents differ: {sides}"
-        docs = ", ".join(_doc_label(v.document) for v in self.issued)
-        derived = format_value(self.derived.value) if self.derived is not None else "-"
-        return (
-            f"{where} {self.field.value}: issued {format_value(self.issued[0].value)} ({docs}); "
-            f"derived {derived}"
-        )
+        docs = " and ".join(_doc_label(v.document) for v in self.issued)
+        issued = self.issued[0].value
+        if self.derived is None:
+            return f"{where} {self.field.value}: issued {format_value(issued)} ({docs})"
+        derived = self.derived.value
+        p = _precision([(issued, derived), *_compared_numbers(self.facts)], short)
+        why = _explain(self.field, self.facts, issued, derived, p)
+        if why is None:
+            why = f"derived {format_value(derived, p)}"
+        return f"{where} {self.field.value}: {why} (issued: {format_value(issued, p)}, in {docs})"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -315,6 +349,11 @@ class Audit:
         return self.verification is not None and self.verification.strict
 
     @property
+    def anchor(self) -> Anchor:
+        """What the audited bundle is anchored to (the verification's, as ``verify`` has it)."""
+        return self.verification.anchor if self.verification is not None else Anchor()
+
+    @property
     def report_result_blocker(self) -> str | None:
         """Why the report's result was not re-derived, or None when it was."""
         if self.report is None:
@@ -402,6 +441,7 @@ class Audit:
                 "anchor": v.anchor.describe(),
                 "counts": v.counts(),
             },
+            "anchor": _anchor_json(self.anchor),
             "tolerance": {"value": TOLERANCE, "rule": TOLERANCE_RULE},
             "counts": self.counts(),
             "report": None if self.report is None else self.report.to_json(),
@@ -413,6 +453,17 @@ class Audit:
                 for check_id, p in self.errors
             ],
         }
+
+
+def _anchor_json(anchor: Anchor) -> dict[str, Any]:
+    """The anchor object of ``verify --json`` (schemas/verification.schema.json)."""
+    return {
+        "expected_bundle_digest": anchor.expected_bundle_digest,
+        "expected_report_digest": anchor.expected_report_digest,
+        "signer": anchor.signer,
+        "self_consistent_only": anchor.self_consistent_only,
+        "description": anchor.describe(),
+    }
 
 
 # ------------------------------------------------------------------------ entry points
@@ -565,6 +616,7 @@ def _compare(
     name: Field,
     issued: Sequence[IssuedValue],
     derived: Derived | None,
+    facts: CheckFacts | ReportFacts | None = None,
 ) -> FieldAudit:
     """Compare issued documents with each other and, if given, with the derived value."""
     comparison = Comparison.TOLERANCE if name in _TOLERANT else Comparison.EXACT
@@ -591,7 +643,13 @@ def _compare(
     if derived is not None:
         found += [
             Disagreement(
-                check_id, name, DisagreementKind.ISSUED_VS_DERIVED, tuple(g), derived, comparison
+                check_id,
+                name,
+                DisagreementKind.ISSUED_VS_DERIVED,
+                tuple(g),
+                derived,
+                comparison,
+                facts,
             )
             for g in groups
             if not agree(g[0].value, derived.value)
@@ -804,6 +862,7 @@ class _Auditor:
         blocked = self.blockers(check_id, suite_check, missing_suite, entry, result)
         derived: DerivedCheck | None = None
         blocked_fields: dict[Field, str] = {}
+        interval: Any = None
         if blocked is not None:
             blocked_fields = dict.fromkeys((*_DERIVED_FIELDS, Field.EVIDENCE_COMPLETE), blocked)
         else:
@@ -830,8 +889,15 @@ class _Auditor:
             if name in blocked_fields:
                 fields.append(_not_rederivable(name, values, blocked_fields[name]))
             elif derived is not None:
+                facts = CheckFacts(derived, interval if isinstance(interval, Mapping) else None)
                 fields.append(
-                    _compare(check_id, name, values, Derived(_derived_value(name, derived, result)))
+                    _compare(
+                        check_id,
+                        name,
+                        values,
+                        Derived(_derived_value(name, derived, result)),
+                        facts,
+                    )
                 )
         if Field.EVIDENCE_COMPLETE in blocked_fields:
             fields.append(
@@ -1019,7 +1085,10 @@ class _Auditor:
                 value = report.evidence_complete
             else:
                 value = _coverage_json(report.coverage)
-            fields.append(_compare(None, name, issued, Derived(value)))
+            facts = ReportFacts(
+                tuple((s.check_id, s.derived) for s in required if s.derived is not None)
+            )
+            fields.append(_compare(None, name, issued, Derived(value), facts))
         return fields
 
 
@@ -1052,32 +1121,298 @@ def _derived_value(name: Field, derived: DerivedCheck, result: dict[str, Any] | 
 
 # ------------------------------------------------------------------------- rendering
 
+# The interval methods this tool re-derives, in words (SPEC 12), for the summaries.
+METHOD_WORDS: dict[str, str] = {
+    WILSON_METHOD: (
+        "the Wilson score interval of a pass rate with 1 repeat per example, without "
+        "continuity correction, at the recorded level (z from the inverse normal: 1.96 at "
+        "95%); exactly 0 below with no pass, exactly 1 above when every example passed"
+    ),
+    BOOTSTRAP_METHOD: (
+        "a percentile bootstrap over the executed examples (sorted by example_id): each of "
+        "the recorded resamples (default 2000) draws as many examples with replacement, "
+        "the draws taken from the Philox4x64-10 random stream keyed by the recorded seed; "
+        "the interval is the type 7 percentiles (numpy's default) of the resampled pass "
+        "rates or means at (1 - level)/2 and 1 - (1 - level)/2"
+    ),
+}
+# The assurance levels (SPEC 3.1), weakest first, in words.
+ASSURANCE_WORDS: dict[Assurance, str] = {
+    Assurance.DEVELOPMENT_UNISOLATED: "run on a development setup without isolation",
+    Assurance.REPORTED: "as the runner reported it, observed by no one else",
+    Assurance.INDEPENDENTLY_OBSERVED: "observed by a party independent of the runner",
+    Assurance.HUMAN_ATTESTED: "attested by a person",
+    Assurance.PLATFORM_VERIFIED: "verified by the evaluation platform itself",
+}
+ASSURANCE_RULE = (
+    "a check's is the weakest over its counted cases, the report's the weakest of its "
+    "required checks"
+)
+ISSUED_INCONSISTENT = "Issued report inconsistent"
+ISSUED_INCONSISTENT_WORDS = (
+    "defects in the bundle's own documents that make a check's derived status error; "
+    "the audit itself ran"
+)
+NOT_ANCHORED = "none: the bundle failed verification, so nothing anchors it"
+ROUNDING_NOTE = "shown rounded (in full with --json)"
 
-def format_value(value: Any) -> str:
-    """A value as the console shows it: numbers in full precision, coverage and intervals short."""
+_FIRST_PRECISION = 3  # significant digits a person reads
+_FULL_PRECISION = 17  # enough to tell any two doubles apart
+
+
+def _num(x: float | int, p: int | None) -> str:
+    """A number: in full (``p`` None), else ``p`` significant digits below 1 and ``p``
+    decimals from 1 up, trailing zeros dropped."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, int):
+        return str(x)
+    if p is None or not math.isfinite(x):
+        return repr(x)
+    if x == 0:
+        return "0"
+    text = f"{x:.{p}f}" if abs(x) >= 1 else f"{x:.{p}g}"
+    if "e" not in text and "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _numbers_of(a: Any, b: Any) -> Iterator[tuple[float, float]]:
+    """The pairs of numbers at the same place of ``a`` and ``b`` (scores, bounds)."""
+    if _is_number(a) and _is_number(b):
+        yield float(a), float(b)
+    elif isinstance(a, dict) and isinstance(b, dict):
+        for key in a.keys() & b.keys():
+            yield from _numbers_of(a[key], b[key])
+
+
+def _precision(pairs: Iterable[tuple[Any, Any]], short: bool) -> int | None:
+    """The fewest significant digits (from 3) at which every two different numbers of
+    ``pairs`` look different; None (full precision) unless ``short``."""
+    if not short:
+        return None
+    numbers = [(x, y) for a, b in pairs for x, y in _numbers_of(a, b) if x != y]
+    for p in range(_FIRST_PRECISION, _FULL_PRECISION + 1):
+        if all(_num(x, p) != _num(y, p) for x, y in numbers):
+            return p
+    return _FULL_PRECISION
+
+
+def format_value(value: Any, p: int | None = None) -> str:
+    """A value as a person reads it: numbers in full precision (``p`` None) or at ``p``
+    digits (``_num``), coverage and intervals in words."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, int | str):
-        return str(value)
+    if isinstance(value, int | float):
+        return _num(value, p)
+    if isinstance(value, str):
+        return value
     if isinstance(value, dict) and set(value) == {"expected", "executed", "missing"}:
         return (
             f"{value['expected']} expected, {value['executed']} executed, "
             f"{value['missing']} missing"
         )
     if isinstance(value, dict) and "low" in value and "high" in value:
-        low, high = format_value(value["low"]), format_value(value["high"])
+        low, high = format_value(value["low"], p), format_value(value["high"], p)
         extra = [str(value[k]) for k in ("method",) if value.get(k) is not None]
         if value.get("level") is not None:
             extra.append(f"level {format_value(value['level'])}")
         if value.get("seed") is not None:
             extra.append(f"seed {value['seed']}")
+        if value.get("resamples") is not None:
+            extra.append(f"{value['resamples']} resamples")
         return f"[{low}, {high}]" + (f" ({', '.join(extra)})" if extra else "")
     text: str = canonical.dumps(value).decode("utf-8")
     return text
+
+
+def _bounds(value: Any, p: int | None) -> str:
+    if isinstance(value, dict) and "low" in value and "high" in value:
+        return f"[{format_value(value['low'], p)}, {format_value(value['high'], p)}]"
+    return format_value(value, p)
+
+
+def _compared_numbers(facts: CheckFacts | ReportFacts | None) -> list[tuple[Any, Any]]:
+    """The numbers a rule compared, which must look different when they differ."""
+    if not isinstance(facts, CheckFacts) or facts.derived.basis is None:
+        return []
+    b = facts.derived.basis
+    pairs: list[tuple[Any, Any]] = [(b.value, b.threshold), (b.best, b.threshold)]
+    coverage = facts.derived.coverage
+    if b.kind is BasisKind.BELOW_MIN_COVERAGE and coverage.expected:
+        pairs.append((coverage.executed / coverage.expected, b.min_coverage))
+    return pairs
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def basis_text(b: StatusBasis, coverage: Any, p: int | None = None) -> str:
+    """The rule of SPEC 12 that decided a derived status, with the numbers it compared."""
+    rule = b.rule.value if b.rule is not None else "the rule"
+    t = format_value(b.threshold, p)
+    if b.kind is BasisKind.DEFECTS:
+        return (
+            f"{_plural(b.defects, 'defect')} in the check's inputs (see {ISSUED_INCONSISTENT})"
+            " make the status error"
+        )
+    nothing_unscored = coverage.missing == 0 and b.best == b.value
+    if b.kind is BasisKind.ALREADY_FAILED and not (
+        nothing_unscored and b.rule in (AggregationRule.PASS_RATE, AggregationRule.MEAN)
+    ):
+        whatever = "so it fails whatever is missing"
+        if b.rule is AggregationRule.ALL_PASS:
+            return f"all_pass: {_plural(b.fails, 'scored repeat')} failed, {whatever}"
+        if b.rule is AggregationRule.MIN:
+            return f"min: a scored repeat's score {format_value(b.best, p)} < threshold {t}, {whatever}"
+        counted_as = "a pass" if b.rule is AggregationRule.PASS_RATE else "score 1"
+        return (
+            f"{rule} at best {format_value(b.best, p)} (every unscored repeat counted as "
+            f"{counted_as}) < threshold {t}, {whatever}"
+        )
+    if b.kind in (
+        BasisKind.NOTHING_EXECUTED,
+        BasisKind.BELOW_MIN_COVERAGE,
+        BasisKind.BELOW_MIN_SAMPLES,
+    ):
+        if b.kind is BasisKind.NOTHING_EXECUTED:
+            short = f"no example executed (0 of {coverage.expected})"
+        elif b.kind is BasisKind.BELOW_MIN_COVERAGE:
+            ratio = coverage.executed / coverage.expected
+            short = (
+                f"coverage {coverage.executed} of {coverage.expected} = {format_value(ratio, p)}"
+                f" < min_coverage {format_value(b.min_coverage, p)} (compared exactly)"
+            )
+        else:
+            short = f"{coverage.executed} executed < min_samples {b.min_samples}"
+        if b.unscored is None:
+            return f"{short}; no repeat is unscored, so inconclusive"
+        return (
+            f"{short}; the highest-ranked status among the unscored repeats is {b.unscored.value}"
+        )
+    # The value against the threshold.
+    op = ">=" if b.value is not None and b.threshold is not None and b.value >= b.threshold else "<"
+    if b.rule is AggregationRule.ALL_PASS:
+        return f"all_pass: {b.passes} of {_plural(b.counted, 'repeat')} passed"
+    v = format_value(b.value, p)
+    if b.rule is AggregationRule.PASS_RATE:
+        return f"pass_rate {v} ({b.passes} of {_plural(b.counted, 'repeat')} passed) {op} threshold {t}"
+    if b.rule is AggregationRule.MEAN:
+        return f"mean {v} over {_plural(coverage.executed, 'executed example')} {op} threshold {t}"
+    return f"min {v} over {_plural(b.counted, 'repeat')} {op} threshold {t}"
+
+
+def _score_text(derived: DerivedCheck, p: int | None) -> str:
+    b = derived.basis
+    value = format_value(derived.score, p)
+    if b is None or b.rule is None:
+        return f"derived {value}"
+    if b.rule is AggregationRule.ALL_PASS:
+        return "all_pass gives a yes or no, no score → null"
+    executed = derived.coverage.executed
+    if derived.score is None:
+        return f"no example executed, so no {b.rule.value} → null"
+    if b.rule is AggregationRule.PASS_RATE:
+        return (
+            f"pass_rate = {b.passes} passes / ({executed} executed x "
+            f"{_plural(b.repeats or 1, 'repeat')}) = {value}"
+        )
+    if b.rule is AggregationRule.MEAN:
+        return (
+            f"mean over {_plural(executed, 'executed example')} of each one's mean over its "
+            f"{_plural(b.repeats or 1, 'repeat')} = {value}"
+        )
+    return f"min over {_plural(b.counted, 'counted repeat')} = {value}"
+
+
+def _interval_text(facts: CheckFacts, derived: Any, p: int | None) -> str:
+    spec = facts.interval or {}
+    method = spec.get("method")
+    level = format_value(spec.get("level"))
+    bounds = _bounds(derived, p)
+    b = facts.derived.basis
+    executed = facts.derived.coverage.executed
+    if method == WILSON_METHOD:
+        passes = b.passes if b is not None else None
+        return f"wilson at level {level} over {passes} passes of {executed} → {bounds}"
+    resamples = spec.get("resamples")
+    resamples = DEFAULT_RESAMPLES if resamples is None else resamples
+    statistic = b.rule.value if b is not None and b.rule is not None else "the statistic"
+    return (
+        f"{method} at level {level}, seed {spec.get('seed')}, {resamples} resamples of the "
+        f"{statistic} over {_plural(executed, 'executed example')} → {bounds}"
+    )
+
+
+def _check_explanation(name: Field, facts: CheckFacts, derived: Any, p: int | None) -> str | None:
+    d = facts.derived
+    coverage = d.coverage
+    if name is Field.STATUS and d.basis is not None:
+        return f"{basis_text(d.basis, coverage, p)} → {derived}"
+    if name is Field.RESULT and d.basis is not None:
+        return f"{basis_text(d.basis, coverage, p)} → status {d.status.value} → result {derived}"
+    if name is Field.SCORE:
+        return _score_text(d, p)
+    if name is Field.COVERAGE:
+        repeats = d.basis.repeats if d.basis is not None else None
+        rule = (
+            f"an example counts as executed when each of its {_plural(repeats, 'repeat')} has "
+            "a pass or fail case"
+            if repeats
+            else "no valid repeat count, so no example counts as executed"
+        )
+        return (
+            f"{coverage.executed} of {coverage.expected} expected examples executed, "
+            f"{coverage.missing} missing ({rule}) → {format_value(derived)}"
+        )
+    if name is Field.ASSURANCE:
+        if d.cases == 0:
+            return "no counted case → null"
+        return f"the weakest over the check's {_plural(d.cases, 'counted case')} → {derived}"
+    if name is Field.INTERVAL and derived is not None:
+        return _interval_text(facts, derived, p)
+    return None
+
+
+def _report_explanation(name: Field, facts: ReportFacts, derived: Any) -> str | None:
+    required = facts.required
+    if name is Field.COVERAGE:
+        return f"the sum over {_plural(len(required), 'required check')} → {format_value(derived)}"
+    incomplete = next((cid for cid, d in required if not d.evidence_complete), None)
+    if name is Field.EVIDENCE_COMPLETE:
+        if incomplete is not None:
+            return f"required check {incomplete} has incomplete evidence → false"
+        return f"every required check ({len(required)}) has complete evidence → true"
+    if name is Field.RESULT:
+        for result in ("fail", "error"):
+            cid = next((c for c, d in required if d.result.value == result), None)
+            if cid is not None:
+                return f"required check {cid} is {result} → {derived}"
+        other = next((c for c, d in required if d.result.value != "pass"), None)
+        if other is not None:
+            value = next(d.result.value for c, d in required if c == other)
+            return f"required check {other} is {value}, none fail or error → {derived}"
+        if incomplete is not None:
+            return (
+                f"every required check passed, but {incomplete}'s evidence is incomplete "
+                f"→ {derived}"
+            )
+        return f"every required check ({len(required)}) passed with complete evidence → {derived}"
+    return None
+
+
+def _explain(
+    name: Field, facts: CheckFacts | ReportFacts | None, issued: Any, derived: Any, p: int | None
+) -> str | None:
+    """The rule and the numbers that decide ``derived``, ending in ``→ derived``."""
+    if isinstance(facts, CheckFacts):
+        return _check_explanation(name, facts, derived, p)
+    if isinstance(facts, ReportFacts):
+        return _report_explanation(name, facts, derived)
+    return None
 
 
 def _doc_label(document: str) -> str:
@@ -1090,7 +1425,7 @@ def _doc_label(document: str) -> str:
     return document
 
 
-def _issued_text(f: FieldAudit) -> str:
+def _issued_text(f: FieldAudit, p: int | None = None) -> str:
     if not f.issued:
         return "not issued"
     distinct: list[tuple[Any, list[str]]] = []
@@ -1101,17 +1436,25 @@ def _issued_text(f: FieldAudit) -> str:
         else:
             group[1].append(_doc_label(v.document))
     if len(distinct) == 1:
-        return format_value(distinct[0][0])
-    return "; ".join(f"{format_value(value)} ({', '.join(docs)})" for value, docs in distinct)
+        return format_value(distinct[0][0], p)
+    return "; ".join(f"{format_value(value, p)} ({', '.join(docs)})" for value, docs in distinct)
+
+
+def _field_precision(f: FieldAudit) -> int | None:
+    pairs = [(a.value, b.value) for a in f.issued for b in f.issued]
+    if f.derived is not None:
+        pairs += [(v.value, f.derived.value) for v in f.issued]
+    return _precision(pairs, short=True)
 
 
 def _field_line(f: FieldAudit) -> str:
-    issued = f"issued {_issued_text(f)}" if f.issued else "not issued"
+    p = _field_precision(f)
+    issued = f"issued {_issued_text(f, p)}" if f.issued else "not issued"
     text = f"  {f.field.value + ':':<18} {issued}"
     if f.outcome is Outcome.NOT_REDERIVABLE:
         return f"{text}; not re-derivable: {f.reason}"
     if f.derived is not None:
-        text += f"; derived {format_value(f.derived.value)}"
+        text += f"; derived {format_value(f.derived.value, p)}"
     marker = {
         Outcome.AGREE: "agrees",
         Outcome.DISAGREE: "DISAGREES",
@@ -1152,16 +1495,67 @@ def _verdict_text(audit: Audit) -> str:
     if audit.not_rederivable:
         notes.append(f"{len(audit.not_rederivable)} item(s) not re-derivable")
     if counts["errors"]:
-        notes.append(f"{counts['errors']} input error(s)")
+        notes.append(f"issued report inconsistent: {counts['errors']} defect(s)")
     if audit.strict_failure:
         notes.append("--strict: what was not re-derived fails the audit")
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def audit_text(audit: Audit) -> str:
-    """The console summary: Bundle, Report, Verdict, each check issued vs derived, then
-    Disagreements, Not re-derivable and Errors."""
+def _interval_methods(audit: Audit) -> list[str]:
+    """The interval methods the audited checks issue, in order of appearance."""
+    methods: dict[str, None] = {}
+    for check in audit.checks:
+        f = check.get(Field.INTERVAL)
+        for v in f.issued if f is not None else ():
+            if isinstance(v.value, dict) and isinstance(v.value.get("method"), str):
+                methods.setdefault(v.value["method"], None)
+    return list(methods)
+
+
+def _method_words(method: str) -> str:
+    return METHOD_WORDS.get(
+        method,
+        "not a method this tool re-derives (it re-derives "
+        + " and ".join(METHOD_WORDS)
+        + "), so such an interval is not re-derivable",
+    )
+
+
+def _terms(audit: Audit) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The words once per summary: each interval method used, the assurance levels and
+    how numbers are compared, as (title, [(term, words)])."""
+    terms: list[tuple[str, list[tuple[str, str]]]] = []
+    methods = _interval_methods(audit)
+    if methods:
+        terms.append(
+            (
+                "Intervals:   [low, high] (method, level); the methods used here",
+                [(m, _method_words(m)) for m in methods],
+            )
+        )
+    if audit.checks:
+        terms.append(
+            (
+                f"Assurance:   levels weakest first; {ASSURANCE_RULE}",
+                [(a.value, ASSURANCE_WORDS[a]) for a in Assurance],
+            )
+        )
+    return terms
+
+
+def audit_text(audit: Audit, signatures: Sequence[str] = ()) -> str:
+    """The console summary: Bundle, Report, Anchor, Verdict, each check issued vs derived,
+    the words for the methods and levels used, then Disagreements (each with the rule and
+    the numbers that decide it), Not re-derivable and Issued report inconsistent.
+
+    ``signatures`` are lines naming each signature checked (printed after the anchor).
+    """
     lines = _header_lines(audit)
+    if audit.verdict is not AuditVerdict.ERROR:
+        lines.append(f"Anchor:      {audit.anchor.describe()}")
+    elif audit.verification_failed:
+        lines.append(f"Anchor:      {NOT_ANCHORED}")
+    lines += signatures
     lines.append(f"Verdict:     {_verdict_text(audit)}")
     if audit.verdict is AuditVerdict.ERROR:
         lines.append(f"Error:       {audit.error}")
@@ -1172,15 +1566,19 @@ def audit_text(audit: Audit) -> str:
     for check in audit.checks:
         lines.append(f"Check {check.check_id} ({'required' if check.required else 'optional'}):")
         lines += [_field_line(f) for f in check.fields]
-        lines += [f"  error: {p.code.value}: {p.message}" for p in check.errors]
+        lines += [f"  defect: {p.code.value}: {p.message}" for p in check.errors]
+    for title, entries in _terms(audit):
+        lines.append(title)
+        lines += [f"  {term}: {words}" for term, words in entries]
+    lines.append(f"Numbers:     {ROUNDING_NOTE}; scores and bounds agree when {TOLERANCE_RULE}")
     disagreements = audit.disagreements
     lines.append(f"Disagreements: {len(disagreements)}")
-    lines += [f"  - {d.describe()}" for d in disagreements]
+    lines += [f"  - {d.describe(short=True)}" for d in disagreements]
     items = audit.not_rederivable
     lines.append(f"Not re-derivable: {len(items)}")
     lines += [f"  - {n.describe()}" for n in items]
     errors = audit.errors
-    lines.append(f"Errors:      {len(errors)}")
+    lines.append(f"{ISSUED_INCONSISTENT}: {len(errors)} ({ISSUED_INCONSISTENT_WORDS})")
     lines += [f"  - check {check_id}: {p.code.value}: {p.message}" for check_id, p in errors]
     return _shown_lines(lines)
 
@@ -1197,7 +1595,7 @@ def _md(text: Any) -> str:
     return shown_md(text)
 
 
-def audit_markdown(audit: Audit) -> str:
+def audit_markdown(audit: Audit, signatures: Sequence[str] = ()) -> str:
     """The audit as a Markdown page (written as audit.md by ``--output-dir``)."""
     out = [f"# Audit of {_md(audit.source)}", "", f"- **Verdict:** {_md(_verdict_text(audit))}"]
     v = audit.verification
@@ -1205,10 +1603,21 @@ def audit_markdown(audit: Audit) -> str:
         out.append(f"- **Bundle digest:** {_md(v.bundle_digest)}")
     if v is not None and v.report_id is not None:
         out.append(f"- **Report:** {_md(v.report_id)} {_md(v.report_digest)}")
+    signed = [
+        f"- **Signatures:** {_md(line.partition(':')[2].strip())}"
+        if line.startswith("Signatures:")
+        else f"  - {_md(line.strip().removeprefix('- '))}"
+        for line in signatures
+    ]
     if audit.verdict is AuditVerdict.ERROR:
+        if audit.verification_failed:
+            out.append(f"- **Anchor:** {_md(NOT_ANCHORED)}")
+            out += signed
         out.append(f"- **Error:** {_md(audit.error)}")
         return "\n".join(out) + "\n"
-    out.append(f"- **Numbers compared:** {_md(TOLERANCE_RULE)}")
+    out.append(f"- **Anchor:** {_md(audit.anchor.describe())}")
+    out += signed
+    out.append(f"- **Numbers compared:** {_md(TOLERANCE_RULE)} ({_md(ROUNDING_NOTE)})")
     sections: list[tuple[str, Iterable[FieldAudit]]] = []
     if audit.report is not None:
         sections.append((f"Report {_md(audit.report.report_id)}", audit.report.fields))
@@ -1224,18 +1633,30 @@ def audit_markdown(audit: Audit) -> str:
             "|---|---|---|---|",
         ]
         for f in fields:
-            derived = "-" if f.derived is None else format_value(f.derived.value)
+            p = _field_precision(f)
+            derived = "-" if f.derived is None else format_value(f.derived.value, p)
             outcome = f.outcome.value.replace("_", " ")
             if f.reason:
                 outcome += f": {f.reason}"
             out.append(
-                f"| {f.field.value} | {_md(_issued_text(f))} | {_md(derived)} | {_md(outcome)} |"
+                f"| {f.field.value} | {_md(_issued_text(f, p))} | {_md(derived)} | {_md(outcome)} |"
             )
+    out += ["", "## Terms", ""]
+    for title, entries in _terms(audit):
+        name, _, words = title.partition(":")
+        out.append(f"- **{_md(name)}:** {_md(words.strip())}")
+        out += [f"  - **{_md(term)}:** {_md(text)}" for term, text in entries]
     out += ["", f"## Disagreements ({len(audit.disagreements)})", ""]
-    out += [f"- {_md(d.describe())}" for d in audit.disagreements] or ["None."]
+    out += [f"- {_md(d.describe(short=True))}" for d in audit.disagreements] or ["None."]
     out += ["", f"## Not re-derivable ({len(audit.not_rederivable)})", ""]
     out += [f"- {_md(n.describe())}" for n in audit.not_rederivable] or ["None."]
-    out += ["", f"## Errors ({len(audit.errors)})", ""]
+    out += [
+        "",
+        f"## {ISSUED_INCONSISTENT} ({len(audit.errors)})",
+        "",
+        _md(ISSUED_INCONSISTENT_WORDS[:1].upper() + ISSUED_INCONSISTENT_WORDS[1:]) + ".",
+        "",
+    ]
     out += [f"- check {_md(c)}: {p.code.value}: {_md(p.message)}" for c, p in audit.errors] or [
         "None."
     ]

@@ -415,9 +415,51 @@ class NotRederivable:
     reason: str
 
 
+class BasisKind(enum.Enum):
+    """Which of SPEC 12's status rules decided a derived check's status."""
+
+    DEFECTS = "defects"  # a defect of the inputs: error
+    ALREADY_FAILED = "already_failed"  # fail whatever is missing
+    NOTHING_EXECUTED = "nothing_executed"
+    BELOW_MIN_COVERAGE = "below_min_coverage"
+    BELOW_MIN_SAMPLES = "below_min_samples"
+    THRESHOLD = "threshold"  # the value compared with the threshold (all_pass: every repeat)
+
+
+@dataclass(frozen=True)
+class StatusBasis:
+    """The rule that decided a derived status and the numbers it compared.
+
+    ``value`` is the rule's value over the executed examples (the score); ``best`` is,
+    for an already failed pass_rate or mean, the value with every unscored repeat counted
+    as a pass (score 1), and for an already failed min the lowest scored score;
+    ``passes`` of ``counted`` repeats (executed examples x repeats) passed; ``fails``
+    scored repeats failed, executed example or not; ``unscored`` is the highest-ranked
+    unscored status when coverage or samples fall short (None: inconclusive).
+    """
+
+    kind: BasisKind
+    rule: AggregationRule | None = None
+    threshold: float | None = None
+    value: float | None = None
+    best: float | None = None
+    passes: int | None = None
+    counted: int = 0
+    fails: int = 0
+    min_coverage: float = 0.0
+    min_samples: int = 0
+    repeats: int | None = None
+    unscored: CheckStatus | None = None
+    defects: int = 0
+
+
 @dataclass(frozen=True)
 class DerivedCheck:
-    """What one check's result must say, given its cases and suite check."""
+    """What one check's result must say, given its cases and suite check.
+
+    ``basis`` says which rule decided the status, with its numbers; ``cases`` is the
+    number of counted cases the assurance is the weakest over.
+    """
 
     status: CheckStatus
     result: CheckResult
@@ -428,6 +470,8 @@ class DerivedCheck:
     assurance: Assurance | None
     evidence_complete: bool
     problems: tuple[Problem, ...]
+    basis: StatusBasis | None = None
+    cases: int = 0
 
 
 @dataclass(frozen=True)
@@ -718,22 +762,49 @@ def derive_check(
             assurance=assurance,
             evidence_complete=evidence_complete,
             problems=tuple(problems),
+            basis=StatusBasis(BasisKind.DEFECTS, repeats=repeats, defects=len(problems)),
+            cases=len(counted),
         )
 
     outcome = _aggregate(parsed, table, executed_ids)
     status: CheckStatus
+    kind: BasisKind
+    unscored: CheckStatus | None = None
     if problems:
-        status = CheckStatus.ERROR
+        status, kind = CheckStatus.ERROR, BasisKind.DEFECTS
     elif outcome.already_failed:
-        status = CheckStatus.FAIL
+        status, kind = CheckStatus.FAIL, BasisKind.ALREADY_FAILED
     elif (
         coverage.executed == 0
         or not meets_min_coverage(coverage.executed, coverage.expected, parsed.min_coverage)
         or coverage.executed < parsed.min_samples
     ):
-        status = highest_unscored_status(table.unscored_statuses()) or CheckStatus.INCONCLUSIVE
+        if coverage.executed == 0:
+            kind = BasisKind.NOTHING_EXECUTED
+        elif not meets_min_coverage(coverage.executed, coverage.expected, parsed.min_coverage):
+            kind = BasisKind.BELOW_MIN_COVERAGE
+        else:
+            kind = BasisKind.BELOW_MIN_SAMPLES
+        unscored = highest_unscored_status(table.unscored_statuses())
+        status = unscored or CheckStatus.INCONCLUSIVE
     else:
         status = CheckStatus.PASS if outcome.meets_threshold else CheckStatus.FAIL
+        kind = BasisKind.THRESHOLD
+    basis = StatusBasis(
+        kind,
+        rule=parsed.rule,
+        threshold=parsed.threshold,
+        value=outcome.value,
+        best=outcome.best,
+        passes=outcome.passes,
+        counted=len(executed_ids) * parsed.repeats,
+        fails=outcome.fails,
+        min_coverage=parsed.min_coverage,
+        min_samples=parsed.min_samples,
+        repeats=parsed.repeats,
+        unscored=unscored,
+        defects=len(problems),
+    )
 
     return DerivedCheck(
         status=status,
@@ -745,6 +816,8 @@ def derive_check(
         assurance=assurance,
         evidence_complete=evidence_complete,
         problems=tuple(problems),
+        basis=basis,
+        cases=len(counted),
     )
 
 
@@ -754,6 +827,10 @@ class _Outcome:
     passes: int | None
     meets_threshold: bool
     already_failed: bool
+    # The optimistic value (pass_rate, mean) or the lowest scored score (min); the
+    # scored repeats that failed.
+    best: float | None
+    fails: int
     # Per executed example, in example_id order: passing repeats and mean score.
     example_passes: tuple[int, ...]
     example_means: tuple[float, ...]
@@ -838,6 +915,8 @@ def _aggregate(aggregation: Aggregation, table: _Table, executed_ids: Sequence[s
     example_means: tuple[float, ...] = ()
     passes: int | None = None
     value: float | None = None
+    best: float | None = None
+    fails = sum(s.status is CheckStatus.FAIL for s in scored)
     if rule is AggregationRule.ALL_PASS:
         passes = sum(example_passes)
         already_failed = any(s.status is CheckStatus.FAIL for s in scored)
@@ -848,7 +927,9 @@ def _aggregate(aggregation: Aggregation, table: _Table, executed_ids: Sequence[s
         if executed:
             value = passes / (len(executed) * repeats)
         optimistic_passes = sum(s.status is CheckStatus.PASS for s in scored) + unscored
-        already_failed = table.slot_count > 0 and optimistic_passes / table.slot_count < threshold
+        if table.slot_count > 0:
+            best = optimistic_passes / table.slot_count
+        already_failed = best is not None and best < threshold
         meets = value is not None and value >= threshold
     elif rule is AggregationRule.MEAN:
         assert threshold is not None
@@ -856,17 +937,22 @@ def _aggregate(aggregation: Aggregation, table: _Table, executed_ids: Sequence[s
         if executed:
             value = _mean_of(example_means, len(executed))
         optimistic = [table.optimistic_mean(e) for e in table.expected_ids]
-        already_failed = bool(optimistic) and _mean_of(optimistic, len(optimistic)) < threshold
+        if optimistic:
+            best = _mean_of(optimistic, len(optimistic))
+        already_failed = best is not None and best < threshold
         meets = value is not None and value >= threshold
     elif rule is AggregationRule.MIN:
         assert threshold is not None
         if executed:
             value = min(score for row in executed for score in _scores(row))
-        already_failed = any(score < threshold for score in _scores(scored))
+        best = min(_scores(scored), default=None)
+        already_failed = best is not None and best < threshold
         meets = value is not None and value >= threshold
     else:
         assert_never(rule)
-    return _Outcome(value, passes, meets, already_failed, example_passes, example_means)
+    return _Outcome(
+        value, passes, meets, already_failed, best, fails, example_passes, example_means
+    )
 
 
 def _scores(slots: Iterable[_Slot]) -> list[float]:

@@ -563,7 +563,7 @@ def test_bad_inputs_are_errors_of_their_check(
     assert audit.exit_code == 1
     assert found(audit) == planted, audit_text(audit)
     assert not_rederivable(audit) == ({"accuracy": blocked} if blocked else {})
-    assert f"error: {code}" in audit_text(audit)
+    assert f"defect: {code}" in audit_text(audit)
 
 
 def test_slices_and_status_are_not_rederivable(bundles: dict[str, Path], tmp_path: Path) -> None:
@@ -723,21 +723,29 @@ def test_text_has_the_labels_in_order(audit_bundles: dict[str, Path]) -> None:
         "Bundle:",
         "Digest:",
         "Report:",
+        "Anchor:      none: this result shows self-consistency only",
         "Verdict:     INCONSISTENT (3 disagreement(s))",
         "Report rpt-audit-pass-below-threshold:",
         "Check accuracy (required):",
+        "Intervals:",
+        "Assurance:",
+        "Numbers:",
         "Disagreements: 3",
         "Not re-derivable: 0",
-        "Errors:      0",
+        "Issued report inconsistent: 0",
     ]
     positions = [next(i for i, line in enumerate(lines) if line.startswith(s)) for s in starts]
     assert positions == sorted(positions)
     status = next(line for line in lines if line.strip().startswith("status:"))
     assert "issued pass" in status and "derived fail" in status and "DISAGREES" in status
     assert (
-        "  - check accuracy status: issued pass (report body, check result); derived fail" in lines
+        "  - check accuracy status: pass_rate 0.667 (8 of 12 repeats passed) < threshold 0.75 "
+        "→ fail (issued: pass, in report body and check result)" in lines
     )
-    assert "  - report result: issued pass (report body); derived fail" in lines
+    assert (
+        "  - report result: required check accuracy is fail → fail (issued: pass, in report body)"
+        in lines
+    )
 
 
 def test_text_and_markdown_of_an_error(bundles: dict[str, Path], tmp_path: Path) -> None:
@@ -764,8 +772,8 @@ def test_markdown_has_a_table_per_check_and_every_finding(
     assert "## Report rpt-clean" in md
     assert f"## Disagreements ({len(audit.disagreements)})" in md
     for d in audit.disagreements:
-        assert shown_md(d.describe()) in md
-    assert "## Errors (1)" in md and "conflicting_duplicate" in md
+        assert shown_md(d.describe(short=True)) in md
+    assert "## Issued report inconsistent (1)" in md and "conflicting_duplicate" in md
     assert "| status | pass | error | disagree |" in md
 
 

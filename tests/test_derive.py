@@ -19,7 +19,9 @@ from statsmodels.stats.proportion import proportion_confint
 
 from bundler.derive import (
     UNSCORED_STATUS_RANKING,
+    AggregationRule,
     Assurance,
+    BasisKind,
     CheckResult,
     CheckStatus,
     Coverage,
@@ -839,3 +841,68 @@ def test_flipping_one_scored_case_moves_the_pass_rate_by_one_repeat(
     exact_after = Fraction(after.score).limit_denominator(denominator)
     step = Fraction(1, denominator) if target["status"] == "fail" else -Fraction(1, denominator)
     assert exact_after - exact_before == step
+
+
+# --- the basis of a status: which rule decided it, with its numbers ------------------
+
+
+def test_basis_of_a_value_against_its_threshold() -> None:
+    ids = "abcd"
+    cases = [case(e, status=s) for e, s in zip(ids, ["pass", "pass", "pass", "fail"], strict=True)]
+    check = derive("pass_rate", ids, cases, threshold=0.7)
+    assert check.status is CheckStatus.PASS
+    basis = check.basis
+    assert basis is not None and basis.kind is BasisKind.THRESHOLD
+    assert basis.rule is AggregationRule.PASS_RATE
+    assert (basis.value, basis.threshold, basis.passes, basis.counted) == (0.75, 0.7, 3, 4)
+    assert check.cases == 4
+
+
+def test_basis_of_an_already_failed_pass_rate_holds_its_best_value() -> None:
+    # As test_pass_rate_already_failed: (5 + 2) / 10 = 0.7 at best, below 0.8.
+    ids = "abcdefghij"
+    statuses = ["pass"] * 5 + ["fail"] * 3
+    cases = [case(e, status=s) for e, s in zip(ids, statuses, strict=False)]
+    basis = derive("pass_rate", ids, cases, threshold=0.8, min_coverage=0.9).basis
+    assert basis is not None and basis.kind is BasisKind.ALREADY_FAILED
+    assert basis.best == 0.7 and basis.value == 5 / 8 and basis.fails == 3
+
+
+def test_basis_of_an_already_failed_min_is_the_lowest_scored_score() -> None:
+    cases = [
+        case("a", 1, "fail", 0.3),
+        case("a", 2, "timeout"),
+        case("b", 1, "pass", 0.9),
+        case("b", 2, "pass", 0.95),
+    ]
+    basis = derive("min", "ab", cases, threshold=0.5, repeats=2, min_coverage=1.0).basis
+    assert basis is not None and basis.kind is BasisKind.ALREADY_FAILED
+    assert basis.best == 0.3 and basis.value == 0.9
+
+
+@pytest.mark.parametrize(
+    ("aggregation", "kind", "unscored"),
+    [
+        ({"min_coverage": 0.9}, BasisKind.BELOW_MIN_COVERAGE, CheckStatus.TIMEOUT),
+        ({"min_samples": 9}, BasisKind.BELOW_MIN_SAMPLES, CheckStatus.TIMEOUT),
+    ],
+)
+def test_basis_of_a_gate_names_the_unscored_status(
+    aggregation: dict[str, Any], kind: BasisKind, unscored: CheckStatus
+) -> None:
+    ids = "abcdefghij"
+    cases = [case(e) for e in ids[:8]] + [case("i", status="timeout")]
+    check = derive("pass_rate", ids, cases, threshold=0.5, **aggregation)
+    assert check.basis is not None and check.basis.kind is kind
+    assert check.basis.unscored is unscored and check.status is unscored
+
+
+def test_basis_of_nothing_executed_and_of_defects() -> None:
+    check = derive("all_pass", "ab", [case("a", status="skipped")])
+    assert check.basis is not None and check.basis.kind is BasisKind.NOTHING_EXECUTED
+    assert check.basis.unscored is CheckStatus.SKIPPED
+    bad = derive("all_pass", "ab", [case("a"), case("b"), case("z")])
+    assert bad.basis is not None and bad.basis.kind is BasisKind.DEFECTS
+    assert bad.basis.defects == 1 and bad.status is CheckStatus.ERROR
+    invalid = derive("median", "ab", [case("a"), case("b")])
+    assert invalid.basis is not None and invalid.basis.kind is BasisKind.DEFECTS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -18,7 +19,16 @@ from bundler.cli.common import (
     _say,
     _verify_options,
 )
+from bundler.cli.signatures import (
+    _explicit_signature,
+    _list_signatures,
+    _sidecar_signatures,
+    _SignatureOutcome,
+    _SignatureSet,
+)
 from bundler.cli.stored import _bundle_stream
+from bundler.errors import UsageError
+from bundler.textsafe import shown
 
 AUDIT_HELP = """Re-derive an issued report's verdict from a bundle (SPEC section 12).
 
@@ -26,9 +36,20 @@ BUNDLE is a .tar.zst archive, an extracted bag directory, or s3://bucket/key. Th
 verified first; unless it verifies nothing is audited (exit 1 when it fails verification,
 3 when it cannot be read). Every check is then re-derived from the exported cases, the
 suite and the dataset manifests and compared with the report body and the check results:
-exit 0 consistent, 1 at least one disagreement, 3 error. Items that cannot be re-derived
-are listed with their reason, and the verdict line says when the report's result is one
-of them; with --strict any such item fails the audit (exit 1).
+exit 0 consistent, 1 at least one disagreement, 3 error. Each disagreement names the rule
+and the numbers that decide the derived value. Items that cannot be re-derived are listed
+with their reason, and the verdict line says when the report's result is one of them;
+with --strict any such item fails the audit (exit 1).
+
+The summary goes to stdout (with --json one JSON line instead); progress and notes go to
+stderr. Without --expect-bundle-digest, --expect-report-digest or a signature checked
+with --allowed-signers the result shows self-consistency only, and the Anchor line says so.
+
+\b
+Examples:
+  evalbook-bundle audit bundle.tar.zst
+  evalbook-bundle audit bundle.tar.zst --allowed-signers allowed_signers --json | jq .verdict
+  evalbook-bundle audit s3://bucket/archive/reports/bundles/rpt/HEX.tar.zst --output-dir out/
 """
 
 
@@ -41,11 +62,23 @@ of them; with --strict any such item fails the audit (exit 1).
     "--expect-report-digest", help="Trust anchor: the report digest you expect (sha256:...)."
 )
 @click.option(
+    "--allowed-signers",
+    type=click.Path(path_type=Path),
+    help="OpenSSH allowed_signers file: check the head signature.",
+)
+@click.option("--identity", help="Signer identity to require (with --allowed-signers).")
+@click.option(
+    "--signature",
+    help="A signature file or s3:// object to check instead of the bundle's own "
+    "(default: embedded, <archive>.sig and its countersignatures, or those stored beside "
+    "an s3:// bundle).",
+)
+@click.option(
     "--strict",
     is_flag=True,
     help="Unprovable claims fail the verification, and anything not re-derived the audit.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Full result on stdout.")
+@click.option("--json", "as_json", is_flag=True, help="The full result as one JSON line on stdout.")
 @click.option(
     "--output-dir",
     type=click.Path(path_type=Path),
@@ -55,17 +88,27 @@ of them; with --strict any such item fails the audit (exit 1).
     "--max-bytes",
     type=click.IntRange(1),
     default=DEFAULT_MAX_BYTES,
-    show_default=True,
-    help="Cap on decompressed bytes.",
+    show_default="64 GiB",
+    metavar="BYTES",
+    help="Refuse archives that decompress to more than BYTES (a guard against "
+    "decompression bombs).",
 )
 @click.option(
     "--endpoint-url", help="S3 endpoint for s3:// bundles (default $AWS_ENDPOINT_URL_S3)."
 )
-@click.option("--quiet", is_flag=True, help="No summary on stderr.")
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No progress or notes on stderr; the result still goes to stdout.",
+)
 def audit(
     bundle: str,
     expect_bundle_digest: str | None,
     expect_report_digest: str | None,
+    allowed_signers: Path | None,
+    identity: str | None,
+    signature: str | None,
     strict: bool,
     as_json: bool,
     output_dir: Path | None,
@@ -73,19 +116,50 @@ def audit(
     endpoint_url: str | None,
     quiet: bool,
 ) -> None:
-    from bundler.audit import audit_bundle, audit_markdown, audit_text
+    from bundler.audit import AuditVerdict, audit_bundle, audit_markdown, audit_text
 
-    options = _verify_options(expect_bundle_digest, expect_report_digest, strict, max_bytes)
+    if signature is not None and allowed_signers is None:
+        raise UsageError("--identity and --signature need --allowed-signers")
+    if bundle.startswith("s3://"):
+        from bundler import storage
+
+        storage.parse_s3_url(bundle)
+    # As verify: --identity alone is refused by _verify_options; with --allowed-signers
+    # every signature found is checked by one _SignatureSet.
+    options = _verify_options(
+        expect_bundle_digest,
+        expect_report_digest,
+        strict,
+        max_bytes,
+        None,
+        identity if allowed_signers is None else None,
+    )
+    outcomes: list[_SignatureOutcome] = []
+    if allowed_signers is not None:
+        signers = _SignatureSet(allowed_signers, identity)
+        explicit = _explicit_signature(signature, endpoint_url) if signature is not None else None
+        found = [explicit] if explicit is not None else _sidecar_signatures(bundle, endpoint_url)
+        options = replace(
+            options,
+            check_signature=signers.checker(found, outcomes, embedded=explicit is None),
+            signature_text=None,
+        )
     line = _ProgressLine(not quiet, "audit")
     try:
         with _bundle_stream(bundle, endpoint_url) as stream:
             result = audit_bundle(bundle, options, stream=stream, progress=_bytes_progress(line))
     finally:
         line.done()
+    if result.verification is not None and outcomes:
+        result = replace(result, verification=_list_signatures(result.verification, outcomes))
+    signature_lines = _signature_lines(outcomes)
     if as_json:
         _emit_json(result.to_json())
-    if not quiet:
-        _say(audit_text(result))
+        if result.verdict is AuditVerdict.ERROR:
+            _say(f"error: {shown(result.error)}\n")  # an error is never quieted
+    else:
+        sys.stdout.write(audit_text(result, signature_lines))
+        sys.stdout.flush()
     if output_dir is not None:
         from bundler.outputs import write_output_dir
 
@@ -93,7 +167,21 @@ def audit(
             output_dir,
             {
                 "audit.json": orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n",
-                "audit.md": audit_markdown(result).encode("utf-8"),
+                "audit.md": audit_markdown(result, signature_lines).encode("utf-8"),
             },
         )
+        if not quiet:
+            _say(f"Wrote:       {shown(str(output_dir / 'audit.json'))} and audit.md\n")
     sys.exit(result.exit_code)
+
+
+def _signature_lines(outcomes: list[_SignatureOutcome]) -> list[str]:
+    """The signatures checked, as verify lists them (raw text: the summary escapes it)."""
+    if not outcomes:
+        return []
+    good = sum(o.signer is not None for o in outcomes)
+    lines = [f"Signatures:  {len(outcomes)} ({good} verified)"]
+    for o in outcomes:
+        state = f"verified: {o.signer}" if o.signer else f"not verified: {o.detail}"
+        lines.append(f"  - {o.source}: {state}")
+    return lines
