@@ -152,6 +152,13 @@ def audit() -> dict[str, Any]:
             "anchor": "none: this result shows self-consistency only",
             "counts": {"proven": 57, "unprovable": 0, "failed": 0},
         },
+        "anchor": {
+            "expected_bundle_digest": None,
+            "expected_report_digest": None,
+            "signer": "alice, key SHA256:x",
+            "self_consistent_only": False,
+            "description": "signed by alice, key SHA256:x",
+        },
         "tolerance": {"value": 1e-12, "rule": "|issued - derived| <= 1e-12 x max(1, ...)"},
         "counts": {
             "checks": 1,
