@@ -107,6 +107,7 @@ class ProofCheck:
     report_id: str
     anchor: str  # how the head was anchored
     anchored: bool
+    signer: str | None = None  # "ID, key SHA256:..." when a signature anchors the head
 
 
 @dataclass(frozen=True)
@@ -331,7 +332,7 @@ def check_proof(
         raise NotProven(
             f"{shown(source)}: the case is not proven in the tree of the head: {exc.message}"
         ) from exc
-    anchor, anchored = _anchor(proof, source, check_signature, expect_bundle_digest)
+    anchor, signer = _anchor(proof, source, check_signature, expect_bundle_digest)
     return ProofCheck(
         case_id=proof.case_id,
         leaf_index=proof.leaf_index,
@@ -339,7 +340,8 @@ def check_proof(
         bundle_digest=proof.bundle_digest,
         report_id=proof.report_id,
         anchor=anchor,
-        anchored=anchored,
+        anchored=signer is not None,
+        signer=signer,
     )
 
 
@@ -348,8 +350,9 @@ def _anchor(
     source: str,
     check_signature: Callable[[bytes, str | None], str] | None,
     expect_bundle_digest: str | None,
-) -> tuple[str, bool]:
-    """How the head is anchored, or NotProven when it is not anchored as asked."""
+) -> tuple[str, str | None]:
+    """How the head is anchored and by whom (None: by nobody), or NotProven when it is
+    not anchored as asked."""
     where = shown(source)
     if check_signature is None:
         if expect_bundle_digest is not None:
@@ -359,7 +362,7 @@ def _anchor(
                 "can build a one-leaf head naming it; give --allowed-signers to check the "
                 "head's signature, or verify the bundle itself"
             )
-        return _UNANCHORED, False
+        return _UNANCHORED, None
     if proof.head_signature is None:
         raise NotProven(
             f"{where}: the head has no signature (head_signature is null), so nothing "
@@ -378,7 +381,7 @@ def _anchor(
                 f"{shown(expect_bundle_digest)}"
             )
         anchor += f"; the signed head names the expected bundle {expect_bundle_digest}"
-    return anchor, True
+    return anchor, signer
 
 
 # ----------------------------------------------------------------------------- prove

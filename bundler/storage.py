@@ -2367,3 +2367,36 @@ class S3StoreSource:
         size = int(answer.get("ContentLength", 0))
         raw = _open_reader(self.conn, loc, answer, None)
         return io.BufferedReader(raw, buffer_size=1 * MiB), size
+
+    def list_names(self, reldir: str, *, limit: int) -> list[str]:
+        """The names directly under ``reldir/`` (keys and common prefixes), in key order;
+        empty when nothing is stored there. StoreError when there are more than
+        ``limit``, StorageError when listing fails."""
+        base = self._loc(reldir).key + "/"
+        url = f"s3://{self.root.bucket}/{base}"
+        paginator = self.conn.client.get_paginator("list_objects_v2")
+        pages = paginator.paginate(
+            Bucket=self.root.bucket,
+            Prefix=base,
+            Delimiter="/",
+            PaginationConfig={"PageSize": self.config.page_size},
+        )
+        names: list[str] = []
+        try:
+            for page in pages:
+                found = [
+                    str(p.get("Prefix", ""))[len(base) : -1] for p in page.get("CommonPrefixes", [])
+                ]
+                # A "directory marker" object at the prefix itself names nothing.
+                found += [
+                    str(o.get("Key", ""))[len(base) :]
+                    for o in page.get("Contents", [])
+                    if o.get("Key") != base
+                ]
+                for name in found:
+                    if len(names) >= limit:
+                        raise StoreError(f"{url}: more than {limit} entries")
+                    names.append(name)
+        except (bexc.ClientError, bexc.BotoCoreError) as exc:
+            raise self.conn.fail(url, "listing", exc) from exc
+        return names

@@ -232,8 +232,8 @@ def test_prove_out_writes_the_same_bytes_and_never_overwrites(
     out = tmp_path / "proof.json"
     done = run_cli("prove", str(signed.archive), "--case", CASE, "--out", str(out))
     assert done.returncode == 0, done.stderr.decode()
-    assert done.stdout == b""
-    assert _line(done.stderr, "Proof") == f"case {CASE} at leaf 3 of 32 -> {out}"
+    assert done.stderr == b""
+    assert _line(done.stdout, "Proof") == f"case {CASE} at leaf 3 of 32 -> {out}"
     assert out.read_bytes() == proof_bytes
 
     done = run_cli("prove", str(signed.archive), "--case", "safety-00000", "--out", str(out))
@@ -293,12 +293,12 @@ def test_check_proof_without_anchor(signed: Bundle, proof_bytes: bytes, tmp_path
     path.write_bytes(proof_bytes)
     done = _check(path)
     assert done.returncode == 0, done.stderr.decode()
-    assert done.stdout == b""
+    assert done.stderr == b""
     assert (
-        _line(done.stderr, "Proven")
+        _line(done.stdout, "Proven")
         == f"case {CASE} is leaf 3 of 32 in bundle {signed.digest} (rpt-clean)"
     )
-    anchor = _line(done.stderr, "Anchor")
+    anchor = _line(done.stdout, "Anchor")
     assert anchor.startswith("none:")
     assert "unanchored" in anchor
     assert "this head only" in anchor
@@ -306,13 +306,20 @@ def test_check_proof_without_anchor(signed: Bundle, proof_bytes: bytes, tmp_path
     done = _check(path, "--json")
     assert done.returncode == 0
     assert json.loads(done.stdout) == {
+        "schema": "evalbook.proof_check.v1",
+        "source": str(path),
         "proven": True,
         "case_id": CASE,
         "leaf_index": 3,
         "tree_size": 32,
         "bundle_digest": signed.digest,
         "report_id": "rpt-clean",
-        "anchor": anchor,
+        "anchor": {
+            "signer": None,
+            "expected_bundle_digest": None,
+            "self_consistent_only": True,
+            "description": anchor,
+        },
         "anchored": False,
     }
 
@@ -325,10 +332,10 @@ def test_check_proof_with_allowed_signers_names_the_signer(
     for extra in ([], ["--identity", "alice"]):
         done = _check(path, "--allowed-signers", str(signer.allowed), *extra, "--json")
         assert done.returncode == 0, done.stderr.decode()
-        assert _line(done.stderr, "Anchor") == f"signed by alice, key {signer.fingerprint}"
         result = json.loads(done.stdout)
         assert result["anchored"] is True
-        assert result["anchor"] == f"signed by alice, key {signer.fingerprint}"
+        assert result["anchor"]["description"] == f"signed by alice, key {signer.fingerprint}"
+        assert result["anchor"]["signer"] == f"alice, key {signer.fingerprint}"
 
     done = _check(path, "--allowed-signers", str(signer.allowed), "--identity", "mallory")
     assert done.returncode == 1, done.stderr.decode()
@@ -362,7 +369,7 @@ def test_check_proof_expect_bundle_digest(
         path, "--expect-bundle-digest", signed.digest, "--allowed-signers", str(signer.allowed)
     )
     assert done.returncode == 0, done.stderr.decode()
-    anchor = _line(done.stderr, "Anchor")
+    anchor = _line(done.stdout, "Anchor")
     assert f"signed by alice, key {signer.fingerprint}" in anchor
     assert signed.digest in anchor
 
@@ -400,7 +407,8 @@ def test_expected_bundle_digest_alone_cannot_anchor_a_forged_tree(
     path.write_bytes(_jcs(proof))
     done = _check(path, "--expect-bundle-digest", signed.digest, "--json")
     assert done.returncode == 1, done.stderr.decode()
-    assert done.stdout == b""
+    result = json.loads(done.stdout)
+    assert result["proven"] is False and "cannot anchor" in result["reason"]
     assert "cannot anchor" in done.stderr.decode()
 
 
@@ -427,7 +435,7 @@ def test_sidecar_signature_goes_into_the_proof(
         tmp_path / "signed.json", "--allowed-signers", str(signer.allowed), "--identity", "alice"
     )
     assert done.returncode == 0, done.stderr.decode()
-    assert _line(done.stderr, "Anchor") == f"signed by alice, key {signer.fingerprint}"
+    assert _line(done.stdout, "Anchor") == f"signed by alice, key {signer.fingerprint}"
 
 
 def test_edited_head_keeps_no_signature(signer: Signer, proof_bytes: bytes, tmp_path: Path) -> None:
@@ -446,7 +454,7 @@ def test_edited_head_keeps_no_signature(signer: Signer, proof_bytes: bytes, tmp_
     # Without a signer check nothing ties the head to anyone, and the output says so.
     done = _check(path)
     assert done.returncode == 0, done.stderr.decode()
-    assert _line(done.stderr, "Anchor").startswith("none:")
+    assert _line(done.stdout, "Anchor").startswith("none:")
 
 
 def test_malformed_head_signature_fails_only_a_signer_check(
@@ -463,7 +471,7 @@ def test_malformed_head_signature_fails_only_a_signer_check(
     assert "not an SSH signature" in done.stderr.decode()
     done = _check(path)
     assert done.returncode == 0, done.stderr.decode()
-    assert _line(done.stderr, "Anchor").startswith("none:")
+    assert _line(done.stdout, "Anchor").startswith("none:")
 
 
 # --------------------------------------------------------------------- rejections
@@ -634,7 +642,8 @@ def test_any_layout_is_the_same_proof(
         assert want.returncode == 0, want.stderr.decode()
         done = _check(path, "--json", *extra)
         assert done.returncode == 0, done.stderr.decode()
-        assert done.stdout == want.stdout
+        # The same result but for the file it names as its source.
+        assert json.loads(done.stdout) == {**json.loads(want.stdout), "source": str(path)}
         assert done.stderr == want.stderr
 
 
@@ -734,9 +743,9 @@ def test_single_leaf_proof_has_an_empty_path_through_the_cli(tmp_path: Path) -> 
     assert proof["head"]["cases_tree"] == {"tree_size": 1, "root": _leaf(_jcs(proof["case"])).hex()}
     done = _check(out)
     assert done.returncode == 0, done.stderr.decode()
-    assert "unanchored" in _line(done.stderr, "Anchor")
+    assert "unanchored" in _line(done.stdout, "Anchor")
     assert (
-        _line(done.stderr, "Proven")
+        _line(done.stdout, "Proven")
         == f"case check-0-00000 is leaf 0 of 1 in bundle {result.bundle_digest} (rpt-large)"
     )
 
@@ -785,7 +794,7 @@ def test_proof_in_a_20000_case_bundle_has_15_hashes(
     out = tmp_path / "proof.json"
     done = run_cli("prove", str(large.archive), "--case", case_id, "--out", str(out))
     assert done.returncode == 0, done.stderr.decode()
-    assert _line(done.stderr, "Proof") == f"case {case_id} at leaf {index} of 20000 -> {out}"
+    assert _line(done.stdout, "Proof") == f"case {case_id} at leaf {index} of 20000 -> {out}"
     proof = json.loads(out.read_bytes())
     assert len(proof["audit_path"]) == 15
     assert proof["leaf_index"] == index
@@ -793,7 +802,7 @@ def test_proof_in_a_20000_case_bundle_has_15_hashes(
     done = _check(out)
     assert done.returncode == 0, done.stderr.decode()
     assert (
-        _line(done.stderr, "Proven")
+        _line(done.stdout, "Proven")
         == f"case {case_id} is leaf {index} of 20000 in bundle {large.digest} (rpt-large)"
     )
 

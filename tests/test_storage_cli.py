@@ -44,7 +44,7 @@ def test_upload_list_download_verify_inspect(
 
     again = run_cli("upload", str(archive), f"s3://{bucket}/archive", *endpoint)
     assert again.returncode == 0, again.stderr.decode()
-    assert b"already archived" in again.stderr
+    assert b"Upload:      already archived: s3://" in again.stdout
 
     listed = run_cli("list", f"s3://{bucket}/archive", *endpoint, "--json")
     assert listed.returncode == 0, listed.stderr.decode()
@@ -62,7 +62,7 @@ def test_upload_list_download_verify_inspect(
 
     verified = run_cli("verify", url, *endpoint, "--expect-bundle-digest", info["bundle_digest"])
     assert verified.returncode == 0, verified.stderr.decode()
-    assert b"Verdict:     VERIFIED" in verified.stderr
+    assert b"Verdict:     VERIFIED" in verified.stdout
     inspected = run_cli("inspect", url, *endpoint, "--json")
     assert inspected.returncode == 0 and orjson.loads(inspected.stdout)["report_id"] == "rpt-clean"
 

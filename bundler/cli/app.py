@@ -6,19 +6,77 @@ import contextlib
 import signal
 import sys
 import traceback
-from typing import NoReturn
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 import click
 
 from bundler import __version__
-from bundler.cli.common import EPILOG_EXIT, _say
+from bundler.cli.common import EPILOG_EXIT, _emit_json, _say
 from bundler.errors import (
     BundlerError,
 )
 from bundler.textsafe import shown
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG_EXIT)
+class Command(click.Command):
+    """Every subcommand: an Examples section in its help, ``--verbose`` accepted after
+    the command name too, and its context remembered so that ``main`` can describe a
+    failure as a JSON line when ``--json`` was given (SPEC 7)."""
+
+    def __init__(self, *args: Any, examples: Sequence[str] = (), **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", EPILOG_EXIT)
+        super().__init__(*args, **kwargs)
+        self.examples = tuple(examples)
+        self.params.append(
+            click.Option(
+                ["--verbose"],
+                is_flag=True,
+                expose_value=False,
+                help="Show tracebacks for errors (also accepted before the command).",
+            )
+        )
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if self.examples:
+            with formatter.section("Examples"):
+                indent = " " * formatter.current_indent
+                width = (formatter.width or 80) - formatter.current_indent - 2
+                for example in self.examples:
+                    for i, line in enumerate(_shell_lines(example, width)):
+                        formatter.write(indent + ("    " if i else "") + line + "\n")
+        super().format_epilog(ctx, formatter)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        _INVOKED.append(ctx)
+        return super().invoke(ctx)
+
+
+_INVOKED: list[click.Context] = []
+
+
+def _shell_lines(command: str, width: int) -> list[str]:
+    """A long example command broken at spaces with shell line continuations."""
+    lines: list[str] = []
+    current = ""
+    for word in command.split(" "):
+        if current and len(current) + 1 + len(word) > width - 2:
+            lines.append(current + " \\")
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    return [*lines, current]
+
+
+class Group(click.Group):
+    command_class = Command
+
+
+@click.group(
+    cls=Group,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EPILOG_EXIT,
+)
 @click.version_option(__version__, prog_name="evalbook-bundle")
 @click.option("--verbose", is_flag=True, help="Show tracebacks for errors.")
 @click.pass_context
@@ -28,8 +86,54 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     Export an issued report with everything its verdict rests on into one deterministic
     .tar.zst that is also a BagIt bag, verify it offline, keep it in S3-compatible
     storage, sign its head and prove single cases.
+
+    \b
+    Examples:
+      evalbook-bundle reports --store fixtures/stores/main
+      evalbook-bundle export --store STORE --report rpt-x --principal bob
+      evalbook-bundle verify evalbook-bundle-rpt-x.tar.zst
+      evalbook-bundle verify --json *.tar.zst | jq .verdict
+      evalbook-bundle COMMAND --help
+
+    Results go to stdout (one JSON object per line with --json), progress and errors
+    to stderr. Shell completion: eval "$(_EVALBOOK_BUNDLE_COMPLETE=bash_source
+    evalbook-bundle)" (zsh_source, fish_source for other shells).
     """
     ctx.obj = {"verbose": verbose}
+
+
+def _json_requested(args: list[str]) -> bool:
+    """--json was asked for: by the command that ran, or on a line Click refused."""
+    if _INVOKED:
+        return bool(_INVOKED[-1].params.get("as_json"))
+    return "--json" in args
+
+
+def _failure_json(args: list[str], message: str, code: int, option: str | None = None) -> None:
+    """The JSON Lines form of a failure (SPEC 7): the error, its exit code and the input
+    it concerns (the command's first argument, or the option Click refused)."""
+    command = None
+    concerns: Any = option
+    if _INVOKED:
+        ctx = _INVOKED[-1]
+        command = ctx.info_name
+        if concerns is None:
+            for param in ctx.command.params:
+                if isinstance(param, click.Argument) and ctx.params.get(param.name or ""):
+                    value = ctx.params[param.name or ""]
+                    concerns = str(value[0] if isinstance(value, tuple) else value)
+                    break
+    else:
+        command = next((a for a in args if not a.startswith("-")), None)
+    _emit_json(
+        {
+            "schema": "evalbook.error.v1",
+            "command": command,
+            "error": message,
+            "exit_code": code,
+            "input": concerns,
+        }
+    )
 
 
 # ------------------------------------------------------------------------------ main
@@ -97,11 +201,18 @@ def main(argv: list[str] | None = None) -> NoReturn:
         _interrupted(exc)
     except click.ClickException as exc:
         exc.show(file=_EscapedStderr())  # type: ignore[arg-type]
-        sys.exit(2 if isinstance(exc, click.UsageError | click.BadParameter) else exc.exit_code)
+        code = 2 if isinstance(exc, click.UsageError | click.BadParameter) else exc.exit_code
+        if _json_requested(args):
+            param = getattr(exc, "param", None)
+            option = param.opts[0] if param is not None and param.opts else None
+            _failure_json(args, exc.format_message(), code, option)
+        sys.exit(code)
     except BundlerError as exc:
         if verbose:  # the traceback quotes the message too
             _say("".join(shown(line) + "\n" for line in traceback.format_exc().splitlines()))
         _say(f"evalbook-bundle: error: {shown(exc.message)}\n")
+        if _json_requested(args):
+            _failure_json(args, exc.message, exc.exit_code)
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(1)

@@ -15,6 +15,7 @@ from typing import Any, BinaryIO, TypeVar
 import click
 import orjson
 
+from bundler.archive_reader import DEFAULT_MAX_BYTES
 from bundler.errors import (
     BundlerError,
     InputError,
@@ -233,17 +234,93 @@ class _ArchiveOrUrl(click.ParamType[Any]):
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _quiet_option(command: F) -> F:
+    """-q/--quiet, the same everywhere (SPEC 7): stderr carries errors and security
+    warnings only; the result on stdout is unchanged."""
+    return click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        help="No progress or notes on stderr (errors and warnings still); stdout unchanged.",
+    )(command)
+
+
+def _key_option(*, required: bool = False) -> Callable[[F], F]:
+    """--key: an OpenSSH Ed25519 private key to sign with, the same name everywhere."""
+    return click.option(
+        "--key",
+        "key_path",
+        required=required,
+        type=click.Path(path_type=Path),
+        help="OpenSSH Ed25519 private key to sign with (passphrase from "
+        "$EVALBOOK_SIGN_PASSPHRASE).",
+    )
+
+
+def _sign_key_option(command: F) -> F:
+    """--key as export and export-eb take it: the signature goes inside the bundle."""
+    return click.option(
+        "--key",
+        "sign_key",
+        type=click.Path(path_type=Path),
+        help="OpenSSH Ed25519 private key: sign the head and embed bundle-head.json.sig "
+        "(passphrase from $EVALBOOK_SIGN_PASSPHRASE).",
+    )(command)
+
+
+def _endpoint_option(command: F) -> F:
+    return click.option(
+        "--endpoint-url",
+        metavar="URL",
+        help="S3 endpoint for s3:// locations (default $AWS_ENDPOINT_URL_S3, else AWS).",
+    )(command)
+
+
+def _max_bytes_option(command: F) -> F:
+    return click.option(
+        "--max-bytes",
+        type=click.IntRange(1),
+        default=DEFAULT_MAX_BYTES,
+        show_default="64 GiB",
+        metavar="BYTES",
+        help="Refuse archives that decompress to more than BYTES (a guard against "
+        "decompression bombs).",
+    )(command)
+
+
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,200}", re.ASCII)
+
+
+def _out_in_directory(out: str, name: str, option: str) -> Path:
+    """``--out`` as `cp` reads a destination: an existing directory (or a name ending
+    in /) receives ``name`` inside it; anything else is the file itself.
+
+    Raises UsageError (exit 2) for a trailing-slash directory that does not exist, or a
+    ``name`` that cannot be a plain file name.
+    """
+    path = Path(out)
+    if out.endswith("/") and not path.is_dir():
+        raise UsageError(f"{option} {out!r}: no such directory")
+    if not path.is_dir():
+        return path
+    if not _FILE_NAME.fullmatch(name):
+        raise UsageError(f"{option} {out!r}: {name!r} is not a plain file name; give a file")
+    return path / name
+
+
 def _archive_options(command: F) -> F:
     """--exported-at and --level, shared by export and export-eb."""
     command = click.option(
         "--level",
         type=click.IntRange(1, 19),
+        metavar="1-19",
         default=3,
         show_default=True,
         help="zstd level (1-19 keep the window within 8 MiB).",
     )(command)
     return click.option(
         "--exported-at",
+        metavar="TIME",
         help="RFC 3339 UTC time recorded in the bundle (default $SOURCE_DATE_EPOCH, else now).",
     )(command)
 

@@ -12,11 +12,12 @@ import orjson
 
 from bundler.cli.app import cli
 from bundler.cli.common import (
-    EPILOG_EXIT,
     _chunk_progress,
     _emit_json,
+    _endpoint_option,
     _parse_timestamp,
     _ProgressLine,
+    _quiet_option,
     _say,
     _signer,
     _storage_config,
@@ -73,18 +74,23 @@ def _upload(
     finally:
         line.done()
     info: dict[str, Any] = uploaded.as_dict()
-    if not quiet:
-        state = "already archived" if uploaded.status.value == "already_archived" else "uploaded"
-        _say(
-            f"Upload:      {state}: {shown(uploaded.url)} ({uploaded.size} bytes, checksum {uploaded.checksum_algorithm})\n"
-        )
-        for sig in uploaded.signatures:
-            state = "already stored" if sig.status.value == "already_archived" else "stored"
-            _say(f"Signature:   {state}: {shown(sig.url)}\n")
     return info
 
 
-def _sign_stored(url: str, key_path: Path, endpoint_url: str | None, quiet: bool) -> None:
+def _upload_text(info: dict[str, Any]) -> str:
+    """The human form of an upload result (``_upload``'s dict), for stdout."""
+    state = "already archived" if info["status"] == "already_archived" else "uploaded"
+    lines = [
+        f"Upload:      {state}: {shown(info['url'])} "
+        f"({info['size']} bytes, checksum {shown(info['checksum_algorithm'])})"
+    ]
+    for sig in info.get("signatures", []):
+        sig_state = "already stored" if sig["status"] == "already_archived" else "stored"
+        lines.append(f"Signature:   {sig_state}: {shown(sig['url'])}")
+    return "\n".join(lines) + "\n"
+
+
+def _sign_stored(url: str, key_path: Path, endpoint_url: str | None, quiet: bool) -> dict[str, Any]:
     """``sign s3://...``: verify the stored bundle, sign its head, and add the signature
     beside the archive (a countersignature when it is signed already)."""
     from bundler import storage
@@ -105,27 +111,39 @@ def _sign_stored(url: str, key_path: Path, endpoint_url: str | None, quiet: bool
     stored = storage.add_signature(
         location, sign(head_of(contents)).encode("ascii"), config=_storage_config(endpoint_url)
     )
-    click.echo(shown(stored.url))
-    if not quiet:
-        state = "already stored" if stored.status.value == "already_archived" else "stored"
-        _say(
-            f"Signed:      head of {shown(result.bundle_digest)} ({shown(result.report_id)}) "
-            f"-> {shown(stored.url)} ({state})\n"
-        )
+    return {
+        "schema": "evalbook.signed.v1",
+        "bundle": url,
+        "bundle_digest": result.bundle_digest,
+        "report_id": result.report_id,
+        "signature": stored.url,
+        "state": "already_stored" if stored.status.value == "already_archived" else "stored",
+    }
 
 
-@cli.command(epilog=EPILOG_EXIT)
+@cli.command(
+    examples=[
+        "evalbook-bundle upload evalbook-bundle-rpt-x.tar.zst s3://archive/eval",
+        "evalbook-bundle upload bundle.tar.zst s3://archive/eval --retain-until 2033-01-01T00:00:00Z",
+        "AWS_ENDPOINT_URL_S3=http://127.0.0.1:8333 evalbook-bundle upload bundle.tar.zst "
+        "s3://archive/eval --json | jq -r .key",
+    ]
+)
 @click.argument("bundle", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("destination")
-@click.option("--retain-until", help="S3 Object Lock: keep the object until this RFC 3339 time.")
+@click.option(
+    "--retain-until",
+    metavar="TIME",
+    help="S3 Object Lock: keep the object until this RFC 3339 time (bucket needs Object Lock).",
+)
 @click.option(
     "--retention-mode",
     type=click.Choice(["GOVERNANCE", "COMPLIANCE"]),
     help="Object Lock mode (with --retain-until; default GOVERNANCE).",
 )
-@click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-@click.option("--quiet", is_flag=True)
+@_endpoint_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout: what was stored.")
+@_quiet_option
 def upload(
     bundle: Path,
     destination: str,
@@ -138,27 +156,41 @@ def upload(
     """Verify BUNDLE, then store it under s3://bucket/prefix without ever overwriting.
 
     The key is <prefix>/reports/bundles/<report_id>/<bundle-digest-hex>.tar.zst; an
-    identical archive already there is reported as already archived. A sidecar
-    BUNDLE.sig is stored beside it. Credentials come from the standard AWS chain.
+    identical archive already there is reported as already archived. The signatures
+    beside it (BUNDLE.sig, BUNDLE.sig.<hex>) are stored beside the object. Credentials
+    come from the standard AWS chain.
     """
     if retention_mode is not None and retain_until is None:
         raise UsageError("--retention-mode needs --retain-until")
     until = _parse_timestamp(retain_until, "--retain-until") if retain_until is not None else None
     info = _upload(bundle, destination, endpoint_url, quiet, until, retention_mode)
     if as_json:
-        _emit_json(info)
+        _emit_json({"schema": "evalbook.upload.v1", **info})
     else:
-        click.echo(f"s3://{info['bucket']}/{info['key']}")
+        click.echo(_upload_text(info), nl=False)
 
 
-@cli.command("list", epilog=EPILOG_EXIT)
+@cli.command(
+    "list",
+    examples=[
+        "evalbook-bundle list s3://archive/eval",
+        "evalbook-bundle list s3://archive/eval --report rpt-x",
+        "evalbook-bundle list s3://archive/eval --json | jq -r 'select(.signed|not) | .key'",
+    ],
+)
 @click.argument("prefix")
 @click.option("--report", "report_id", help="Only the bundles of this report id.")
-@click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
+@_endpoint_option
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines on stdout, one bundle per line.")
-def list_cmd(prefix: str, report_id: str | None, endpoint_url: str | None, as_json: bool) -> None:
+@_quiet_option
+def list_cmd(
+    prefix: str, report_id: str | None, endpoint_url: str | None, as_json: bool, quiet: bool
+) -> None:
     """List the bundles stored under s3://bucket/prefix (report id, digest, size, time,
-    and how many signatures are stored beside each; they are not checked here)."""
+    and how many signatures are stored beside each; they are not checked here).
+
+    One bundle per line on stdout; the count goes to stderr.
+    """
     from bundler import storage
 
     location = storage.parse_s3_url(prefix)
@@ -168,7 +200,8 @@ def list_cmd(prefix: str, report_id: str | None, endpoint_url: str | None, as_js
     ):
         count += 1
         if as_json:
-            sys.stdout.buffer.write(orjson.dumps(item.as_dict()) + b"\n")
+            line = {"schema": "evalbook.list_line.v1", **item.as_dict()}
+            sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
         else:
             signed = f"signed({len(item.signature_keys)})" if item.signed else "unsigned"
             click.echo(
@@ -176,16 +209,26 @@ def list_cmd(prefix: str, report_id: str | None, endpoint_url: str | None, as_js
                 f"{item.last_modified.isoformat()}  {signed:<10}  "
                 f"s3://{location.bucket}/{shown(item.key)}"
             )
-    if not as_json:
+    sys.stdout.flush()
+    if not quiet:
         _say(f"{count} bundle(s)\n")
 
 
-@cli.command(epilog=EPILOG_EXIT)
+@cli.command(
+    examples=[
+        "evalbook-bundle download s3://archive/eval/reports/bundles/rpt-x/HEX.tar.zst .",
+        "evalbook-bundle download s3://archive/eval/reports/bundles/rpt-x/HEX.tar.zst copy.tar.zst",
+        "evalbook-bundle download s3://archive/eval/reports/bundles/rpt-x/HEX.tar.zst - | "
+        "zstd -dc | tar -t",
+    ]
+)
 @click.argument("source")
 @click.argument("path")
-@click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-@click.option("--quiet", is_flag=True)
+@_endpoint_option
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object on stdout: what was written where."
+)
+@_quiet_option
 def download(source: str, path: str, endpoint_url: str | None, as_json: bool, quiet: bool) -> None:
     """Download s3://bucket/key to PATH, only if its bytes hash to its sha256 metadata.
 
@@ -217,7 +260,8 @@ def download(source: str, path: str, endpoint_url: str | None, as_json: bool, qu
             line.done()
         if not quiet:
             _say(
-                f"Download:    {shown(result.url)} -> stdout ({result.size} bytes, sha256 matches metadata)\n"
+                f"Download:    {shown(result.url)} -> stdout ({result.size} bytes, "
+                "sha256 matches metadata)\n"
             )
         return
     target = storage.download_path(src, path)
@@ -228,12 +272,11 @@ def download(source: str, path: str, endpoint_url: str | None, as_json: bool, qu
     finally:
         line.done()
     if as_json:
-        _emit_json(result.as_dict())
-    else:
-        click.echo(shown(result.path))
-    if not quiet:
-        _say(
-            f"Download:    {shown(result.url)} -> {shown(result.path)} ({result.size} bytes, sha256 matches metadata)\n"
-        )
-        for sig_path in result.signature_paths:
-            _say(f"Signature:   {shown(sig_path)}\n")
+        _emit_json({"schema": "evalbook.download.v1", **result.as_dict()})
+        return
+    lines = [
+        f"Download:    {shown(result.url)} -> {shown(result.path)} ({result.size} bytes, "
+        "sha256 matches metadata)"
+    ]
+    lines += [f"Signature:   {shown(sig_path)}" for sig_path in result.signature_paths]
+    click.echo("\n".join(lines))

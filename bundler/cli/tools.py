@@ -3,72 +3,175 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from bundler import canonical
 from bundler.cli.app import cli
-from bundler.cli.common import EPILOG_EXIT, _read_input, _source_name
+from bundler.cli.common import F, _emit_json, _read_input, _say, _source_name
 from bundler.digests import bytes_digest, framed_digest, json_digest
-from bundler.errors import (
-    UsageError,
+from bundler.errors import InputError, UsageError
+from bundler.textsafe import shown
+
+
+def _quiet_option(command: F) -> F:
+    return click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr but errors.")(
+        command
+    )
+
+
+@cli.command(
+    examples=[
+        "evalbook-bundle digest archive.tar.zst",
+        "evalbook-bundle digest --canonical body.json envelope.json",
+        "cat body.json | evalbook-bundle digest --canonical -",
+        "evalbook-bundle digest --json *.json | jq -r .digest",
+        "evalbook-bundle digest --framed evalbook/scorer-version-sha256/v1 scorer.json=scorer.json files/x.py=x.py",
+    ]
 )
-
-
-@cli.command(epilog=EPILOG_EXIT)
-@click.argument("file", required=False)
-@click.option("--json", "mode", flag_value="json", help="JSON digest: sha256 of the RFC 8785 form.")
+@click.argument("files", nargs=-1)
 @click.option(
-    "--raw", "mode", flag_value="raw", default=True, help="Digest of the bytes (default)."
+    "--canonical",
+    "mode",
+    flag_value="canonical",
+    help="JSON digest: sha256 of the RFC 8785 (JCS) form; rejects what JCS rejects.",
+)
+@click.option(
+    "--raw", "mode", flag_value="raw", default=True, help="sha256 of the bytes (the default)."
 )
 @click.option(
     "--framed",
     "framed_tag",
     metavar="TAG",
-    help="Framed digest v1 with TAG over NAME=FILE components.",
+    help="Framed digest v1 with TAG over the NAME=FILE components given, in that order.",
 )
-@click.argument("components", nargs=-1)
-@click.option("--as-json", "as_json", is_flag=True, hidden=True)
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per digest on stdout (JSON Lines)."
+)
+@_quiet_option
 def digest(
-    file: str | None, mode: str, framed_tag: str | None, components: tuple[str, ...], as_json: bool
+    files: tuple[str, ...], mode: str, framed_tag: str | None, as_json: bool, quiet: bool
 ) -> None:
-    """Print a digest (sha256:...) of FILE or - (stdin).
+    """Print the digest (sha256:...) of each FILE, or of - (stdin).
 
-    \b
-    digest FILE|-            sha256 of the bytes
-    digest --json FILE|-     JSON digest (rejects what RFC 8785 rejects)
-    digest --framed TAG NAME=FILE [NAME=FILE ...]   framed digest v1, in the order given
+    One FILE prints its digest alone; several print "DIGEST  FILE" lines. A FILE that
+    cannot be read (or, with --canonical, is not JSON) is reported and the rest are still
+    digested; the exit code is then 3.
     """
     if framed_tag is not None:
-        parts = ([file] if file else []) + list(components)
-        if not parts:
-            raise UsageError("--framed needs NAME=FILE components")
-        pairs = []
-        for part in parts:
-            name, sep, path = part.partition("=")
-            if not sep or not name:
-                raise UsageError(f"{part!r}: components are NAME=FILE")
-            pairs.append((name, _read_input(path)))
-        try:
-            framed_tag.encode("ascii")
-        except UnicodeEncodeError as exc:
-            raise UsageError("the framed digest TAG is ASCII") from exc
-        click.echo(framed_digest(framed_tag, pairs))
+        if mode == "canonical":
+            raise UsageError("--framed and --canonical: choose one")
+        _framed(framed_tag, files, as_json)
         return
-    if file is None or components:
-        raise UsageError("give exactly one FILE (or - for stdin)")
-    data = _read_input(file)
-    if mode == "json":
-        click.echo(json_digest(canonical.loads(data, source=_source_name(file))))
+    if not files:
+        raise UsageError("give a FILE (or - for stdin)")
+    if files.count("-") > 1:
+        raise UsageError("- (stdin) can be given once")
+    failed = 0
+    for file in files:
+        try:
+            data = _read_input(file)
+            if mode == "canonical":
+                value = json_digest(canonical.loads(data, source=_source_name(file)))
+            else:
+                value = bytes_digest(data)
+        except InputError as exc:
+            if len(files) == 1:
+                raise
+            failed += 1
+            _say(f"evalbook-bundle: error: {shown(exc.message)}\n")
+            if as_json:
+                _emit_json(_error_line("digest", exc, file))
+            continue
+        if as_json:
+            _emit_json(
+                {
+                    "schema": "evalbook.digest.v1",
+                    "source": _source_name(file),
+                    "kind": mode,
+                    "digest": value,
+                }
+            )
+        elif len(files) == 1:
+            click.echo(value)
+        else:
+            click.echo(f"{value}  {shown(_source_name(file))}")
+    if failed:
+        sys.exit(3)
+
+
+def _error_line(command: str, exc: InputError, file: str) -> dict[str, Any]:
+    """One input's failure among several, in the shape ``main`` gives a failed command."""
+    return {
+        "schema": "evalbook.error.v1",
+        "command": command,
+        "error": exc.message,
+        "exit_code": exc.exit_code,
+        "input": _source_name(file),
+    }
+
+
+def _framed(tag: str, parts: tuple[str, ...], as_json: bool) -> None:
+    if not parts:
+        raise UsageError("--framed needs NAME=FILE components")
+    try:
+        tag.encode("ascii")
+    except UnicodeEncodeError as exc:
+        raise UsageError("--framed: the TAG is ASCII") from exc
+    pairs = []
+    for part in parts:
+        name, sep, path = part.partition("=")
+        if not sep or not name:
+            raise UsageError(f"{part!r}: --framed components are NAME=FILE")
+        pairs.append((name, _read_input(path)))
+    value = framed_digest(tag, pairs)
+    if as_json:
+        _emit_json(
+            {
+                "schema": "evalbook.digest.v1",
+                "source": None,
+                "kind": "framed",
+                "tag": tag,
+                "components": [name for name, _ in pairs],
+                "digest": value,
+            }
+        )
     else:
-        click.echo(bytes_digest(data))
+        click.echo(value)
 
 
-@cli.command(epilog=EPILOG_EXIT)
+@cli.command(
+    examples=[
+        "evalbook-bundle canonicalize body.json | sha256sum",
+        "evalbook-bundle canonicalize - < body.json > body.jcs",
+        "evalbook-bundle canonicalize --json body.json | jq -r .digest",
+    ]
+)
 @click.argument("file")
-def canonicalize(file: str) -> None:
-    """Write the RFC 8785 (JCS) bytes of the JSON in FILE (or -) to stdout, nothing else."""
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='One JSON object on stdout: the JCS text as a string ("canonical") and its digest.',
+)
+@_quiet_option
+def canonicalize(file: str, as_json: bool, quiet: bool) -> None:
+    """Write the RFC 8785 (JCS) bytes of the JSON in FILE (or -) to stdout, nothing else.
+
+    sha256 of these bytes is the JSON digest `digest --canonical` prints.
+    """
     data = _read_input(file)
     out = canonical.dumps(canonical.loads(data, source=_source_name(file)))
+    if as_json:
+        _emit_json(
+            {
+                "schema": "evalbook.canonical.v1",
+                "source": _source_name(file),
+                "canonical": out.decode("utf-8"),
+                "digest": bytes_digest(out),
+            }
+        )
+        return
     sys.stdout.buffer.write(out)
     sys.stdout.flush()
