@@ -23,8 +23,9 @@ Memory stays flat: at most one decompressed block, one content chunk, one pax he
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -141,6 +142,74 @@ def _what_file(head: bytes) -> str:
         if head.startswith(magic):
             return f"{what}, not a zstd frame"
     return f"not a zstd frame (magic {head.hex()}; an uncompressed tar or another format)"
+
+
+class ArchiveTap:
+    """The raw archive bytes a reader consumes: their SHA-256, their count, progress.
+
+    ``attach(src)`` puts the tap between the archive file (or stream) and the reader;
+    every ``read`` passes through, is hashed and counted, and ``progress`` (if given)
+    receives the running count of compressed bytes. ``drain()`` reads what the reader
+    left, so that ``sha256`` and ``size`` cover the whole file. A tap never attached
+    (an extracted bag directory) has nothing to report.
+    """
+
+    def __init__(self, progress: Callable[[int], None] | None = None) -> None:
+        self._src: Readable | None = None
+        self._hasher = hashlib.sha256()
+        self._size = 0
+        self._progress = progress
+        self._eof = False
+
+    @property
+    def attached(self) -> bool:
+        return self._src is not None
+
+    @property
+    def size(self) -> int:
+        """Bytes read from the archive so far."""
+        return self._size
+
+    @property
+    def sha256(self) -> str:
+        """Lowercase hex SHA-256 of the bytes read so far (as ``sha256sum`` prints it)."""
+        return self._hasher.hexdigest()
+
+    @property
+    def complete(self) -> bool:
+        """True once the archive has been read to its end."""
+        return self._eof
+
+    def attach(self, src: Readable) -> ArchiveTap:
+        self._src = src
+        return self
+
+    def read(self, size: int, /) -> bytes:
+        if self._src is None:
+            raise ValueError("ArchiveTap.read before attach")
+        data = self._src.read(size)
+        if not data:
+            self._eof = size != 0 or self._eof
+            return data
+        self._hasher.update(data)
+        self._size += len(data)
+        if self._progress is not None:
+            self._progress(self._size)
+        return data
+
+    def drain(self) -> None:
+        """Read to the end of the archive, so the digest covers every byte of it."""
+        while self._src is not None and not self._eof:
+            self.read(_SOURCE_READ)
+
+    def drain_if_readable(self) -> None:
+        """``drain`` after the reader refused the archive: a file that cannot be read to
+        its end (or is closed) leaves the tap incomplete instead of raising. Errors of
+        the stream itself (an object altered at rest) still propagate."""
+        try:
+            self.drain()
+        except (OSError, ValueError):
+            return
 
 
 class ZstdStream:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from bundler import canonical
-from bundler.archive_reader import DEFAULT_MAX_BYTES, MAX_CASES, Member, iter_archive
+from bundler.archive_reader import DEFAULT_MAX_BYTES, MAX_CASES, ArchiveTap, Member, iter_archive
 from bundler.errors import ArchiveError, InputError
 from bundler.safe_extract import SafeExtractor
 
@@ -295,11 +295,20 @@ def _file_chunks(path: Path) -> Iterator[bytes]:
 
 
 def open_members(
-    location: str, *, max_bytes: int = DEFAULT_MAX_BYTES, stream: BinaryIO | None = None
+    location: str,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    stream: BinaryIO | None = None,
+    tap: ArchiveTap | None = None,
 ) -> Iterator[tuple[Member, Iterator[bytes]]]:
-    """Members of an archive file, an already-open archive stream, or a bag directory."""
+    """Members of an archive file, an already-open archive stream, or a bag directory.
+
+    ``tap``, for an archive, is attached between the file (or stream) and the reader:
+    once the members are read to their end it has hashed and counted the whole file
+    (whatever the reader left is drained). A bag directory leaves it unattached.
+    """
     if stream is not None:
-        yield from iter_archive(stream, source=location, max_bytes=max_bytes)
+        yield from _archive_members(stream, location, max_bytes, tap)
         return
     path = Path(location)
     if path.is_dir():
@@ -310,7 +319,26 @@ def open_members(
     except OSError as exc:
         raise InputError(f"{location}: cannot open ({exc.strerror})") from exc
     with fh:
-        yield from iter_archive(fh, source=location, max_bytes=max_bytes)
+        yield from _archive_members(fh, location, max_bytes, tap)
+
+
+def _archive_members(
+    raw: BinaryIO, location: str, max_bytes: int, tap: ArchiveTap | None
+) -> Iterator[tuple[Member, Iterator[bytes]]]:
+    if tap is None:
+        yield from iter_archive(raw, source=location, max_bytes=max_bytes)
+        return
+    try:
+        yield from iter_archive(tap.attach(raw), source=location, max_bytes=max_bytes)
+    except ArchiveError:
+        # Unreadable or unsafe: the file is still hashed whole, while it is open, so the
+        # record names the archive that was refused.
+        tap.drain_if_readable()
+        raise
+    try:
+        tap.drain()  # the reader stops at the verified end; nothing should be left
+    except OSError as exc:
+        raise ArchiveError(f"{location}: cannot read archive: {exc}") from exc
 
 
 def is_kept(rel: str, first_chunk: bytes, size: int) -> bool:

@@ -173,7 +173,13 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         strict=options.strict,
         claims=tuple(final),
         summary=summary,
+        report_result=run_result(summary),
     )
+
+
+def run_result(summary: dict[str, Any]) -> str:
+    """The run's own result as its pass rule gives it (recomputed): ``pass`` or ``fail``."""
+    return "pass" if summary["recomputed"]["run_passed"] else "fail"
 
 
 def case_leaves(contents: BagContents, bundle: dict[str, Any]) -> list[bytes]:
@@ -555,6 +561,7 @@ class _BundleVerifier:
         }
         if self.run is not None:
             facts["summary"] = _summary(self.run, MODE_BUNDLE, self.bundle["cases_tree"])
+            facts["report_result"] = run_result(facts["summary"])
         else:
             facts["summary"] = {
                 "mode": MODE_BUNDLE,

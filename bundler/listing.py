@@ -49,7 +49,9 @@ REASONS: dict[tuple[str, str], frozenset[str]] = {
     ("redacted", "example"): frozenset({"no_dataset_read_body"}),
     ("unavailable", "check"): frozenset({"missing_from_store"}),
     ("unavailable", "cases"): frozenset({"case_limit", "missing_from_store"}),
-    ("unavailable", "output"): frozenset({"payload_at_sso", "missing_from_store", "digest_mismatch"}),
+    ("unavailable", "output"): frozenset(
+        {"payload_at_sso", "missing_from_store", "digest_mismatch"}
+    ),
     ("unavailable", "artifact"): frozenset(
         {"payload_at_sso", "missing_from_store", "digest_mismatch"}
     ),
@@ -58,6 +60,57 @@ REASONS: dict[tuple[str, str], frozenset[str]] = {
     ("unavailable", "evidence_manifest"): frozenset({"missing_from_store", "digest_mismatch"}),
 }
 MISMATCH_REASONS = frozenset({"digest_mismatch", "scorer_digest_mismatch"})
+
+# Every reason an item can be listed for, in words for an auditor who has not read the
+# contract (SPEC 4.3 and 10.1; docs/format.md). verify and export print each reason
+# with its count and these words, on the console and in Markdown alike.
+REASON_EXPLANATIONS: dict[str, str] = {
+    "payload_at_sso": (
+        "the payload is over 262,144 bytes and kept in the store's large-object area (SSO), "
+        "which bundles do not carry, so its digest is listed, not its bytes"
+    ),
+    "removed_by_retention": (
+        "the dataset's retention policy removed the example body (named in retention.jsonl), "
+        "so only its digest remains"
+    ),
+    "scorer_version_missing": ("the scorer version the report pins no longer exists in the store"),
+    "scorer_digest_mismatch": (
+        "the pinned scorer version exists but now hashes differently from the digest the "
+        "report pins (the observed digest is in the detail), so it is left out"
+    ),
+    "case_limit": (
+        "the check has cases beyond the bundle's limit of 20,000 cases (counted over checks "
+        "in report order); those cases are counted, not included"
+    ),
+    "digest_mismatch": (
+        "the stored bytes no longer match the digest that refers to them, so the exporter "
+        "left them out rather than write bytes that cannot prove anything"
+    ),
+    "missing_from_store": (
+        "the item is referred to but was absent from the store the bundle was exported from"
+    ),
+    "no_dataset_read_body": (
+        "the exporting principal may not read dataset example bodies (lacks "
+        "dataset.read_body), so the examples and case outputs are listed, not included"
+    ),
+    "trace_capture_policy": (
+        "trace bodies stay in the tracing system by policy and are never exported; only "
+        "their digests are listed"
+    ),
+    "definition_missing": (
+        "the check's definition (its YAML or the script it names) was not found under the "
+        "project root"
+    ),
+    "definition_digest_mismatch": (
+        "the check's definition no longer gives the check_definition_sha256 the run "
+        "recorded (it changed after the run; the observed digest is in the detail)"
+    ),
+}
+
+
+def explain_reason(reason: str) -> str:
+    """The words for a listing reason; a reason the contract does not know says so."""
+    return REASON_EXPLANATIONS.get(reason, "a reason this contract does not define")
 
 
 @dataclass
@@ -121,9 +174,7 @@ class _Check:
         self.scorer_pins: dict[str, list[str]] = {}
         for c in checks:
             ref = c["scorer_ref"]
-            self.scorer_pins.setdefault(ref_of(ref["id"], ref["version"]), []).append(
-                ref["digest"]
-            )
+            self.scorer_pins.setdefault(ref_of(ref["id"], ref["version"]), []).append(ref["digest"])
         self.dataset_pins = {
             ref_of(r["id"], r["version"]): r["digest"] for r in report.get("dataset_refs", [])
         }
@@ -183,7 +234,9 @@ class _Check:
     def kind_dataset(self, e: dict[str, Any]) -> str | None:
         if problem := self._pinned(e, self.dataset_pins, "among the report's dataset_refs"):
             return problem
-        if any(ref_of(d["dataset_id"], d["version"]) == e["ref"] for d in self.f.bundle["datasets"]):
+        if any(
+            ref_of(d["dataset_id"], d["version"]) == e["ref"] for d in self.f.bundle["datasets"]
+        ):
             return "listed, yet the dataset manifest is in the bundle"
         return None
 

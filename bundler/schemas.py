@@ -52,6 +52,8 @@ SCHEMA_NAMES = (
     "verification",
     "audit",
     "eb-bundle",
+    "export-summary",
+    "export-eb-summary",
 )
 
 _REPR_LIMIT = 80

@@ -13,12 +13,13 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from bundler import bag, canonical, schemas
-from bundler.archive_reader import DEFAULT_MAX_BYTES
+from bundler import TOOL_NAME, __version__, bag, canonical, schemas
+from bundler.archive_reader import DEFAULT_MAX_BYTES, ArchiveTap
 from bundler.bag_reader import BagContents, Extractor, open_members, read_bag
 from bundler.digests import SCORER_TAG, FramedHasher, bytes_digest
 from bundler.errors import (
@@ -128,6 +129,57 @@ class Anchor:
 
 
 @dataclass(frozen=True)
+class ArchiveFacts:
+    """The archive file verify read: the SHA-256 (hex, as ``sha256sum`` prints it) and
+    size of exactly the bytes consumed, which is the whole file."""
+
+    sha256: str
+    size: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "size": self.size}
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The report's envelope as the bundle holds it (SPEC 3.2): current or superseded."""
+
+    status: str
+    superseded_by: str | None = None
+    superseded_at: str | None = None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "superseded_by": self.superseded_by,
+            "superseded_at": self.superseded_at,
+            "reason": self.reason,
+        }
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def archive_facts(tap: ArchiveTap) -> ArchiveFacts | None:
+    """What ``tap`` read, once it read a whole archive; None for a bag directory."""
+    if not tap.attached or not tap.complete:
+        return None
+    return ArchiveFacts(tap.sha256, tap.size)
+
+
+def _archive_after_error(tap: ArchiveTap) -> ArchiveFacts | None:
+    """The archive's facts when no verdict was possible: the rest is read, if it can be.
+
+    A StorageError (an object altered at rest shows at its end) propagates.
+    """
+    if tap.attached and not tap.complete:
+        tap.drain_if_readable()
+    return archive_facts(tap)
+
+
+@dataclass(frozen=True)
 class Verification:
     source: str
     verdict: Verdict
@@ -140,6 +192,12 @@ class Verification:
     claims: tuple[Claim, ...] = ()
     error: str | None = None
     summary: dict[str, Any] = field(default_factory=dict)  # kind-specific facts (eval-banana)
+    # The report's own result (EvalBook: the body's ``result``; eval-banana: pass or fail
+    # as ``run_passed`` recomputes), None when the report could not be read.
+    report_result: str | None = None
+    envelope: Envelope | None = None  # EvalBook bundles whose envelope is schema-valid
+    archive: ArchiveFacts | None = None  # None for a bag directory or a run directory
+    verified_at: str = field(default_factory=_now)
 
     @property
     def exit_code(self) -> int:
@@ -153,18 +211,40 @@ class Verification:
         counter = Counter(c.reason or "unknown" for c in self.claims if c.state is State.UNPROVABLE)
         return dict(sorted(counter.items()))
 
+    def strict_failed_by_reason(self) -> dict[str, int]:
+        """Under ``--strict``: the claims that failed only for being unprovable, by reason."""
+        counter = Counter(
+            c.reason for c in self.claims if c.state is State.FAILED and c.reason is not None
+        )
+        return dict(sorted(counter.items()))
+
+    def strict_forecast(self) -> str | None:
+        """What ``--strict`` would decide, for a verified result with unprovable claims
+        that was not strict; None where --strict would change nothing or was applied."""
+        if self.strict or self.verdict is not Verdict.VERIFIED:
+            return None
+        n = self.counts()["unprovable"]
+        if not n:
+            return None  # --strict would decide the same
+        return f"FAILED ({n} unprovable {_claims(n)} would fail)"
+
     def failures(self) -> list[Claim]:
         return [c for c in self.claims if c.state is State.FAILED]
 
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": "evalbook.verification.v1",
+            "tool": {"name": TOOL_NAME, "version": __version__},
+            "verified_at": self.verified_at,
             "source": self.source,
+            "archive": None if self.archive is None else self.archive.to_json(),
             "verdict": self.verdict.value,
             "bundle_schema": self.kind,
             "bundle_digest": self.bundle_digest,
             "report_id": self.report_id,
             "report_digest": self.report_digest,
+            "report_result": self.report_result,
+            "envelope": None if self.envelope is None else self.envelope.to_json(),
             "anchor": {
                 "expected_bundle_digest": self.anchor.expected_bundle_digest,
                 "expected_report_digest": self.anchor.expected_report_digest,
@@ -175,10 +255,15 @@ class Verification:
             "strict": self.strict,
             "counts": self.counts(),
             "unprovable_by_reason": self.unprovable_by_reason(),
+            "strict_forecast": self.strict_forecast(),
             "error": self.error,
             "summary": self.summary,
             "claims": [c.to_json() for c in self.claims],
         }
+
+
+def _claims(n: int) -> str:
+    return "claim" if n == 1 else "claims"
 
 
 @dataclass(frozen=True)
@@ -250,17 +335,42 @@ def read_and_verify(
     stream: BinaryIO | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[Verification, BagContents | None]:
-    """Like ``verify_bundle``, also returning what was read (None on verdict error)."""
+    """Like ``verify_bundle``, also returning what was read (None on verdict error).
+
+    ``progress`` receives a running count: of the archive's (compressed) bytes read,
+    whose total is the archive's size; for a bag directory, of the file bytes read.
+    The result names the archive read (``archive``: SHA-256 and size of the whole file).
+    """
+    tap = ArchiveTap(progress)
     try:
-        members = open_members(location, max_bytes=options.max_bytes, stream=stream)
-        contents = read_bag(members, source=location, progress=progress)
-        return verify_contents(contents, options), contents
+        members = open_members(location, max_bytes=options.max_bytes, stream=stream, tap=tap)
+        contents = read_bag(members, source=location, progress=_files_progress(tap, progress))
+        result = verify_contents(contents, options)
+        return replace(result, archive=archive_facts(tap)), contents
     except StorageError:
         raise  # the bucket, not the bundle, failed: exit 5, not a verdict
     except BundlerError as exc:
         return Verification(
-            source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
+            source=location,
+            verdict=Verdict.ERROR,
+            error=exc.message,
+            strict=options.strict,
+            archive=_archive_after_error(tap),
         ), None
+
+
+def _files_progress(
+    tap: ArchiveTap, progress: Callable[[int], None] | None
+) -> Callable[[int], None] | None:
+    """The file-bytes count for a bag directory; an archive's tap reports its own bytes."""
+    if progress is None:
+        return None
+
+    def on_files(done: int) -> None:
+        if not tap.attached:
+            progress(done)
+
+    return on_files
 
 
 def read_verified(
@@ -275,7 +385,9 @@ def read_verified(
     """
     result, contents = read_and_verify(location, options, stream=stream)
     if result.verdict is Verdict.ERROR or contents is None:
-        raise InputError(f"{location}: cannot be read as a bundle ({result.error}); refusing to {action}")
+        raise InputError(
+            f"{location}: cannot be read as a bundle ({result.error}); refusing to {action}"
+        )
     if result.verdict is not Verdict.VERIFIED:
         detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
         raise VerificationFailed(
@@ -308,6 +420,8 @@ def verify_contents(contents: BagContents, options: VerifyOptions) -> Verificati
         strict=options.strict,
         claims=tuple(final),
         summary=facts.get("summary", {}),
+        report_result=facts.get("report_result"),
+        envelope=facts.get("envelope"),
     )
 
 
@@ -335,8 +449,7 @@ def missing_bundle_hint(source: str) -> str:
     bags = [c for c in children if c.is_dir() and (c / "bagit.txt").is_file()]
     if len(bags) == 1 and len(children) == 1:
         return (
-            f"; this directory holds the bag {bags[0].name}/ (what extract wrote): "
-            f"verify {bags[0]}"
+            f"; this directory holds the bag {bags[0].name}/ (what extract wrote): verify {bags[0]}"
         )
     if (path / "report.json").is_file():
         return (
@@ -443,8 +556,12 @@ def check_bagit(
                 path=path,
             )
         elif path not in TAG_FILES:
-            claims.failed(1, "only the known tag files", "unexpected file at the bag root", path=path)
-    for path in sorted(d for d in contents.directories if d != "data" and not d.startswith("data/")):
+            claims.failed(
+                1, "only the known tag files", "unexpected file at the bag root", path=path
+            )
+    for path in sorted(
+        d for d in contents.directories if d != "data" and not d.startswith("data/")
+    ):
         claims.failed(
             1,
             "only the known tag files, at the bag root",
@@ -695,6 +812,7 @@ class _EvalBookVerifier:
         self.claims = Claims()
         self.listing = _Listing.of(bundle)
         self.report: dict[str, Any] | None = None
+        self.envelope: Envelope | None = None  # once the bundled envelope is schema-valid
         self.named: set[str] = {"data/bundle.json"}
         # Filled while checking cases: digest -> [(kind, location, check_id, size)]
         self.case_refs: dict[str, list[tuple[str, str, str, int]]] = {}
@@ -725,6 +843,8 @@ class _EvalBookVerifier:
             "bundle_digest": digest,
             "report_id": self.bundle["report"]["report_id"],
             "report_digest": self.bundle["report"]["digest"],
+            "report_result": None if self.report is None else self.report["result"],
+            "envelope": self.envelope,
         }
 
     # -- helpers -----------------------------------------------------------------------
@@ -815,6 +935,12 @@ class _EvalBookVerifier:
         else:
             try:
                 schemas.validate("envelope", env_value, source=env["path"])
+                self.envelope = Envelope(
+                    env_value["status"],
+                    env_value["superseded_by"],
+                    env_value["superseded_at"],
+                    env_value["superseded_reason"],
+                )
                 self.claims.compare(
                     3,
                     "envelope status",
@@ -925,12 +1051,16 @@ class _EvalBookVerifier:
         value, problem = parse_kept(self.c, desc_path, canonical_required=True)
         item = f"{entry['scorer_id']}@{entry['version']}"
         if value is None:
-            self.claims.failed(5, f"scorer {item} descriptor", problem or "malformed", path=desc_path)
+            self.claims.failed(
+                5, f"scorer {item} descriptor", problem or "malformed", path=desc_path
+            )
             return None
         try:
             schemas.validate("scorer", value, source=desc_path)
         except SchemaError as exc:
-            self.claims.failed(11, f"scorer {item} descriptor is schema-valid", exc.message, path=desc_path)
+            self.claims.failed(
+                11, f"scorer {item} descriptor is schema-valid", exc.message, path=desc_path
+            )
             return None
         if (value["scorer_id"], value["version"]) != (entry["scorer_id"], entry["version"]):
             self.claims.failed(
@@ -1616,9 +1746,7 @@ class _EvalBookVerifier:
                 if any(kind == "trace" or location == "traces" for kind, location, _, _ in uses):
                     problems.add("in the bundle, yet a case refers to it as a trace")
             for problem in sorted(problems):
-                self.claims.failed(
-                    11, f"payload {digest} agrees with its case references", problem
-                )
+                self.claims.failed(11, f"payload {digest} agrees with its case references", problem)
         if len(self.claims.items) == before:
             self.claims.proven(
                 11, "coherence: permissions, checks once each, payload references agree"
@@ -1720,10 +1848,13 @@ def extract_bundle(
     created = not destination.exists() and not destination.is_symlink()
     prepare_output_dir(destination)
     extractor = Extractor(destination, created=created)
+    tap = ArchiveTap(progress)
     try:
-        members = open_members(location, max_bytes=options.max_bytes, stream=stream)
-        contents = read_bag(members, source=location, extract=extractor, progress=progress)
-        result = verify_contents(contents, options)
+        members = open_members(location, max_bytes=options.max_bytes, stream=stream, tap=tap)
+        contents = read_bag(
+            members, source=location, extract=extractor, progress=_files_progress(tap, progress)
+        )
+        result = replace(verify_contents(contents, options), archive=archive_facts(tap))
         if result.verdict is Verdict.VERIFIED:
             extractor.check_intact()
     except StorageError:
@@ -1742,7 +1873,11 @@ def extract_bundle(
         ) from exc
     except BundlerError as exc:
         result = Verification(
-            source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
+            source=location,
+            verdict=Verdict.ERROR,
+            error=exc.message,
+            strict=options.strict,
+            archive=_archive_after_error(tap),
         )
     except OSError as exc:
         # Archive reads raise ArchiveError; an OSError here is writing the copy (disk

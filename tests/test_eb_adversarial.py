@@ -64,7 +64,7 @@ REPORT_DIGEST = sha((DEFAULT_RUN / "report.json").read_bytes())
 
 
 def measured(*args: str, timeout: float = 60) -> tuple[int, bytes, int, float]:
-    """(exit code, stderr, peak RSS in bytes, CPU seconds) of the CLI as a subprocess.
+    """(exit code, stdout + stderr, peak RSS in bytes, CPU seconds) of the CLI as a subprocess.
 
     CPU time (user + system) stands for the 10 s budget: it is the work the command
     did, and does not grow when other jobs load the machine; a hang is caught by the
@@ -75,7 +75,8 @@ def measured(*args: str, timeout: float = 60) -> tuple[int, bytes, int, float]:
     # Through a small launcher, so this worker's own memory is not counted (tests/measure.py).
     m = measure.spawn_measured(cmd, deadline=timeout)
     assert not m.killed and m.wall < timeout
-    return m.code, m.stderr, m.peak_bytes, m.cpu
+    # verify's result, where its error verdict is told, goes to stdout: both are read.
+    return m.code, m.stdout + m.stderr, m.peak_bytes, m.cpu
 
 
 def within_budget(rss: int, seconds: float) -> None:
@@ -330,12 +331,13 @@ def test_special_file_at_every_position_is_refused_promptly(
         planted.close()
     stderr = proc.stderr.decode()
     assert proc.returncode == 3, stderr
-    assert str(target) in stderr
+    # export-eb refuses with one error line; verify's result (its summary) is on stdout.
+    assert str(target) in (stderr if command == "export-eb" else proc.stdout.decode())
     if command == "export-eb":
         assert stderr.startswith("evalbook-bundle: error: ") and stderr.count("\n") == 1
         assert not out.exists()
     else:
-        assert "Verdict:     ERROR (no verdict possible)" in stderr
+        assert "Verdict:     ERROR (no verdict possible)" in proc.stdout.decode()
 
 
 def test_reader_refuses_each_kind_without_blocking(tmp_path: Path) -> None:

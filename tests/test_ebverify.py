@@ -215,8 +215,8 @@ def test_unreadable_run_directory_on_the_command_line(tmp_path: Path) -> None:
     (run / "report.json").write_bytes(b"not json")
     proc = run_cli("verify", str(run), "--project", str(PROJECT))
     assert proc.returncode == 3
-    assert "Verdict:     ERROR (no verdict possible)" in proc.stderr.decode()
-    assert str(run / "report.json") in proc.stderr.decode()
+    assert "Verdict:     ERROR (no verdict possible)" in proc.stdout.decode()
+    assert str(run / "report.json") in proc.stdout.decode()
 
 
 def test_check_file_disagreeing_with_report_fails_in_place(tmp_path: Path) -> None:
@@ -300,7 +300,7 @@ def test_project_pointing_elsewhere_in_place(tmp_path: Path) -> None:
     assert "the project root holds the run's definitions" in failed_subjects(strict)
     proc = run_cli("verify", str(DEFAULT_RUN), "--project", str(parent))
     assert proc.returncode == 0, proc.stderr.decode()
-    assert "Definitions: NONE FOUND: " in proc.stderr.decode()
+    assert "Definitions: NONE FOUND: " in proc.stdout.decode()
 
 
 def test_source_path_outside_recorded_root_in_place(tmp_path: Path) -> None:

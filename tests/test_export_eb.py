@@ -358,7 +358,8 @@ def test_same_exported_at_gives_identical_archives_across_processes(tmp_path: Pa
         env = {"SOURCE_DATE_EPOCH": str(int(EXPORTED_AT.timestamp()))} if not extra else None
         proc = export_cli(DEFAULT_RUN, PROJECT, "--out", str(out), *extra, env=env)
         assert proc.returncode == 0, proc.stderr.decode()
-        digest, path = proc.stdout.decode().strip().split("  ")
+        printed = dict(line.split(":", 1) for line in proc.stdout.decode().splitlines()[:3])
+        digest, path = printed["Bundle digest"].split()[0], printed["Archive"].strip()
         assert path == str(out)
         outs.append((digest, out.read_bytes()))
     outs.append(
@@ -466,7 +467,7 @@ def test_signed_export_embeds_a_head_signature(tmp_path: Path) -> None:
     assert files["bundle-head.json.sig"].startswith(b"-----BEGIN SSH SIGNATURE-----")
     verified = run_cli("verify", str(out), "--allowed-signers", str(signers))
     assert verified.returncode == 0, verified.stderr.decode()
-    assert "signed by auditor@example.org" in verified.stderr.decode()
+    assert "signed by auditor@example.org" in verified.stdout.decode()
 
 
 # --------------------------------------------------------------------------- definitions listed

@@ -61,7 +61,7 @@ def test_extract_writes_the_bag_and_it_verifies(
         out.mkdir()
     done = run_cli("extract", str(bundles[KEY]), str(out))
     assert done.returncode == 0, done.stderr.decode()
-    assert "Extracted:" in done.stderr.decode()
+    assert "Extracted:" in done.stdout.decode()
     expected = repack.open_bundle(bundles[KEY])
     bag_dir = out / expected.top
     assert [p.name for p in out.iterdir()] == [expected.top]
@@ -250,7 +250,7 @@ def test_hostile_mid_archive_leaves_nothing(
         out.mkdir()
     done = run_cli("extract", str(archive), str(out))
     assert done.returncode == 3
-    assert f"offset {offset}" in done.stderr.decode() and "checksum" in done.stderr.decode()
+    assert f"offset {offset}" in done.stdout.decode() and "checksum" in done.stdout.decode()
     if existing:
         assert out.is_dir() and tree(out) == []
     else:
@@ -270,7 +270,7 @@ def test_dotdot_member_leaves_nothing(existing: bool, tmp_path: Path) -> None:
         out.mkdir()
     done = run_cli("extract", str(archive), str(out))
     assert done.returncode == 3
-    assert "'..' path segment" in done.stderr.decode()
+    assert "'..' path segment" in done.stdout.decode()
     assert tree(work) == (["out"] if existing else [])
     assert not (tmp_path / "escaped.txt").exists() and not (work / "escaped.txt").exists()
 
@@ -287,7 +287,7 @@ def test_tampered_bundle_leaves_nothing(
         out.mkdir()
     done = run_cli("extract", str(archive), str(out))
     assert done.returncode == 1
-    assert "FAILED" in done.stderr.decode() and "data/cases/extra.jsonl" in done.stderr.decode()
+    assert "FAILED" in done.stdout.decode() and "data/cases/extra.jsonl" in done.stdout.decode()
     if existing:
         assert tree(out) == []
     else:

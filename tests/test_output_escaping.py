@@ -181,7 +181,7 @@ def _verify_in_process(path: Path) -> Any:
 def test_verify_console_and_markdown_escape_every_field(
     cls: str, hostile_bundles: dict[str, Path], tmp_path: Path
 ) -> None:
-    # One run writes both: the console summary on stderr and verification.md.
+    # One run writes both: the console summary on stdout and verification.md.
     out_dir = tmp_path / "out"
     proc = run_cli("verify", str(hostile_bundles[f"{cls}/fields"]), "--output-dir", str(out_dir))
     assert proc.returncode == 1, proc.stderr.decode()

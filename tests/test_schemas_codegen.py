@@ -42,12 +42,22 @@ SOURCE = "store/doc.json"
 def verification() -> dict[str, Any]:
     return {
         "schema": "evalbook.verification.v1",
+        "tool": {"name": "evalbook-bundle", "version": "0.1.0"},
+        "verified_at": "2026-12-01T09:30:00Z",
         "source": "bundles/rpt-every-reason.tar.zst",
+        "archive": {"sha256": digest("archive").removeprefix("sha256:"), "size": 7441},
         "verdict": "verified",
         "bundle_schema": "evalbook.reproducibility_bundle.v1",
         "bundle_digest": digest("bundle"),
         "report_id": "rpt-every-reason",
         "report_digest": digest("report"),
+        "report_result": "error",
+        "envelope": {
+            "status": "superseded",
+            "superseded_by": "rpt-clean",
+            "superseded_at": "2026-10-21T08:00:00Z",
+            "reason": "re_evaluation",
+        },
         "anchor": {
             "expected_bundle_digest": None,
             "expected_report_digest": digest("report"),
@@ -58,6 +68,7 @@ def verification() -> dict[str, Any]:
         "strict": False,
         "counts": {"proven": 2, "unprovable": 2, "failed": 0},
         "unprovable_by_reason": {"scorer_digest_mismatch": 1, "missing_from_store": 1},
+        "strict_forecast": "FAILED (2 unprovable claims would fail)",
         "error": None,
         "summary": {},
         "claims": [
@@ -120,9 +131,59 @@ def verification_error() -> dict[str, Any]:
         report_digest=None,
         counts={"proven": 0, "unprovable": 0, "failed": 0},
         unprovable_by_reason={},
+        strict_forecast=None,
+        report_result=None,
+        envelope=None,
+        archive=None,
         claims=[],
     )
     return doc
+
+
+def export_summary() -> dict[str, Any]:
+    return {
+        "path": "evalbook-bundle-rpt-every-reason.tar.zst",
+        "report_id": "rpt-every-reason",
+        "bundle_digest": digest("bundle"),
+        "report_digest": digest("report"),
+        "archive_sha256": digest("archive"),
+        "archive_size": 7441,
+        "exported_at": "2026-11-30T00:00:00Z",
+        "counts": {
+            "scorers": 1,
+            "datasets": 2,
+            "examples": 0,
+            "checks": 4,
+            "cases_total": 26,
+            "cases_exported": 26,
+            "payloads": 0,
+            "unavailable": 7,
+            "redacted": 45,
+        },
+        "unavailable_by_reason": {"digest_mismatch": 1, "missing_from_store": 4},
+        "redacted_by_reason": {"no_dataset_read_body": 44, "trace_capture_policy": 1},
+    }
+
+
+def export_summary_uploaded() -> dict[str, Any]:
+    doc = export_summary()
+    doc["upload"] = {"status": "uploaded", "url": "s3://archive/eval/reports/bundles/x"}
+    return doc
+
+
+def export_eb_summary() -> dict[str, Any]:
+    return {
+        "path": "eval-banana-bundle-20261130_022618_e23eabf2.tar.zst",
+        "run_id": "20261130_022618_e23eabf2",
+        "bundle_digest": digest("bundle"),
+        "report_digest": digest("report"),
+        "archive_sha256": digest("archive"),
+        "archive_size": 8711,
+        "exported_at": "2026-11-30T03:00:00Z",
+        "run_passed": False,
+        "counts": {"checks": 9, "run_files": 20, "definition_files": 13, "unavailable": 1},
+        "unavailable_by_reason": {"definition_missing": 1},
+    }
 
 
 def _field(name: str, outcome: str, issued: Any, derived: Any) -> dict[str, Any]:
@@ -344,6 +405,8 @@ SEEDS.update(
         "audit": [audit, audit_error],
         "case-proof": [case_proof, case_proof_with_bytes],
         "eb-bundle": [eb_bundle],
+        "export-summary": [export_summary, export_summary_uploaded],
+        "export-eb-summary": [export_eb_summary],
     }
 )
 

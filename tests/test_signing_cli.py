@@ -239,10 +239,10 @@ def test_verify_with_allowed_signers_names_signer_and_key(
         "verify", str(signed.archive), "--allowed-signers", str(allowed), "--identity", "alice"
     )
     assert done.returncode == 0, done.stderr.decode()
-    assert done.stdout == b""
-    assert _line(done.stderr, "Anchor") == f"signed by alice, key {keys.fingerprint(keys.alice)}"
-    assert _line(done.stderr, "Verdict") == "VERIFIED"
-    assert _line(done.stderr, "Failed") == "0"
+    assert done.stderr == b""
+    assert _line(done.stdout, "Anchor") == f"signed by alice, key {keys.fingerprint(keys.alice)}"
+    assert _line(done.stdout, "Verdict") == "VERIFIED"
+    assert _line(done.stdout, "Failed") == "0 claims"
 
 
 def test_verify_without_identity_names_the_allowed_principals(
@@ -264,7 +264,9 @@ def test_head_names_the_printed_bundle_digest_and_anchors_verify(
     signed: Signed, keys: Keys, tmp_path: Path
 ) -> None:
     bag = signed.bag
-    printed_digest, printed_path = signed.stdout.rstrip("\n").split("  ")
+    printed = dict(line.split(":", 1) for line in signed.stdout.splitlines()[:3])
+    printed_digest = printed["Bundle digest"].split()[0]
+    printed_path = printed["Archive"].strip()
     assert printed_path == str(signed.archive)
     head_bytes = (bag / HEAD).read_bytes()
     head = json.loads(head_bytes)
@@ -285,7 +287,7 @@ def test_head_names_the_printed_bundle_digest_and_anchors_verify(
 
     done = run_cli("verify", str(signed.archive), "--expect-bundle-digest", head["bundle_digest"])
     assert done.returncode == 0, done.stderr.decode()
-    assert _line(done.stderr, "Anchor") == f"expected bundle digest {printed_digest}"
+    assert _line(done.stdout, "Anchor") == f"expected bundle digest {printed_digest}"
 
     allowed = _allowed(tmp_path / "allowed_signers", f"alice {keys.public(keys.alice)}")
     done = run_cli(
@@ -294,15 +296,15 @@ def test_head_names_the_printed_bundle_digest_and_anchors_verify(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
     fingerprint = keys.fingerprint(keys.alice)
-    assert _line(done.stderr, "Anchor") == (
+    assert _line(done.stdout, "Anchor") == (
         f"signed by alice, key {fingerprint}; expected bundle digest {printed_digest}"
     )
 
     wrong = "sha256:" + hashlib.sha256(b"another bundle").hexdigest()
     done = run_cli("verify", str(signed.archive), "--expect-bundle-digest", wrong)
     assert done.returncode == 1
-    assert _line(done.stderr, "Verdict") == "FAILED"
-    assert wrong in done.stderr.decode()
+    assert _line(done.stdout, "Verdict") == "FAILED"
+    assert wrong in done.stdout.decode()
 
 
 def test_signed_bundle_without_allowed_signers_is_self_consistent_only(signed: Signed) -> None:
@@ -428,14 +430,14 @@ def test_signature_made_by_ssh_keygen_verifies_with_ours(
         "--signature", str(theirs),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
-    assert _line(done.stderr, "Anchor") == f"signed by alice, key {keys.fingerprint(keys.alice)}"
+    assert _line(done.stdout, "Anchor") == f"signed by alice, key {keys.fingerprint(keys.alice)}"
     # The same file dropped beside the archive is picked up as the sidecar.
     shutil.copyfile(theirs, f"{unsigned}.sig")
     done = run_cli(
         "verify", str(unsigned), "--allowed-signers", str(allowed), "--identity", "alice"
     )
     assert done.returncode == 0, done.stderr.decode()
-    assert _line(done.stderr, "Verdict") == "VERIFIED"
+    assert _line(done.stdout, "Verdict") == "VERIFIED"
 
 
 # ---------------------------------------------------------------- refused signatures
@@ -528,14 +530,13 @@ def test_refused_by_ours_and_by_ssh_keygen(
         "--identity", refusal.identity, "--signature", str(refusal.signature),
     )  # fmt: skip
     assert done.returncode == 1, done.stderr.decode()
-    assert done.stdout == b""
-    stderr = done.stderr.decode()
-    assert _line(done.stderr, "Verdict") == "FAILED"
-    assert _line(done.stderr, "Failed") == "1"
-    failure = [x for x in stderr.splitlines() if x.startswith("  - [2] signature:")]
-    assert len(failure) == 1, stderr
+    stdout = done.stdout.decode()
+    assert _line(done.stdout, "Verdict") == "FAILED"
+    assert _line(done.stdout, "Failed") == "1 claim"
+    failure = [x for x in stdout.splitlines() if x.startswith("  - [2 bundle] signature:")]
+    assert len(failure) == 1, stdout
     assert refusal.needle in failure[0]
-    assert "signed by" not in _line(done.stderr, "Anchor")
+    assert "signed by" not in _line(done.stdout, "Anchor")
 
 
 def test_signature_over_another_bundle_made_by_our_sign_is_refused(
@@ -552,7 +553,7 @@ def test_signature_over_another_bundle_made_by_our_sign_is_refused(
         "verify", str(unsigned), "--allowed-signers", str(allowed), "--identity", "alice"
     )
     assert done.returncode == 1
-    assert "does not match the signed bytes" in done.stderr.decode()
+    assert "does not match the signed bytes" in done.stdout.decode()
 
 
 def test_bundle_without_any_signature_fails_when_signers_are_given(
@@ -561,10 +562,9 @@ def test_bundle_without_any_signature_fails_when_signers_are_given(
     allowed = _allowed(tmp_path / "allowed_signers", f"alice {keys.public(keys.alice)}")
     done = run_cli("verify", str(unsigned), "--allowed-signers", str(allowed))
     assert done.returncode == 1, done.stderr.decode()
-    assert done.stdout == b""
-    assert _line(done.stderr, "Verdict") == "FAILED"
-    assert "no signature: neither bundle-head.json.sig nor a sidecar" in done.stderr.decode()
-    assert "signed by" not in _line(done.stderr, "Anchor")
+    assert _line(done.stdout, "Verdict") == "FAILED"
+    assert "no signature: neither bundle-head.json.sig nor a sidecar" in done.stdout.decode()
+    assert "signed by" not in _line(done.stdout, "Anchor")
 
 
 def test_empty_allowed_signers_is_an_input_error(signed: Signed, tmp_path: Path) -> None:
@@ -625,7 +625,7 @@ def test_encrypted_key_needs_the_passphrase_from_the_environment(
     )
     assert done.returncode == 0, done.stderr.decode()
     assert (
-        _line(done.stderr, "Anchor") == f"signed by carol, key {keys.fingerprint(keys.encrypted)}"
+        _line(done.stdout, "Anchor") == f"signed by carol, key {keys.fingerprint(keys.encrypted)}"
     )
 
 

@@ -30,6 +30,7 @@ from pytest_socket import SocketBlockedError, disable_socket, enable_socket
 from bundler import schemas
 from bundler.bag_reader import MAX_DOCUMENT_BYTES
 from bundler.errors import SchemaError
+from bundler.listing import REASON_EXPLANATIONS
 from bundler.verify import State, Verdict, VerifyOptions, verify_bundle
 
 REPO = Path(__file__).resolve().parents[1]
@@ -178,7 +179,7 @@ def test_strict_fails_every_bundle_that_lists_anything(bundles: dict[str, Path])
 def test_strict_passes_a_bundle_with_nothing_listed(bundles: dict[str, Path]) -> None:
     done = run_cli("verify", "--strict", str(bundles["rpt-clean/alice"]))
     assert done.returncode == 0, done.stderr.decode()
-    assert labels(done.stderr)["Verdict"].startswith("VERIFIED")
+    assert labels(done.stdout)["Verdict"].startswith("VERIFIED")
 
 
 # -------------------------------------------------------------------------- offline
@@ -237,7 +238,7 @@ def test_directory_with_a_symlink_is_refused(bundles: dict[str, Path], tmp_path:
     (root / "data" / "passwd").symlink_to("/etc/passwd")
     done = run_cli("verify", str(root))
     assert done.returncode == 3
-    (line,) = error_lines(done.stderr)
+    (line,) = error_lines(done.stdout)
     assert "data/passwd" in line and "symbolic link" in line
 
 
@@ -249,7 +250,7 @@ def test_directory_replaced_by_a_symlink_is_refused(
     link.symlink_to(root, target_is_directory=True)
     done = run_cli("verify", str(link))
     assert done.returncode == 3
-    assert len(error_lines(done.stderr)) == 1
+    assert len(error_lines(done.stdout)) == 1
 
 
 def test_directory_with_a_fifo_is_refused(bundles: dict[str, Path], tmp_path: Path) -> None:
@@ -257,7 +258,7 @@ def test_directory_with_a_fifo_is_refused(bundles: dict[str, Path], tmp_path: Pa
     os.mkfifo(root / "data" / "pipe")
     done = run_cli("verify", str(root), timeout=30)
     assert done.returncode == 3
-    (line,) = error_lines(done.stderr)
+    (line,) = error_lines(done.stdout)
     assert "data/pipe" in line and "not a regular file" in line
 
 
@@ -351,20 +352,22 @@ def test_console_summary_has_every_label(bundles: dict[str, Path]) -> None:
     assert found["Report"].split() == [result["report_id"], result["report_digest"]]
     assert found["Verdict"] == "VERIFIED"
     for state in ("proven", "unprovable", "failed"):
-        assert found[state.capitalize()] == str(result["counts"][state])
+        n = result["counts"][state]
+        assert found[state.capitalize()] == f"{n} claim" + ("" if n == 1 else "s")
     text = done.stderr.decode()
     for reason, count in result["unprovable_by_reason"].items():
-        assert f"  {reason}: {count}\n" in text
+        unit = "claim" if count == 1 else "claims"
+        assert f"  {reason}: {count} {unit} - {REASON_EXPLANATIONS[reason]}\n" in text
     assert done.stdout.decode().count("\n") == 1  # one bundle, one JSON line (JSON Lines)
 
 
 def test_console_summary_lists_each_failure(tampered: Path) -> None:
     done = run_cli("verify", str(tampered))
     assert done.returncode == 1
-    found = labels(done.stderr)
+    found = labels(done.stdout)
     assert set(LABELS) <= set(found)
-    assert found["Verdict"] == "FAILED" and found["Failed"] == "1"
-    failure = [line for line in done.stderr.decode().splitlines() if line.startswith("  - ")]
+    assert found["Verdict"] == "FAILED" and found["Failed"] == "1 claim"
+    failure = [line for line in done.stdout.decode().splitlines() if line.startswith("  - ")]
     assert len(failure) == 1 and "data/notes.txt" in failure[0]
     assert "observed sha256:" + hashlib.sha256(b"added after export\n").hexdigest() in failure[0]
 
@@ -710,7 +713,7 @@ def test_hostile_bundle_json_is_an_error(
     assert re.search(rule, result.error, re.IGNORECASE), result.error
     done = run_cli("verify", str(path))
     assert done.returncode == 3
-    assert len(error_lines(done.stderr)) == 1
+    assert len(error_lines(done.stdout)) == 1
 
 
 def huge_document_bundle(bundles: dict[str, Path], path: Path) -> Path:

@@ -21,7 +21,6 @@ from bundler.cli.storage import _upload
 from bundler.errors import (
     UsageError,
 )
-from bundler.textsafe import shown
 
 
 @cli.command(epilog=EPILOG_EXIT)
@@ -105,14 +104,17 @@ def export(
     summary = result.summary()
     if upload_to is not None:
         summary["upload"] = _upload(result.path, upload_to, endpoint_url, quiet)
+    from bundler.render import export_result_text, export_text
+
     if as_json:
         _emit_json(summary)
+        if not quiet:
+            _say(export_text(summary))
     else:
-        click.echo(f"{result.bundle_digest}  {shown(result.path)}")
-    if not quiet:
-        from bundler.render import export_text
+        # The result, on stdout whatever --quiet says: the archive, its bundle digest and
+        # its file SHA-256 (named apart: this is not sha256sum output), then the summary.
+        click.echo(export_result_text(summary) + export_text(summary), nl=False)
 
-        _say(export_text(summary))
 
 
 @cli.command("export-eb", epilog=EPILOG_EXIT)
@@ -189,7 +191,9 @@ def export_eb(
     summary = result.summary()
     if as_json:
         _emit_json(summary)
+        if not quiet:
+            _say(export_eb_text(summary))
     else:
-        click.echo(f"{result.bundle_digest}  {shown(result.path)}")
-    if not quiet:
-        _say(export_eb_text(summary))
+        from bundler.render import export_result_text
+
+        click.echo(export_result_text(summary) + export_eb_text(summary), nl=False)

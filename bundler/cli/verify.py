@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -148,18 +150,21 @@ def verify(
         )
         codes.append(code)
         tally[kind] = tally.get(kind, 0) + 1
+        human = (
+            _altered_text(result)
+            if kind == "altered"
+            else verification_text(result) + _signatures_text(outcomes)
+        )
         if as_json:
-            data = result.to_json()
-            if len(bundles) > 1:
-                sys.stdout.buffer.write(orjson.dumps(data) + b"\n")
-                sys.stdout.flush()
-            else:
-                _emit_json(data)
-        if not quiet:
-            if kind == "altered":
-                _say(_altered_text(result))
-            else:
-                _say(verification_text(result) + _signatures_text(outcomes))
+            # SPEC 5: with --json, stdout holds the one JSON line per bundle and nothing
+            # else; the human summary is a note on stderr (off with --quiet).
+            _emit_json(result.to_json())
+            if not quiet:
+                _say(human)
+        else:
+            # The summary is the result: on stdout, whatever --quiet says.
+            sys.stdout.write(human)
+            sys.stdout.flush()
         if output_dir is not None:
             from bundler.outputs import write_output_dir
 
@@ -222,7 +227,7 @@ def _verify_one(
 
         result = ebverify.verify_run_dir(Path(location), project_root, options)
         return result, result.exit_code, _kind(result)
-    line = _ProgressLine(not quiet, "verify")
+    line = _ProgressLine(not quiet, "verify", total=_archive_size(location))
     try:
         opts = options
         if signers is not None:
@@ -235,6 +240,8 @@ def _verify_one(
                 signature_text=None,
             )
         with _bundle_stream(location, endpoint_url) as stream:
+            if stream is not None:
+                line.set_total(getattr(stream, "size", None) or None)  # the object's size
             result = verify_bundle(location, opts, stream=stream, progress=_bytes_progress(line))
             if stream is not None:
                 result = _verified_stored(location, stream, result)
@@ -257,6 +264,19 @@ def _verify_one(
         line.done()
     result = _list_signatures(result, outcomes)
     return result, result.exit_code, _kind(result)
+
+
+def _archive_size(location: str) -> int | None:
+    """The size of a local archive, the total of the progress bar (which counts the
+    archive's compressed bytes); None for a directory or an s3:// URL (its size comes
+    with the object)."""
+    if location.startswith("s3://"):
+        return None
+    try:
+        info = os.stat(location)
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 def _kind(result: Any) -> str:
@@ -342,8 +362,16 @@ def extract(
     sidecar = _first_sidecar(bundle, endpoint_url)
     if sidecar is not None and options.check_signature is not None:
         options = replace(options, signature_text=sidecar)
-    with _bundle_stream(bundle, endpoint_url) as stream:
-        result = extract_bundle(bundle, directory, options, stream=stream)
+    line = _ProgressLine(not quiet, "verify", total=_archive_size(bundle))
+    try:
+        with _bundle_stream(bundle, endpoint_url) as stream:
+            if stream is not None:
+                line.set_total(getattr(stream, "size", None) or None)
+            result = extract_bundle(
+                bundle, directory, options, stream=stream, progress=_bytes_progress(line)
+            )
+    finally:
+        line.done()
     if result.exit_code == 0 and sidecar is not None:
         # Beside the bag, not inside it (a tag file the tag manifest does not list would
         # make the extracted bag fail): ssh-keygen -Y verify -s DIR/bundle-head.json.sig
@@ -351,16 +379,16 @@ def extract(
         from bundler.outputs import write_new_file
 
         write_new_file(directory / "bundle-head.json.sig", sidecar.encode("ascii", "replace"))
-    if not quiet:
-        _say(verification_text(result))
-        if result.exit_code == 0:
-            _say(f"Extracted:   {shown(str(directory))}\n")
-            if sidecar is not None:
-                _say(
-                    f"Signature:   {shown(str(directory / 'bundle-head.json.sig'))} (the sidecar)\n"
-                )
-        else:
-            _say(f"Extracted:   nothing (removed what was written to {directory})\n")
+    # The summary is the result: on stdout, whatever --quiet says.
+    text = verification_text(result)
+    if result.exit_code == 0:
+        text += f"Extracted:   {shown(str(directory))}\n"
+        if sidecar is not None:
+            text += f"Signature:   {shown(str(directory / 'bundle-head.json.sig'))} (the sidecar)\n"
+    else:
+        text += f"Extracted:   nothing (removed what was written to {shown(str(directory))})\n"
+    sys.stdout.write(text)
+    sys.stdout.flush()
     sys.exit(result.exit_code)
 
 
