@@ -76,11 +76,19 @@ REDACTION_REASONS = frozenset({Reason.NO_DATASET_READ_BODY, Reason.TRACE_CAPTURE
 
 @dataclass(frozen=True)
 class Progress:
-    """What the exporter has done so far; passed to the progress callback."""
+    """What the exporter has done so far; passed to the progress callback.
+
+    ``bytes`` counts the content of the files written into the bag (tar headers and
+    compression aside). ``total_bytes`` is what ``bytes`` will reach: None until the
+    export has decided what goes in, then the bytes written plus the sizes of the files
+    still to come, as their documents and references give them (the small files made at
+    the end, bundle.json and the tag files, are counted as they are written).
+    """
 
     files: int
     bytes: int
     cases: int
+    total_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -135,9 +143,25 @@ def check_not_before(moment: datetime, earliest: str, what: str, source: str) ->
         )
 
 
-def resolve_output(out: Path | None, report_id: str) -> Path:
-    """The archive path; refuse an existing file, a symlink, or a missing parent."""
-    path = out if out is not None else Path.cwd() / f"evalbook-bundle-{report_id}.tar.zst"
+def archive_name(report_id: str) -> str:
+    """Default file name of the archive of report ``report_id``."""
+    return f"evalbook-bundle-{report_id}.tar.zst"
+
+
+def resolve_output(out: Path | None, default_name: str) -> Path:
+    """The archive path; refuse an existing file, a symlink, or a missing parent.
+
+    As ``cp`` reads a destination: no ``out`` is ``default_name`` in the current
+    directory, an ``out`` that is an existing directory gets ``default_name`` inside it,
+    and any other ``out`` is the file itself. Raises OutputError (exit 3) for a path that
+    exists or is a symbolic link, or whose directory does not exist.
+    """
+    if out is None:
+        path = Path.cwd() / default_name
+    elif out.is_dir():
+        path = out / default_name
+    else:
+        path = out
     if path.is_symlink():
         raise OutputError(f"{path}: is a symlink; refusing to write through it")
     if path.exists():
@@ -195,6 +219,18 @@ class _Ledger:
         return [self.redacted[k] for k in sorted(self.redacted)]
 
 
+@dataclass(frozen=True)
+class _ExamplePlan:
+    """An example the cases use; ``size`` (from the manifest) is None when it is listed
+    instead of read."""
+
+    dataset_id: str
+    version: int
+    example_id: str
+    digest: str
+    size: int | None
+
+
 @dataclass
 class _CheckCases:
     check_id: str
@@ -217,6 +253,8 @@ class BagWriter:
         self.payload_bytes = 0
         self._progress = progress
         self._cases = 0
+        self.content_bytes = 0
+        self._planned: int | None = None  # bytes of planned files not yet written
         self._folded: dict[str, str] = {}
         self._kept_bytes = 0
         self._kept_values = 0
@@ -264,9 +302,17 @@ class BagWriter:
         if relpath.endswith((".json", ".jsonl")):
             self._kept_values += bag_reader.json_values(data)
 
-    def add(self, relpath: str, data: bytes, *, sha256_hex: str | None = None) -> str:
+    def add(
+        self,
+        relpath: str,
+        data: bytes,
+        *,
+        sha256_hex: str | None = None,
+        planned: int | None = None,
+    ) -> str:
         """Add a file at ``relpath`` (relative to the bag root); returns its sha256 hex.
 
+        ``planned``: the size this file was announced with by ``plan``, now written.
         Raises StoreError for a name or a document the bundle's reader would refuse.
         """
         self._ensure_dirs(relpath)
@@ -277,9 +323,29 @@ class BagWriter:
         if relpath.startswith("data/"):
             self.manifest[relpath] = hex_digest
             self.payload_bytes += len(data)
-        if self._progress is not None:
-            self._progress(Progress(len(self.manifest), self._tar.offset, self._cases))
+        self.content_bytes += len(data)
+        if planned is not None:
+            self.unplan(planned)
+        else:
+            self._report()
         return hex_digest
+
+    def plan(self, size: int) -> None:
+        """Announce ``size`` more bytes of files still to be written (for the total)."""
+        self._planned = (self._planned or 0) + size
+        self._report()
+
+    def unplan(self, size: int) -> None:
+        """``size`` announced bytes are written, or will not be (an item left out)."""
+        if self._planned is not None:
+            self._planned -= size
+        self._report()
+
+    def _report(self) -> None:
+        if self._progress is None:
+            return
+        total = None if self._planned is None else self.content_bytes + max(0, self._planned)
+        self._progress(Progress(len(self.manifest), self.content_bytes, self._cases, total))
 
     def count_cases(self, n: int) -> None:
         self._cases += n
@@ -383,6 +449,7 @@ class _Collector:
                     "examples": [],
                 },
                 "digests": {e["example_id"]: e["digest"] for e in doc.value["examples"]},
+                "sizes": {e["example_id"]: e["size"] for e in doc.value["examples"]},
                 "removed": self.store.retention(ref["id"], ref["version"]),
             }
         return datasets
@@ -449,7 +516,9 @@ class _Collector:
             entry: dict[str, Any] = {"check_id": c.check_id, "digest": None, "path": None}
             if c.result is not None:
                 entry["path"] = f"data/checks/{c.check_id}.json"
-                entry["digest"] = "sha256:" + writer.add(entry["path"], c.result.data)
+                entry["digest"] = "sha256:" + writer.add(
+                    entry["path"], c.result.data, planned=len(c.result.data)
+                )
             entries.append(entry)
         for c, entry in zip(checks, entries, strict=True):
             if c.lines is None:
@@ -459,7 +528,7 @@ class _Collector:
             path = f"data/cases/{c.check_id}.jsonl"
             entry["cases"] = {
                 "path": path,
-                "digest": "sha256:" + writer.add(path, data),
+                "digest": "sha256:" + writer.add(path, data, planned=len(data)),
                 "total": c.total,
                 "exported": len(c.lines),
             }
@@ -470,17 +539,29 @@ class _Collector:
 
     # -- examples and payloads ---------------------------------------------------------
 
-    def write_examples(
+    @staticmethod
+    def planned_check_bytes(checks: list[_CheckCases]) -> int:
+        """The bytes ``write_checks`` will write: check results and case files."""
+        total = 0
+        for c in checks:
+            if c.result is not None:
+                total += len(c.result.data)
+            total += sum(len(line.data) + 1 for line in c.lines or ())
+        return total
+
+    def plan_examples(
         self,
-        writer: BagWriter,
         checks: list[_CheckCases],
         datasets: dict[tuple[str, int], dict[str, Any]],
-    ) -> None:
+    ) -> list[_ExamplePlan]:
+        """Every example the exported cases use, in order; those that cannot go in
+        (no dataset, not in its manifest, redacted, removed by retention) are listed."""
         used: set[tuple[str, int, str]] = set()
         for c in checks:
             for line in c.lines or ():
                 example = line.value["example"]
                 used.add((example["dataset_id"], example["version"], example["example_id"]))
+        plans: list[_ExamplePlan] = []
         for dataset_id, version, example_id in sorted(used):
             item = f"{dataset_id}@{version}/{example_id}"
             dataset = datasets.get((dataset_id, version))
@@ -503,12 +584,29 @@ class _Collector:
                     f"not in the manifest of {dataset_id}@{version}",
                 )
                 continue
-            path = None
+            size = None
             if not self.read_body:
                 self.ledger.redact("example", item, expected, Reason.NO_DATASET_READ_BODY)
             elif example_id in dataset["removed"]:
                 self.ledger.list_unavailable("example", item, expected, Reason.REMOVED_BY_RETENTION)
             else:
+                size = dataset["sizes"][example_id]
+            plans.append(_ExamplePlan(dataset_id, version, example_id, expected, size))
+        return plans
+
+    def write_examples(
+        self,
+        writer: BagWriter,
+        plans: list[_ExamplePlan],
+        datasets: dict[tuple[str, int], dict[str, Any]],
+    ) -> None:
+        """Read and write the planned examples; a missing or altered one is listed."""
+        for plan in plans:
+            dataset_id, version, example_id = plan.dataset_id, plan.version, plan.example_id
+            item = f"{dataset_id}@{version}/{example_id}"
+            expected = plan.digest
+            path = None
+            if plan.size is not None:
                 data = self.store.example(dataset_id, version, example_id)
                 if data is None:
                     self.ledger.list_unavailable(
@@ -520,8 +618,10 @@ class _Collector:
                     )
                 else:
                     path = f"data/datasets/{dataset_id}/{version}/examples/{example_id}.json"
-                    writer.add(path, data, sha256_hex=parse_digest(expected))
-            dataset["entry"]["examples"].append(
+                    writer.add(path, data, sha256_hex=parse_digest(expected), planned=plan.size)
+                if path is None:
+                    writer.unplan(plan.size)
+            datasets[(dataset_id, version)]["entry"]["examples"].append(
                 {"example_id": example_id, "digest": expected, "path": path}
             )
 
@@ -544,16 +644,15 @@ class _Collector:
                     use.locations.add(ref["location"])
         return uses
 
-    def write_payloads(
-        self, writer: BagWriter, uses: dict[str, _PayloadUse]
-    ) -> list[dict[str, Any]]:
-        """Blobs of outputs, artifacts and evidence manifests; one decision per digest.
+    def plan_payloads(self, uses: dict[str, _PayloadUse]) -> dict[str, str]:
+        """The blobs to take (digest -> kind): outputs, artifacts and evidence
+        manifests; one decision per digest, and what is not taken is listed.
 
         Redaction wins over everything; a digest referred to inline anywhere is taken
-        from blobs/ (or listed as missing or mismatched); one referred to only at SSO is
-        ``payload_at_sso``.
+        from blobs/ (or listed as missing or mismatched when read); one referred to only
+        at SSO is ``payload_at_sso``.
         """
-        wanted: dict[str, str] = {}  # digest -> "payload" | "manifest"
+        wanted: dict[str, str] = {}  # digest -> its first kind, or "evidence_manifest"
         for digest, use in sorted(uses.items()):
             trace = "trace" in use.kinds or "traces" in use.locations
             if trace:
@@ -569,6 +668,18 @@ class _Collector:
                 if ref["kind"] == "manifest":
                     wanted.setdefault(ref["digest"], "evidence_manifest")
                     self._manifest_checks[ref["digest"]] = check["check_id"]
+        return wanted
+
+    @staticmethod
+    def planned_payload_bytes(uses: dict[str, _PayloadUse], wanted: dict[str, str]) -> int:
+        """The bytes of the wanted payloads as the cases give them (evidence manifests,
+        of unknown size, are counted when written)."""
+        return sum(uses[d].size for d in wanted if d in uses)
+
+    def write_payloads(
+        self, writer: BagWriter, uses: dict[str, _PayloadUse], wanted: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        """Read, check and write the planned blobs; a missing or altered one is listed."""
         payloads = []
 
         def load(digest: str) -> tuple[tuple[bytes | None, str | None], int]:
@@ -581,13 +692,18 @@ class _Collector:
         for digest, (data, observed) in prefetch(sorted(wanted), load, budget=PREFETCH_BYTES):
             kind = wanted[digest]
             hex_digest = parse_digest(digest)
-            if data is None:
-                self.ledger.list_unavailable(kind, digest, digest, Reason.MISSING_FROM_STORE)
-                continue
-            if observed != digest:
-                self.ledger.list_unavailable(kind, digest, digest, Reason.DIGEST_MISMATCH, observed)
-                continue
             payload_use = uses.get(digest)
+            planned = payload_use.size if payload_use is not None else None
+            if data is None or observed != digest:
+                if data is None:
+                    self.ledger.list_unavailable(kind, digest, digest, Reason.MISSING_FROM_STORE)
+                else:
+                    self.ledger.list_unavailable(
+                        kind, digest, digest, Reason.DIGEST_MISMATCH, observed
+                    )
+                if planned is not None:
+                    writer.unplan(planned)
+                continue
             if payload_use is not None and len(data) != payload_use.size:
                 raise StoreError(
                     f"{self.store.source.describe('blobs/sha256/' + hex_digest)}: the cases give "
@@ -603,7 +719,7 @@ class _Collector:
                         f"names check {manifest['check_id']!r}, referenced by {self._manifest_checks[digest]!r}"
                     )
             path = f"data/blobs/sha256/{hex_digest}"
-            writer.add(path, data, sha256_hex=hex_digest)
+            writer.add(path, data, sha256_hex=hex_digest, planned=planned)
             payloads.append({"digest": digest, "size": len(data), "path": path})
         return payloads
 
@@ -633,9 +749,12 @@ def export_bundle(
     body = store.report_body(config.report_id)
     envelope = store.envelope(config.report_id)
     check_not_before(
-        config.exported_at, body.value["issued_at"], "the report's issued_at", config.exported_at_source
+        config.exported_at,
+        body.value["issued_at"],
+        "the report's issued_at",
+        config.exported_at_source,
     )
-    target = resolve_output(config.out, config.report_id)
+    target = resolve_output(config.out, archive_name(config.report_id))
 
     def strict_check(bundle: dict[str, Any]) -> None:
         if config.strict and bundle["unavailable"]:
@@ -753,9 +872,19 @@ def _fill_bag(
     scorers = collector.scorers(writer)
     datasets = collector.dataset_manifests(writer)
     checks = collector.read_checks()
+    # Every decision is made before the checks, cases, examples and payloads are
+    # written, so the progress total is known from here on.
+    uses = collector.payload_uses(checks)
+    examples = collector.plan_examples(checks, datasets)
+    wanted = collector.plan_payloads(uses)
+    writer.plan(
+        collector.planned_check_bytes(checks)
+        + sum(e.size for e in examples if e.size is not None)
+        + collector.planned_payload_bytes(uses, wanted)
+    )
     check_entries, tree = collector.write_checks(writer, checks)
-    collector.write_examples(writer, checks, datasets)
-    payloads = collector.write_payloads(writer, collector.payload_uses(checks))
+    collector.write_examples(writer, examples, datasets)
+    payloads = collector.write_payloads(writer, uses, wanted)
     bundle: dict[str, Any] = {
         "schema": BUNDLE_SCHEMA,
         "exported_at": exported_at,

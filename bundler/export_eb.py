@@ -141,6 +141,7 @@ class _Plan:
     definitions: dict[str, bytes]  # project-relative path -> the exact bytes hashed
     checks: list[dict[str, Any]]
     unavailable: list[dict[str, Any]]
+    run_sizes: dict[str, int]  # run-relative path -> its size when planned (for progress)
 
 
 def _listing(definition: eb.Definition) -> dict[str, Any] | None:
@@ -191,7 +192,7 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
     if project_root.is_symlink() or not project_root.is_dir():
         raise InputError(f"{project_root}: project root is not a directory")
     run = eb.read_run(run_dir)
-    _refuse_what_verify_rejects(run, run_dir)
+    run_sizes = _refuse_what_verify_rejects(run, run_dir)
     findings = eb.check_run(run, run_dir)
     if findings:
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
@@ -210,7 +211,7 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
     if problem is not None:
         raise InputError(problem + "; nothing written")
     unavailable.sort(key=lambda e: (e["kind"], e["ref"]))
-    return _Plan(run, definitions, checks, unavailable)
+    return _Plan(run, definitions, checks, unavailable, run_sizes)
 
 
 def _plan_check(
@@ -262,8 +263,9 @@ def _plan_check(
     checks.append(entry)
 
 
-def _refuse_what_verify_rejects(run: eb.Run, run_dir: Path) -> None:
-    """Refuse, before reading it, a run file the bundle's reader would not keep whole.
+def _refuse_what_verify_rejects(run: eb.Run, run_dir: Path) -> dict[str, int]:
+    """Refuse, before reading it, a run file the bundle's reader would not keep whole;
+    return the size of each run file.
 
     The bundle reader (bag_reader) keeps each data/run/ file under its document cap, and
     the verifier re-derives the stdout tails from those bytes; a larger file would make
@@ -272,6 +274,7 @@ def _refuse_what_verify_rejects(run: eb.Run, run_dir: Path) -> None:
     data/run/checks/*.stdout.txt (its last 8 KiB, with the file's size and whether it is
     UTF-8) instead of the whole file, stdout files leave this rule.
     """
+    sizes: dict[str, int] = {}
     for rel in run.files:
         try:
             size = os.lstat(run_dir / rel).st_size
@@ -283,6 +286,8 @@ def _refuse_what_verify_rejects(run: eb.Run, run_dir: Path) -> None:
                 "cap of the bundle reader (SPEC 5, Resources): its bundle would fail "
                 "verification; nothing written"
             )
+        sizes[rel] = size
+    return sizes
 
 
 class _ReaderBudget:
@@ -378,8 +383,7 @@ def export_eb_bundle(
     members = [RUN_PREFIX + rel for rel in run.files]
     members += [DEFINITIONS_PREFIX + rel for rel in plan.definitions]
     check_member_names(top, [*members, "data/bundle.json"])
-    out = config.out if config.out is not None else Path.cwd() / archive_name(run.run_id)
-    target = resolve_output(out, run.run_id)
+    target = resolve_output(config.out, archive_name(run.run_id))
 
     bundle, archive_sha256, archive_size = write_bag_archive(
         target,
@@ -409,13 +413,14 @@ def _add_run_file(
     files: list[dict[str, Any]],
     leaves: dict[str, bytes],
     budget: _ReaderBudget,
+    planned: int,
 ) -> None:
     data = source.read(rel, what="a run file")
     if data is None:
         raise InputError(f"{config.run_dir / rel}: disappeared during export; export again")
     member = RUN_PREFIX + rel
     budget.admit(member, data)
-    hex_digest = writer.add(member, data)
+    hex_digest = writer.add(member, data, planned=planned)
     files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
     if rel == "report.json" and "sha256:" + hex_digest != run.report_digest:
         raise InputError(f"{config.run_dir / rel}: changed during export; export again")
@@ -430,15 +435,17 @@ def _fill_bag(writer: BagWriter, plan: _Plan, config: EbExportConfig) -> dict[st
     leaves: dict[str, bytes] = {}
     report_digest = run.report_digest
     budget = _ReaderBudget(config.run_dir)
+    writer.plan(sum(plan.run_sizes.values()) + sum(map(len, plan.definitions.values())))
     with eb.Beneath(config.run_dir) as source:
         for rel in run.files:
-            _add_run_file(writer, source, rel, run, config, files, leaves, budget)
+            planned = plan.run_sizes[rel]
+            _add_run_file(writer, source, rel, run, config, files, leaves, budget, planned)
     writer.count_cases(len(run.checks))
     for rel in sorted(plan.definitions, key=lambda p: p.encode("utf-8")):
         data = plan.definitions[rel]
         member = DEFINITIONS_PREFIX + rel
         budget.admit(member, data)
-        hex_digest = writer.add(member, data)
+        hex_digest = writer.add(member, data, planned=len(data))
         files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
     tree = TreeBuilder()
     for entry in plan.checks:

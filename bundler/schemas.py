@@ -54,6 +54,7 @@ SCHEMA_NAMES = (
     "eb-bundle",
     "export-summary",
     "export-eb-summary",
+    "reports-line",
 )
 
 _REPR_LIMIT = 80

@@ -15,7 +15,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -69,6 +69,12 @@ class StoreSource(Protocol):
 
     def open_stream(self, relpath: str) -> tuple[BinaryIO, int] | None:
         """A stream of the file and its size, or None when absent."""
+        ...
+
+    def list_names(self, reldir: str, *, limit: int) -> list[str]:
+        """The names directly under the directory ``reldir`` (files and directories
+        alike), in no particular order; empty when it is absent. StoreError when there
+        are more than ``limit``."""
         ...
 
 
@@ -188,6 +194,23 @@ class LocalStoreSource:
             os.close(fd)
             raise
         return os.fdopen(fd, "rb"), size
+
+    def list_names(self, reldir: str, *, limit: int) -> list[str]:
+        # The directory is checked like any other (inside the root, never a symlink
+        # escape); its entries are only named here, never followed or opened.
+        if not self._directory_ok(reldir):
+            return []
+        path = self.root / reldir
+        names: list[str] = []
+        try:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    if len(names) >= limit:
+                        raise StoreError(f"{path}: more than {limit} entries")
+                    names.append(entry.name)
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot list ({exc.strerror})") from exc
+        return names
 
 
 def open_source(root: str, *, endpoint_url: str | None = None) -> StoreSource:
@@ -333,6 +356,98 @@ class Store:
             )
         return doc
 
+    def reports(self, progress: Callable[[int, int], None] | None = None) -> list[ReportEntry]:
+        """Every report under ``reports/``, sorted by id (bytewise), with its result,
+        ``issued_at`` and envelope status (SPEC 3.1, 3.2).
+
+        A report that cannot be read whole is still listed, with its problems named (a
+        name that is not an identifier, a body or envelope that is missing, unreadable or
+        invalid); the rest are read on. The reader's caps and safe opens apply to every
+        file. ``progress`` gets (reports read, reports listed). Raises StoreError when
+        the directory cannot be listed or holds more than ``MAX_LISTED_REPORTS``
+        entries, StorageError when object storage fails.
+        """
+        names = self.source.list_names("reports", limit=MAX_LISTED_REPORTS)
+        names.sort(key=_name_bytes)
+        entries: list[ReportEntry] = []
+        for done, name in enumerate(names, start=1):
+            entry = self._report_entry(name)
+            if entry is not None:
+                entries.append(entry)
+            if progress is not None:
+                progress(done, len(names))
+        return entries
+
+    def _report_entry(self, name: str) -> ReportEntry | None:
+        """The listing of ``reports/<name>``; None for the archive area (SPEC 6)."""
+        if IDENTIFIER_RE.match(name) is None:
+            return ReportEntry(
+                name,
+                problems=(
+                    f"{self.source.describe('reports/' + name)}: not a report id "
+                    "(identifiers match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$)",
+                ),
+            )
+        where_body = self.source.describe(f"reports/{name}/body.json")
+        where_envelope = self.source.describe(f"reports/{name}/envelope.json")
+        body, body_problem = self._listed_document(
+            f"reports/{name}/body.json", schema="report-body", stored_canonical=True
+        )
+        envelope, envelope_problem = self._listed_document(
+            f"reports/{name}/envelope.json", schema="envelope", stored_canonical=False
+        )
+        nothing = body is None and envelope is None and body_problem == envelope_problem is None
+        if nothing:
+            if name == ARCHIVE_AREA:
+                return None  # reports/bundles/ of an archive prefix that is the store root
+            return ReportEntry(
+                name,
+                problems=(
+                    f"{self.source.describe('reports/' + name)}: holds neither body.json nor "
+                    "envelope.json (not a report)",
+                ),
+            )
+        problems: list[str] = []
+        result = issued_at = None
+        if body_problem is not None:
+            problems.append(body_problem)
+        elif body is None:
+            problems.append(f"{where_body}: missing (every report has a body)")
+        elif body.value["report_id"] != name:
+            problems.append(
+                f"{where_body}: report_id {body.value['report_id']!r} does not match its "
+                f"directory {name!r}"
+            )
+        else:
+            result, issued_at = body.value["result"], body.value["issued_at"]
+        if envelope_problem is not None:
+            problems.append(envelope_problem)
+        elif envelope is None:
+            problems.append(f"{where_envelope}: missing (every report has an envelope)")
+        else:
+            value = envelope.value
+            return ReportEntry(
+                name,
+                result,
+                issued_at,
+                value["status"],
+                value["superseded_by"],
+                value["superseded_at"],
+                value["superseded_reason"],
+                tuple(problems),
+            )
+        return ReportEntry(name, result, issued_at, problems=tuple(problems))
+
+    def _listed_document(
+        self, relpath: str, *, schema: str, stored_canonical: bool
+    ) -> tuple[Document | None, str | None]:
+        """A document for the listing, or the one-line problem that keeps it out."""
+        try:
+            doc = self.document(relpath, schema=schema, stored_canonical=stored_canonical)
+        except InputError as exc:
+            return None, exc.message
+        return doc, None
+
     def check_result(self, report_id: str, check_id: str) -> Document | None:
         relpath = f"reports/{report_id}/checks/{check_id}.json"
         doc = self.document(relpath, schema="check-result", stored_canonical=False)
@@ -476,6 +591,58 @@ class Store:
 
 
 MAX_EVIDENCE_REFS = 20
+REPORTS_LINE_SCHEMA = "evalbook.reports_line.v1"
+# One listing holds the names of at most this many entries of reports/.
+MAX_LISTED_REPORTS = 100_000
+# SPEC 6 keeps archives under <prefix>/reports/bundles/; a store root that is also an
+# archive prefix has that directory beside its reports.
+ARCHIVE_AREA = "bundles"
+
+
+@dataclass(frozen=True)
+class ReportEntry:
+    """One report as ``reports`` lists it; a field is None when its document is bad."""
+
+    report_id: str  # the directory name, as found (it may not be an identifier)
+    result: str | None = None
+    issued_at: str | None = None
+    status: str | None = None  # the envelope's: current | superseded
+    superseded_by: str | None = None
+    superseded_at: str | None = None
+    superseded_reason: str | None = None
+    problems: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``reports --json`` line (schemas/reports-line.schema.json)."""
+        envelope = None
+        if self.status is not None:
+            envelope = {
+                "status": self.status,
+                "superseded_by": self.superseded_by,
+                "superseded_at": self.superseded_at,
+                "superseded_reason": self.superseded_reason,
+            }
+        return {
+            "schema": REPORTS_LINE_SCHEMA,
+            "report_id": _json_text(self.report_id),
+            "result": self.result,
+            "issued_at": self.issued_at,
+            "envelope": envelope,
+            "problems": [_json_text(p) for p in self.problems],
+        }
+
+
+def _name_bytes(name: str) -> bytes:
+    """A directory entry's name as the bytes it has on disk (for bytewise order)."""
+    try:
+        return name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogatepass")
+
+
+def _json_text(text: str) -> str:
+    """``text`` as valid Unicode: an undecodable file name's bytes become ``\\xNN``."""
+    return _name_bytes(text).decode("utf-8", "backslashreplace")
 
 
 def payload_ref_problem(case: dict[str, Any]) -> str | None:
@@ -489,7 +656,9 @@ def payload_ref_problem(case: dict[str, Any]) -> str | None:
         if ref["location"] == "inline" and ref["size"] > INLINE_PAYLOAD_MAX_BYTES:
             return f"payload {ref['digest']} of {ref['size']} bytes is over the inline limit"
         if ref["location"] == "sso" and ref["size"] <= INLINE_PAYLOAD_MAX_BYTES:
-            return f"payload {ref['digest']} of {ref['size']} bytes at SSO is within the inline limit"
+            return (
+                f"payload {ref['digest']} of {ref['size']} bytes at SSO is within the inline limit"
+            )
     return None
 
 

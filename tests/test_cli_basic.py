@@ -253,6 +253,7 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
 
 # The main options of each command of SPEC section 7, as its --help must show them.
 MAIN_OPTIONS = {
+    "reports": ["--store", "--json", "--endpoint-url", "--quiet"],
     "export": ["--store", "--report", "--principal", "--out", "--exported-at", "--level", "--strict", "--upload"],
     "verify": ["--expect-bundle-digest", "--expect-report-digest", "--strict", "--json", "--output-dir",
                "--max-bytes"],

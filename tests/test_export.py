@@ -613,12 +613,13 @@ def test_symlink_target_is_refused(fixture_store: Path, tmp_path: Path, dangling
     assert leftovers(tmp_path) == []
 
 
-def test_directory_as_target_is_refused(fixture_store: Path, tmp_path: Path) -> None:
+def test_directory_as_target_receives_the_default_name(fixture_store: Path, tmp_path: Path) -> None:
+    """As with cp, an --out that is a directory gets the default file name inside it."""
     target = tmp_path / "a-directory"
     target.mkdir()
     proc = export_cli(fixture_store, "rpt-clean", "--out", str(target), "--exported-at", EXPORTED_AT_TEXT)
-    assert proc.returncode == 3
-    assert list(target.iterdir()) == []
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert [p.name for p in target.iterdir()] == ["evalbook-bundle-rpt-clean.tar.zst"]
     assert leftovers(tmp_path) == []
 
 

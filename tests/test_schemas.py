@@ -20,7 +20,7 @@ from bundler.errors import InputError, SchemaError
 
 # Store and bundle documents; the result schemas (verification, audit, case-proof,
 # eb-bundle) are tested beside the commands that write them.
-ALL = tuple(n for n in schemas.SCHEMA_NAMES if n not in {"case-proof", "verification", "audit", "eb-bundle", "export-summary", "export-eb-summary"})
+ALL = tuple(n for n in schemas.SCHEMA_NAMES if n not in {"case-proof", "verification", "audit", "eb-bundle", "reports-line", "export-summary", "export-eb-summary"})
 SOURCE = "store/reports/rep_01/doc.json"
 
 

@@ -384,6 +384,33 @@ def eb_bundle() -> dict[str, Any]:
     }
 
 
+def reports_line() -> dict[str, Any]:
+    return {
+        "schema": "evalbook.reports_line.v1",
+        "report_id": "rpt-superseded",
+        "result": "pass",
+        "issued_at": "2026-10-20T09:30:00Z",
+        "envelope": {
+            "status": "superseded",
+            "superseded_by": "rpt-clean",
+            "superseded_at": "2026-10-21T08:00:00Z",
+            "superseded_reason": "re_evaluation",
+        },
+        "problems": [],
+    }
+
+
+def reports_line_unreadable() -> dict[str, Any]:
+    return {
+        "schema": "evalbook.reports_line.v1",
+        "report_id": "rpt-broken",
+        "result": None,
+        "issued_at": None,
+        "envelope": None,
+        "problems": ["store/reports/rpt-broken/body.json: not a regular file"],
+    }
+
+
 def _variants(name: str) -> list[Callable[[], Any]]:
     base = VALID[name]
 
@@ -407,6 +434,7 @@ SEEDS.update(
         "eb-bundle": [eb_bundle],
         "export-summary": [export_summary, export_summary_uploaded],
         "export-eb-summary": [export_eb_summary],
+        "reports-line": [reports_line, reports_line_unreadable],
     }
 )
 

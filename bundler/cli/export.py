@@ -35,8 +35,9 @@ from bundler.errors import (
 )
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
-    help="Archive path (default ./evalbook-bundle-<report_id>.tar.zst); never overwritten.",
+    type=click.Path(path_type=str),
+    help="Archive path, or a directory to write evalbook-bundle-<report_id>.tar.zst into "
+    "(default: the current directory); never overwritten.",
 )
 @_archive_options
 @click.option(
@@ -57,7 +58,7 @@ def export(
     store_root: str,
     report_id: str,
     principal: str | None,
-    out: Path | None,
+    out: str | None,
     exported_at: str | None,
     level: int,
     strict: bool,
@@ -85,7 +86,7 @@ def export(
         report_id,
         principal,
         moment,
-        out,
+        _out_path(out),
         level,
         strict,
         signer,
@@ -95,6 +96,7 @@ def export(
     line = _ProgressLine(not quiet, "export")
 
     def on_progress(p: Progress) -> None:
+        line.set_total(p.total_bytes)  # known once the export has decided what goes in
         line.to(p.bytes, note=f"{p.files} files, {p.cases} cases")
 
     try:
@@ -128,8 +130,9 @@ def export(
 )
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
-    help="Archive path (default ./eval-banana-bundle-<run_id>.tar.zst); never overwritten.",
+    type=click.Path(path_type=str),
+    help="Archive path, or a directory to write eval-banana-bundle-<run_id>.tar.zst into "
+    "(default: the current directory); never overwritten.",
 )
 @_archive_options
 @click.option(
@@ -147,7 +150,7 @@ def export(
 def export_eb(
     run_dir: Path,
     project_root: Path,
-    out: Path | None,
+    out: str | None,
     exported_at: str | None,
     level: int,
     strict: bool,
@@ -173,7 +176,7 @@ def export_eb(
         run_dir,
         project_root,
         moment,
-        out,
+        _out_path(out),
         level,
         strict,
         signer,
@@ -182,6 +185,7 @@ def export_eb(
     line = _ProgressLine(not quiet, "export-eb")
 
     def on_progress(p: Progress) -> None:
+        line.set_total(p.total_bytes)  # the run's file sizes, known before writing
         line.to(p.bytes, note=f"{p.files} files")
 
     try:
@@ -197,3 +201,18 @@ def export_eb(
         from bundler.render import export_result_text
 
         click.echo(export_result_text(summary) + export_eb_text(summary), nl=False)
+
+
+def _out_path(out: str | None) -> Path | None:
+    """``--out`` as given; a path ending in / must be an existing directory (as for
+    ``cp``), which then receives the default file name.
+
+    Raises UsageError (exit 2) naming the option otherwise.
+    """
+    if out is None:
+        return None
+    if not out:
+        raise UsageError("--out '': an empty path")
+    if out.endswith("/") and not Path(out).is_dir():
+        raise UsageError(f"--out {out!r}: no such directory (a path ending in / names one)")
+    return Path(out)
