@@ -998,6 +998,7 @@ def export_summary(result: ExportResult) -> dict[str, Any]:
         for item in bundle[group]:
             by_reason[group][item["reason"]] = by_reason[group].get(item["reason"], 0) + 1
     return {
+        "schema": "evalbook.export_summary.v1",
         "path": str(result.path),
         "report_id": result.report_id,
         "bundle_digest": result.bundle_digest,

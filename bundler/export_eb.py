@@ -97,6 +97,7 @@ class EbExportResult:
             by_reason[item["reason"]] = by_reason.get(item["reason"], 0) + 1
         paths = [f["path"] for f in bundle["files"]]
         return {
+            "schema": "evalbook.export_eb_summary.v1",
             "path": str(self.path),
             "run_id": self.run_id,
             "bundle_digest": self.bundle_digest,

@@ -465,10 +465,10 @@ def test_a_bad_signature_says_signature_once(bundles: dict[str, Path], tmp_path:
     public = Path(f"{keys['alice']}.pub").read_text().split()[:2]
     allowed.write_text(f"alice@example.org {' '.join(public)}\n")
     proc = run_cli("verify", str(archive), "--allowed-signers", str(allowed))
-    err = proc.stderr.decode()
+    err = proc.stdout.decode()  # verify's result
     assert proc.returncode == 1, err
     assert "signature: signature" not in err
-    assert "[2] signature: " in err and "not in the allowed signers" in err
+    assert "[2 bundle] signature: " in err and "not in the allowed signers" in err
 
 
 # ------------------------------------- item 9: messages made in the verifier and reader
@@ -488,7 +488,7 @@ def test_a_gzip_file_is_named_as_one(tmp_path: Path) -> None:
     path = tmp_path / "bundle.tar.gz"
     path.write_bytes(gzip.compress(b"x" * 100))
     proc = run_cli("verify", str(path))
-    err = proc.stderr.decode()
+    err = proc.stdout.decode()  # verify's result
     assert proc.returncode == 3, err
     assert "this is a gzip file, not a zstd frame: not a bundle" in err
 
@@ -507,14 +507,14 @@ def test_a_gnu_tar_repack_is_named_as_one(bundles: dict[str, Path], tmp_path: Pa
     archive = tmp_path / "gnu.tar.zst"
     archive.write_bytes(zstandard.ZstdCompressor(write_checksum=True).compress(raw.read_bytes()))
     proc = run_cli("verify", str(archive))
-    err = proc.stderr.decode()
+    err = proc.stdout.decode()  # verify's result
     assert proc.returncode == 3, err
     assert "a GNU tar header, not a POSIX ustar header: not a bundle" in err
 
 
 def test_max_bytes_cap_names_the_option(bundles: dict[str, Path]) -> None:
     proc = run_cli("verify", "--max-bytes", "100", str(bundles["rpt-clean/alice"]))
-    err = proc.stderr.decode()
+    err = proc.stdout.decode()  # verify's result
     assert proc.returncode == 3, err
     assert "max_bytes=100" in err and "--max-bytes" in err
 
@@ -525,7 +525,7 @@ def test_verify_on_the_directory_extract_was_given_points_at_the_bag(
     target = tmp_path / "x"
     assert run_cli("extract", str(bundles["rpt-clean/alice"]), str(target), "--quiet").returncode == 0
     proc = run_cli("verify", str(target))
-    err = proc.stderr.decode()
+    err = proc.stdout.decode()  # verify's result
     assert proc.returncode == 3, err
     assert f"verify {target / 'evalbook-bundle-rpt-clean'}" in err
     assert run_cli("verify", str(target / "evalbook-bundle-rpt-clean"), "--quiet").returncode == 0
@@ -536,14 +536,14 @@ def test_verify_on_a_run_without_project_hints_at_project() -> None:
 
     run = sorted((REPO / "fixtures" / "eval-banana" / "runs" / "default").iterdir())[0]
     proc = run_cli("verify", str(run))
-    err = proc.stderr.decode()
+    err = proc.stdout.decode()  # verify's result
     assert proc.returncode == 3, err
     assert "eval-banana run directory" in err and "--project" in err
 
 
 def test_verify_on_a_store_report_hints_at_export(fixture_store: Path) -> None:
     proc = run_cli("verify", str(fixture_store / "reports" / "rpt-clean"))
-    err = proc.stderr.decode()
+    err = proc.stdout.decode()  # verify's result
     assert proc.returncode == 3, err
     assert "export --store" in err and "--report rpt-clean" in err
 
@@ -554,12 +554,12 @@ def test_expect_bundle_digest_given_the_archive_hash_says_so(bundles: dict[str, 
     archive = bundles["rpt-clean/alice"]
     file_hash = "sha256:" + hashlib.sha256(archive.read_bytes()).hexdigest()
     proc = run_cli("verify", str(archive), "--expect-bundle-digest", file_hash)
-    err = proc.stderr.decode()
+    err = proc.stdout.decode()  # verify's result
     assert proc.returncode == 1, err
     assert "archive file's SHA-256" in err and "Bundle-Digest" in err
     other = "sha256:" + "0" * 64
     proc = run_cli("verify", str(archive), "--expect-bundle-digest", other)
-    err = proc.stderr.decode()
+    err = proc.stdout.decode()  # verify's result
     assert proc.returncode == 1 and "Bundle-Digest" in err and "archive file's" not in err
 
 

@@ -142,6 +142,7 @@ def verification_error() -> dict[str, Any]:
 
 def export_summary() -> dict[str, Any]:
     return {
+        "schema": "evalbook.export_summary.v1",
         "path": "evalbook-bundle-rpt-every-reason.tar.zst",
         "report_id": "rpt-every-reason",
         "bundle_digest": digest("bundle"),
@@ -173,6 +174,7 @@ def export_summary_uploaded() -> dict[str, Any]:
 
 def export_eb_summary() -> dict[str, Any]:
     return {
+        "schema": "evalbook.export_eb_summary.v1",
         "path": "eval-banana-bundle-20261130_022618_e23eabf2.tar.zst",
         "run_id": "20261130_022618_e23eabf2",
         "bundle_digest": digest("bundle"),
