@@ -580,7 +580,7 @@ def test_default_output_name_in_the_working_directory(fixture_store: Path, tmp_p
     assert proc.returncode == 0, proc.stderr.decode()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["evalbook-bundle-rpt-clean.tar.zst"]
     out = tmp_path / "evalbook-bundle-rpt-clean.tar.zst"
-    assert proc.stdout.decode().endswith(f"  {out}\n")
+    assert proc.stdout.decode().startswith(f"Archive:         {out}\n")
 
 
 def test_existing_target_is_refused_and_untouched(fixture_store: Path, tmp_path: Path) -> None:
@@ -864,14 +864,24 @@ def test_level_outside_1_to_19_is_a_usage_error(fixture_store: Path, tmp_path: P
 # ------------------------------------------------------------------------ summary
 
 
-def test_stdout_is_digest_and_path(fixture_store: Path, tmp_path: Path) -> None:
+def test_stdout_names_the_archive_its_bundle_digest_and_its_sha256(
+    fixture_store: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "b.tar.zst"
     proc = export_cli(fixture_store, "rpt-every-reason", "--out", str(out), "--exported-at", EXPORTED_AT_TEXT)
     assert proc.returncode == 0, proc.stderr.decode()
     archive = Archive(out)
     digest = sha(archive.data("data/bundle.json"))
-    assert proc.stdout.decode() == f"{digest}  {out}\n"
-    assert digest in proc.stderr.decode()  # the human summary goes to stderr
+    file_hex = hashlib.sha256(out.read_bytes()).hexdigest()
+    lines = proc.stdout.decode().splitlines()
+    # Labelled, never "<hex>  <path>": that would read as sha256sum output, and is not.
+    assert lines[:3] == [
+        f"Archive:         {out}",
+        f"Bundle digest:   {digest}   (JSON digest of data/bundle.json; verify --expect-bundle-digest)",
+        f"Archive SHA-256: {file_hex}   (sha256sum of the file)",
+    ]
+    assert lines[3].startswith("Exported:    rpt-every-reason")  # the summary is the result too
+    assert proc.stderr == b""
 
 
 def test_json_summary(fixture_store: Path, tmp_path: Path) -> None:
