@@ -83,11 +83,11 @@ def test_digest_raw_from_stdin() -> None:
 
 
 def test_digest_json_is_sha256_of_the_canonical_bytes(messy: Path) -> None:
-    proc = run_cli("digest", "--json", str(messy))
+    proc = run_cli("digest", "--canonical", str(messy))
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stdout.decode() == sha(CANONICAL) + "\n"
     assert sha(CANONICAL) != sha(MESSY)
-    stdin = run_cli("digest", "--json", "-", input=MESSY)
+    stdin = run_cli("digest", "--canonical", "-", input=MESSY)
     assert stdin.stdout == proc.stdout
 
 
@@ -97,7 +97,7 @@ def test_digest_json_of_canonical_bytes_equals_their_raw_digest(tmp_path: Path) 
     path = tmp_path / "c.json"
     path.write_bytes(canonical)
     raw = run_cli("digest", "--raw", str(path))
-    as_json = run_cli("digest", "--json", str(path))
+    as_json = run_cli("digest", "--canonical", str(path))
     assert raw.stdout == as_json.stdout == (sha(canonical) + "\n").encode()
 
 
@@ -215,13 +215,13 @@ def test_canonicalize_rejects_bad_input_naming_the_file(tmp_path: Path, label: s
 
 @pytest.mark.parametrize(("label", "data", "rule"), BAD_JSON, ids=[b[0] for b in BAD_JSON])
 def test_digest_json_rejects_bad_input_naming_stdin(label: str, data: bytes, rule: str) -> None:
-    assert_one_line_error(run_cli("digest", "--json", "-", input=data), code=3, names="<stdin>", rule=rule)
+    assert_one_line_error(run_cli("digest", "--canonical", "-", input=data), code=3, names="<stdin>", rule=rule)
 
 
 def test_unreadable_inputs(tmp_path: Path) -> None:
     missing = tmp_path / "absent.json"
     assert_one_line_error(run_cli("digest", "--raw", str(missing)), code=3, names=str(missing), rule="read|no such")
-    assert_one_line_error(run_cli("digest", "--json", str(missing)), code=3, names=str(missing))
+    assert_one_line_error(run_cli("digest", "--canonical", str(missing)), code=3, names=str(missing))
     assert_one_line_error(run_cli("canonicalize", str(missing)), code=3, names=str(missing))
     assert_one_line_error(run_cli("canonicalize", str(tmp_path)), code=3, names=str(tmp_path))
     assert_one_line_error(
@@ -237,7 +237,8 @@ def test_unreadable_inputs(tmp_path: Path) -> None:
         ["digest", "--framed", "t/v1", "=file"],  # empty name
         ["digest", "--framed", "t/\u00e9", "a=-"],  # the tag is ASCII
         ["digest"],
-        ["digest", "one", "two"],
+        ["digest", "-", "-"],  # stdin once
+        ["digest", "--framed", "t/v1", "--canonical", "a=-"],
         ["canonicalize"],
         ["no-such-command"],
     ],
@@ -267,7 +268,7 @@ MAIN_OPTIONS = {
     "prove": ["--case", "--out"],
     "check-proof": ["--allowed-signers", "--expect-bundle-digest"],
     "audit": ["--json", "--output-dir"],
-    "digest": ["--json", "--raw", "--framed"],
+    "digest": ["--canonical", "--json", "--raw", "--framed"],
     "canonicalize": [],
 }
 

@@ -312,3 +312,16 @@ def test_storage_commands_json(
     failure(run_cli("download", url + ".nope", str(tmp_path / "dl2"), *endpoint, "--json"), 5)
     stored = one_line(run_cli("verify", url, *endpoint, "--json"))
     assert stored["verdict"] == "verified"
+
+
+def test_shell_completion_as_the_readme_documents() -> None:
+    script = run_cli(env={"_EVALBOOK_BUNDLE_COMPLETE": "bash_source"})
+    assert script.returncode == 0 and b"_evalbook_bundle_completion" in script.stdout
+    done = run_cli(
+        env={
+            "_EVALBOOK_BUNDLE_COMPLETE": "bash_complete",
+            "COMP_WORDS": "evalbook-bundle ver",
+            "COMP_CWORD": "1",
+        }
+    )
+    assert done.stdout.decode().strip() == "plain,verify"

@@ -460,7 +460,7 @@ def test_signed_export_embeds_a_head_signature(tmp_path: Path) -> None:
     signers.write_text(f"auditor@example.org {public.decode()}\n", encoding="utf-8")
     out = tmp_path / "signed.tar.zst"
     proc = export_cli(
-        DEFAULT_RUN, PROJECT, "--out", str(out), "--sign-key", str(key_path), "--quiet"
+        DEFAULT_RUN, PROJECT, "--out", str(out), "--key", str(key_path), "--quiet"
     )
     assert proc.returncode == 0, proc.stderr.decode()
     _, files = bag_files(out)

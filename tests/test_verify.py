@@ -932,6 +932,11 @@ def test_inspect_refuses_a_hostile_archive(hostile_archive: Path) -> None:
     for args in (["inspect"], ["inspect", "--json"]):
         done = run_cli(*args, str(hostile_archive))
         assert done.returncode == 3
-        assert done.stdout == b""
         message = done.stderr.decode()
         assert message.count("\n") == 1 and "symbolic link" in message and "offset" in message
+        if "--json" in args:  # the failure as its one JSON line (SPEC 7)
+            line = json.loads(done.stdout)
+            assert line["schema"] == "evalbook.error.v1" and line["exit_code"] == 3
+            assert "symbolic link" in line["error"]
+        else:
+            assert done.stdout == b""

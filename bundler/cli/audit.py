@@ -12,7 +12,6 @@ import orjson
 from bundler.archive_reader import DEFAULT_MAX_BYTES
 from bundler.cli.app import cli
 from bundler.cli.common import (
-    EPILOG_EXIT,
     _bytes_progress,
     _emit_json,
     _ProgressLine,
@@ -44,16 +43,19 @@ with --strict any such item fails the audit (exit 1).
 The summary goes to stdout (with --json one JSON line instead); progress and notes go to
 stderr. Without --expect-bundle-digest, --expect-report-digest or a signature checked
 with --allowed-signers the result shows self-consistency only, and the Anchor line says so.
-
-\b
-Examples:
-  evalbook-bundle audit bundle.tar.zst
-  evalbook-bundle audit bundle.tar.zst --allowed-signers allowed_signers --json | jq .verdict
-  evalbook-bundle audit s3://bucket/archive/reports/bundles/rpt/HEX.tar.zst --output-dir out/
 """
 
 
-@cli.command(help=AUDIT_HELP, epilog=EPILOG_EXIT)
+@cli.command(
+    help=AUDIT_HELP,
+    examples=[
+        "evalbook-bundle audit bundle.tar.zst",
+        "evalbook-bundle audit bundle.tar.zst --allowed-signers allowed_signers --json "
+        "| jq .verdict",
+        "evalbook-bundle audit s3://bucket/archive/reports/bundles/rpt/HEX.tar.zst "
+        "--output-dir out/",
+    ],
+)
 @click.argument("bundle")
 @click.option(
     "--expect-bundle-digest", help="Trust anchor: the bundle digest you expect (sha256:...)."

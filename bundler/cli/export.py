@@ -8,22 +8,33 @@ import click
 
 from bundler.cli.app import cli
 from bundler.cli.common import (
-    EPILOG_EXIT,
     _archive_options,
     _emit_json,
+    _endpoint_option,
     _exported_at,
     _ProgressLine,
+    _quiet_option,
     _say,
+    _sign_key_option,
     _signer,
     _time_source,
 )
-from bundler.cli.storage import _upload
+from bundler.cli.storage import _upload, _upload_text
 from bundler.errors import (
     UsageError,
 )
 
 
-@cli.command(epilog=EPILOG_EXIT)
+@cli.command(
+    examples=[
+        "evalbook-bundle reports --store fixtures/stores/main",
+        "evalbook-bundle export --store fixtures/stores/main --report rpt-clean --principal bob",
+        "evalbook-bundle export --store s3://evalbook/store --report rpt-x --principal bob "
+        "--key ~/.ssh/id_ed25519 --out bundles/",
+        "EVALBOOK_PRINCIPAL=bob evalbook-bundle export --store STORE --report rpt-x "
+        "--upload s3://archive/eval --json | jq -r .bundle_digest",
+    ]
+)
 @click.option(
     "--store", "store_root", required=True, help="Store root: a directory or s3://bucket/prefix."
 )
@@ -45,15 +56,16 @@ from bundler.errors import (
     is_flag=True,
     help="Fail (exit 1, nothing written) if anything would be unavailable.",
 )
+@_sign_key_option
 @click.option(
-    "--sign-key",
-    type=click.Path(path_type=Path),
-    help="OpenSSH Ed25519 private key: embed bundle-head.json.sig (passphrase from $EVALBOOK_SIGN_PASSPHRASE).",
+    "--upload",
+    "upload_to",
+    metavar="S3_PREFIX",
+    help="Then upload the new archive to s3://bucket/prefix (as the upload command does).",
 )
-@click.option("--upload", "upload_to", help="Upload the new archive to s3://bucket/prefix.")
-@click.option("--endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL_S3).")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
-@click.option("--quiet", is_flag=True, help="No progress or summary on stderr.")
+@_endpoint_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout: the summary.")
+@_quiet_option
 def export(
     store_root: str,
     report_id: str,
@@ -73,7 +85,8 @@ def export(
     The bundle holds the report body and envelope, the frozen suite, the pinned scorer
     versions, the dataset manifests and the examples the cases used, every check result,
     the cases and their payloads; what cannot be included is listed under unavailable or
-    redacted with its reason. stdout: "<bundle digest>  <path>".
+    redacted with its reason. stdout: the archive, its bundle digest and its file
+    SHA-256 on labelled lines, then the summary (--json: one JSON object).
     """
     from bundler.export import ExportConfig, Progress, export_bundle
 
@@ -115,11 +128,18 @@ def export(
     else:
         # The result, on stdout whatever --quiet says: the archive, its bundle digest and
         # its file SHA-256 (named apart: this is not sha256sum output), then the summary.
-        click.echo(export_result_text(summary) + export_text(summary), nl=False)
+        uploaded = _upload_text(summary["upload"]) if "upload" in summary else ""
+        click.echo(export_result_text(summary) + export_text(summary) + uploaded, nl=False)
 
 
-
-@cli.command("export-eb", epilog=EPILOG_EXIT)
+@cli.command(
+    "export-eb",
+    examples=[
+        "evalbook-bundle export-eb fixtures/eval-banana/runs/RUN --project fixtures/eval-banana/project",
+        "evalbook-bundle export-eb RUN_DIR --project . --key ~/.ssh/id_ed25519 --out bundles/",
+        "evalbook-bundle verify eval-banana-bundle-RUN.tar.zst",
+    ],
+)
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option(
     "--project",
@@ -140,13 +160,9 @@ def export(
     is_flag=True,
     help="Fail (exit 1, nothing written) if any definition would be unavailable.",
 )
-@click.option(
-    "--sign-key",
-    type=click.Path(path_type=Path),
-    help="OpenSSH Ed25519 private key: embed bundle-head.json.sig (passphrase from $EVALBOOK_SIGN_PASSPHRASE).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
-@click.option("--quiet", is_flag=True, help="No progress or summary on stderr.")
+@_sign_key_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout: the summary.")
+@_quiet_option
 def export_eb(
     run_dir: Path,
     project_root: Path,
@@ -164,7 +180,8 @@ def export_eb(
     referenced script (found under --project through the recorded project_root) under
     data/definitions/; a definition that is missing or no longer gives the recorded
     check_definition_sha256 is listed under unavailable. An inconsistent run or one
-    holding symbolic links is refused (exit 3). stdout: "<bundle digest>  <path>".
+    holding symbolic links is refused (exit 3). stdout: the archive, its bundle digest
+    and its file SHA-256 on labelled lines, then the summary (--json: one JSON object).
     """
     from bundler.export import Progress
     from bundler.export_eb import EbExportConfig, export_eb_bundle

@@ -12,13 +12,14 @@ from typing import Any
 import click
 import orjson
 
-from bundler.archive_reader import DEFAULT_MAX_BYTES
 from bundler.cli.app import cli
 from bundler.cli.common import (
-    EPILOG_EXIT,
     _bytes_progress,
     _emit_json,
+    _endpoint_option,
+    _max_bytes_option,
     _ProgressLine,
+    _quiet_option,
     _say,
     _storage_config,
     _verify_options,
@@ -50,7 +51,19 @@ self-consistency only. For eval-banana run directories, pass RUN_DIR with --proj
 """
 
 
-@cli.command(help=VERIFY_HELP, epilog=EPILOG_EXIT)
+@cli.command(
+    help=VERIFY_HELP,
+    examples=[
+        "evalbook-bundle verify evalbook-bundle-rpt-x.tar.zst",
+        "evalbook-bundle verify bundle.tar.zst --expect-bundle-digest sha256:...",
+        "evalbook-bundle verify bundle.tar.zst --allowed-signers allowed_signers "
+        "--identity alice@example.org",
+        "evalbook-bundle verify --json *.tar.zst | jq -r '[.source, .verdict] | @tsv'",
+        "evalbook-bundle verify s3://archive/eval/reports/bundles/rpt-x/HEX.tar.zst "
+        "--output-dir out/",
+        "evalbook-bundle verify RUN_DIR --project fixtures/eval-banana/project",
+    ],
+)
 @click.argument("bundles", nargs=-1, required=True)
 @click.option(
     "--expect-bundle-digest", help="Trust anchor: the bundle digest you expect (sha256:...)."
@@ -88,17 +101,9 @@ self-consistency only. For eval-banana run directories, pass RUN_DIR with --proj
     type=click.Path(path_type=Path),
     help="Write verification.json and verification.md here (absent or empty).",
 )
-@click.option(
-    "--max-bytes",
-    type=click.IntRange(1),
-    default=DEFAULT_MAX_BYTES,
-    show_default=True,
-    help="Cap on decompressed bytes.",
-)
-@click.option(
-    "--endpoint-url", help="S3 endpoint for s3:// bundles (default $AWS_ENDPOINT_URL_S3)."
-)
-@click.option("--quiet", is_flag=True, help="No summary on stderr.")
+@_max_bytes_option
+@_endpoint_option
+@_quiet_option
 def verify(
     bundles: tuple[str, ...],
     expect_bundle_digest: str | None,
@@ -292,12 +297,21 @@ def _altered_text(result: Any) -> str:
     )
 
 
-@cli.command(epilog=EPILOG_EXIT)
+@cli.command(
+    examples=[
+        "evalbook-bundle inspect evalbook-bundle-rpt-x.tar.zst",
+        "evalbook-bundle inspect s3://archive/eval/reports/bundles/rpt-x/HEX.tar.zst",
+        "evalbook-bundle inspect --json bundle.tar.zst | jq .unavailable",
+    ]
+)
 @click.argument("bundle")
-@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON on stdout.")
-@click.option("--max-bytes", type=click.IntRange(1), default=DEFAULT_MAX_BYTES, show_default=True)
-@click.option("--endpoint-url", help="S3 endpoint for s3:// bundles.")
-def inspect(bundle: str, as_json: bool, max_bytes: int, endpoint_url: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout: the facts.")
+@_max_bytes_option
+@_endpoint_option
+@_quiet_option
+def inspect(
+    bundle: str, as_json: bool, max_bytes: int, endpoint_url: str | None, quiet: bool
+) -> None:
     """Show what a bundle holds, read through the safe reader, without the proof."""
     from bundler.render import inspect_text
     from bundler.verify import inspect_bundle
@@ -313,20 +327,31 @@ def inspect(bundle: str, as_json: bool, max_bytes: int, endpoint_url: str | None
             for sig in storage.stored_signatures(bundle, config=_storage_config(endpoint_url))
         ]
     if as_json:
-        info = {k: v for k, v in info.items() if k != "labels"}
-        _emit_json(info)
+        facts = {k: v for k, v in info.items() if k not in ("labels", "schema")}
+        _emit_json({"schema": "evalbook.inspect.v1", "bundle_schema": info.get("schema"), **facts})
     else:
         click.echo(inspect_text(info), nl=False)
 
 
-@cli.command(epilog=EPILOG_EXIT)
+@cli.command(
+    examples=[
+        "evalbook-bundle extract evalbook-bundle-rpt-x.tar.zst bag/",
+        "evalbook-bundle extract bundle.tar.zst bag/ --allowed-signers allowed_signers",
+        "ssh-keygen -Y verify -f allowed_signers -I alice@example.org "
+        "-n evalbook-bundle-head-v1 -s bag/bundle-head.json.sig < bag/*/bundle-head.json",
+    ]
+)
 @click.argument("bundle")
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--expect-bundle-digest", help="Trust anchor: the bundle digest you expect.")
-@click.option("--expect-report-digest", help="Trust anchor: the report digest you expect.")
-@click.option("--strict", is_flag=True, help="Unprovable claims fail too.")
-@click.option("--max-bytes", type=click.IntRange(1), default=DEFAULT_MAX_BYTES, show_default=True)
-@click.option("--endpoint-url", help="S3 endpoint for s3:// bundles.")
+@click.option(
+    "--expect-bundle-digest", help="Trust anchor: the bundle digest you expect (sha256:...)."
+)
+@click.option(
+    "--expect-report-digest", help="Trust anchor: the report digest you expect (sha256:...)."
+)
+@click.option("--strict", is_flag=True, help="Unprovable claims fail too (nothing extracted).")
+@_max_bytes_option
+@_endpoint_option
 @click.option(
     "--allowed-signers",
     type=click.Path(path_type=Path),
@@ -334,7 +359,10 @@ def inspect(bundle: str, as_json: bool, max_bytes: int, endpoint_url: str | None
     "beside the archive or the stored object) must verify, or nothing is extracted.",
 )
 @click.option("--identity", help="With --allowed-signers: the principal that must have signed.")
-@click.option("--quiet", is_flag=True)
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object on stdout: the verification record."
+)
+@_quiet_option
 def extract(
     bundle: str,
     directory: Path,
@@ -345,6 +373,7 @@ def extract(
     endpoint_url: str | None,
     allowed_signers: Path | None,
     identity: str | None,
+    as_json: bool,
     quiet: bool,
 ) -> None:
     """Verify while extracting BUNDLE into DIRECTORY (absent or empty).
@@ -379,7 +408,8 @@ def extract(
         from bundler.outputs import write_new_file
 
         write_new_file(directory / "bundle-head.json.sig", sidecar.encode("ascii", "replace"))
-    # The summary is the result: on stdout, whatever --quiet says.
+    # The summary is the result (on stdout, whatever --quiet says), unless --json asks
+    # for the verification record instead.
     text = verification_text(result)
     if result.exit_code == 0:
         text += f"Extracted:   {shown(str(directory))}\n"
@@ -387,8 +417,13 @@ def extract(
             text += f"Signature:   {shown(str(directory / 'bundle-head.json.sig'))} (the sidecar)\n"
     else:
         text += f"Extracted:   nothing (removed what was written to {shown(str(directory))})\n"
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    if as_json:
+        _emit_json(result.to_json())  # the verification record; the summary is a note
+        if not quiet:
+            _say(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
     sys.exit(result.exit_code)
 
 
