@@ -7,9 +7,9 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: demo test lint fixtures bench eb-fixtures clean
 
-# The stamp also follows the C source: an editable install compiles bundler/_jcs.c once,
+# The stamp also follows the C source: an editable install compiles bundler/core/_jcs.c once,
 # so a changed source needs a new install to take effect.
-$(STAMP): pyproject.toml setup.py bundler/_jcs.c
+$(STAMP): pyproject.toml setup.py bundler/core/_jcs.c
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=...)")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -28,8 +28,8 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 fixtures: $(STAMP)
-	$(PY) -m bundler.fixturegen fixtures/stores --force
-	$(PY) -m bundler.fixtures_audit fixtures/stores --force
+	$(PY) -m bundler.testing.fixturegen fixtures/stores --force
+	$(PY) -m bundler.testing.fixtures_audit fixtures/stores --force
 
 bench: $(STAMP)
 	$(PY) bench/run.py

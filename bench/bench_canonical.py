@@ -32,7 +32,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bundler import canonical
+from bundler.core import canonical
 
 _WORDS = [
     "the",

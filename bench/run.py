@@ -91,7 +91,7 @@ def ensure_store(payload_gb: float, cases: int) -> Path:
         f"generating the benchmark store ({cases} cases, {payload_gb:g} GB of payloads) ...",
         flush=True,
     )
-    from bundler.fixturegen import build_large_store
+    from bundler.testing.fixturegen import build_large_store
 
     start = time.perf_counter()
     build_large_store(

@@ -4,7 +4,7 @@ archive, so tests can make "deep" changes that keep BagIt and bundle.json self-c
 ``open_bundle`` reads a trusted archive into an ``EditableBag``: the top directory name,
 the tar mtime and ``{bag-relative path: bytes}`` in archive order. Tests edit ``files``
 (or the parsed ``bundle``), then ``write_bundle`` writes a ``.tar.zst`` with
-``bundler.tarwriter.TarWriter`` and zstd (content checksum on) in the exporter's member
+``bundler.archive.tarwriter.TarWriter`` and zstd (content checksum on) in the exporter's member
 order, recomputing on request (all by default): the cross-references inside bundle.json
 (digests, sizes, counts, the payload list, the case tree), manifest-sha256.txt, the
 Payload-Oxum, Bundle-Digest and Report-Digest of bag-info.txt, bundle-head.json and
@@ -28,13 +28,14 @@ from typing import Any
 
 import zstandard
 
-from bundler import bag, canonical
-from bundler.archive_reader import iter_archive
-from bundler.digests import SCORER_TAG, bytes_digest, framed_digest, json_digest
-from bundler.errors import CanonicalJSONError
-from bundler.export import HEAD_FILE, HEAD_SIG_FILE, bundle_head
-from bundler.merkle import TreeBuilder
-from bundler.tarwriter import BLOCK, TarWriter
+from bundler.archive import bag
+from bundler.archive.reader import iter_archive
+from bundler.archive.tarwriter import BLOCK, TarWriter
+from bundler.core import canonical
+from bundler.core.digests import SCORER_TAG, bytes_digest, framed_digest, json_digest
+from bundler.core.errors import CanonicalJSONError
+from bundler.evalbook.export import HEAD_FILE, HEAD_SIG_FILE, bundle_head
+from bundler.trust.merkle import TreeBuilder
 
 BUNDLE = "data/bundle.json"
 # A member too large to hold: its size and a factory of its content chunks (called once
@@ -111,7 +112,7 @@ def open_bundle(path: Path) -> EditableBag:
 
 def open_tar(tar: bytes) -> EditableBag:
     """Read an uncompressed bundle tar into an EditableBag."""
-    from bundler.archive_reader import iter_members
+    from bundler.archive.reader import iter_members
 
     return _read(iter_members(io.BytesIO(tar), source="<tar>"))
 

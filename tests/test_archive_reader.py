@@ -19,8 +19,8 @@ import hostile
 import pytest
 import zstandard
 
-from bundler import archive_reader
-from bundler.archive_reader import (
+from bundler.archive import reader as archive_reader
+from bundler.archive.reader import (
     CHUNK_BYTES,
     DEFAULT_MAX_BYTES,
     MAX_PAX_BYTES,
@@ -29,7 +29,7 @@ from bundler.archive_reader import (
     iter_archive,
     iter_members,
 )
-from bundler.errors import ArchiveError, InputError
+from bundler.core.errors import ArchiveError, InputError
 
 SOURCE = "evil.tar.zst"
 TOP = "evalbook-bundle-r1"
@@ -666,8 +666,8 @@ def test_tar_cap_applies_to_uncompressed_streams() -> None:
 _BOMB_SCRIPT = textwrap.dedent(
     """
     import json, sys, time
-    from bundler.archive_reader import ZstdStream, iter_archive
-    from bundler.errors import ArchiveError
+    from bundler.archive.reader import ZstdStream, iter_archive
+    from bundler.core.errors import ArchiveError
 
     def peak_kib():
         # VmHWM, unlike ru_maxrss, starts afresh at exec instead of inheriting the
@@ -777,7 +777,8 @@ def test_plain_header_fast_path_agrees_with_the_full_parser(
 ) -> None:
     """Whenever the fast path accepts a header, the full parser gives the same result;
     headers are real ones from the writer with random bytes changed."""
-    from bundler import archive_reader, tarwriter
+    from bundler.archive import reader as archive_reader
+    from bundler.archive import tarwriter
 
     rng = random.Random(11)
     base = [
@@ -852,7 +853,7 @@ def _flushed_frame(tar: bytes, sizes: list[int], *, level: int) -> bytes:
 
 
 def _read_contents(data: bytes) -> tuple[dict[str, object], dict[str, bytes], set[str]]:
-    from bundler.bag_reader import read_bag
+    from bundler.archive.bag_reader import read_bag
 
     contents = read_bag(iter_archive(io.BytesIO(data), source=SOURCE), source=SOURCE)
     return dict(contents.files), dict(contents.kept), set(contents.directories)
@@ -937,7 +938,7 @@ def test_recompressed_bundles_get_the_same_verdict(
 ) -> None:
     import repack
 
-    from bundler.verify import VerifyOptions, verify_bundle
+    from bundler.evalbook.verify import VerifyOptions, verify_bundle
 
     original = verify_bundle(str(bundles[key]), VerifyOptions())
     tar = repack.archive_tar(bundles[key])
@@ -997,7 +998,7 @@ def test_a_bag_directory_verifies_however_it_is_named(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from bundler.verify import Verdict, VerifyOptions, verify_bundle
+    from bundler.evalbook.verify import Verdict, VerifyOptions, verify_bundle
 
     root = _write_bag(bundles["rpt-clean/alice"], tmp_path)
     monkeypatch.chdir({"parent": tmp_path, "bag": root, "data": root / "data"}[cwd])
@@ -1011,7 +1012,7 @@ def test_a_bag_directory_verifies_however_it_is_named(
 def test_a_symlinked_bag_root_is_refused_not_followed(
     bundles: dict[str, Path], tmp_path: Path
 ) -> None:
-    from bundler.bag_reader import open_members
+    from bundler.archive.bag_reader import open_members
 
     root = _write_bag(bundles["rpt-clean/alice"], tmp_path)
     link = tmp_path / "link"
@@ -1024,7 +1025,7 @@ def test_a_symlinked_bag_root_is_refused_not_followed(
 def test_a_directory_whose_name_is_its_top_is_read_by_the_real_name(
     bundles: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bundler.bag_reader import open_members
+    from bundler.archive.bag_reader import open_members
 
     root = _write_bag(bundles["rpt-clean/alice"], tmp_path)
     monkeypatch.chdir(root / "data")
@@ -1052,8 +1053,8 @@ def test_a_file_below_the_root_outside_data_is_reported_and_never_extracted(
 ) -> None:
     import repack
 
-    from bundler.bag_reader import read_bag
-    from bundler.safe_extract import SafeExtractor
+    from bundler.archive.bag_reader import read_bag
+    from bundler.archive.safe_extract import SafeExtractor
 
     eb = repack.open_bundle(bundles["rpt-clean/alice"])
     eb.files[stray] = eb.files.get(stray.rsplit("/", 1)[-1], b"planted\n")
@@ -1081,7 +1082,7 @@ def test_a_file_below_the_root_outside_data_fails_the_bundle(
 ) -> None:
     import repack
 
-    from bundler.verify import Verdict, VerifyOptions, extract_bundle, verify_bundle
+    from bundler.evalbook.verify import Verdict, VerifyOptions, extract_bundle, verify_bundle
 
     eb = repack.open_bundle(bundles["rpt-clean/alice"])
     eb.files[stray] = eb.files.get(stray.rsplit("/", 1)[-1], b"planted\n")
@@ -1120,7 +1121,7 @@ def _bag_tar(files: dict[str, bytes], *, top: str = TOP) -> bytes:
 
 
 def _read_bag_of(files: dict[str, bytes]) -> object:
-    from bundler.bag_reader import read_bag
+    from bundler.archive.bag_reader import read_bag
 
     data = hostile.zstd(_bag_tar(files), level=1)
     return read_bag(iter_archive(io.BytesIO(data), source=SOURCE), source=SOURCE)
@@ -1137,7 +1138,8 @@ def _refused_bag(files: dict[str, bytes], *fragments: str) -> str:
 
 
 def test_the_caps_derive_from_the_contract() -> None:
-    from bundler import bag_reader, canonical
+    from bundler.archive import bag_reader
+    from bundler.core import canonical
 
     assert archive_reader.MAX_CASES == 20_000 == bag_reader.MAX_CASE_LINES
     assert archive_reader.MAX_MEMBERS >= 3 * archive_reader.MAX_CASES + 5_000
@@ -1154,7 +1156,7 @@ def _case_line(i: int) -> bytes:
 
 @pytest.mark.parametrize("split", [1, 2, 7])
 def test_case_lines_up_to_the_limit_are_read_and_one_more_is_refused(split: int) -> None:
-    from bundler.bag_reader import MAX_CASE_LINES
+    from bundler.archive.bag_reader import MAX_CASE_LINES
 
     per = -(-MAX_CASE_LINES // split)
     files, made = {}, 0
@@ -1168,7 +1170,7 @@ def test_case_lines_up_to_the_limit_are_read_and_one_more_is_refused(split: int)
 
 
 def test_a_last_case_line_without_its_newline_counts() -> None:
-    from bundler.bag_reader import MAX_CASE_LINES
+    from bundler.archive.bag_reader import MAX_CASE_LINES
 
     body = b"".join(_case_line(i) for i in range(MAX_CASE_LINES))
     _read_bag_of({"data/cases/a.jsonl": body})
@@ -1178,7 +1180,7 @@ def test_a_last_case_line_without_its_newline_counts() -> None:
 
 
 def test_hundreds_of_thousands_of_case_lines_are_refused_while_streaming() -> None:
-    from bundler.bag_reader import read_bag
+    from bundler.archive.bag_reader import read_bag
 
     line = _case_line(1)
     tar = _bag_tar({"data/cases/a.jsonl": line * 260_000})
@@ -1196,8 +1198,8 @@ def _values_document(values: int) -> bytes:
 
 
 def test_json_values_up_to_the_cap_are_read_and_one_more_is_refused() -> None:
-    from bundler import canonical
-    from bundler.bag_reader import MAX_JSON_VALUES
+    from bundler.archive.bag_reader import MAX_JSON_VALUES
+    from bundler.core import canonical
 
     at_cap = _values_document(MAX_JSON_VALUES)
     assert canonical.value_bound(at_cap) == MAX_JSON_VALUES
@@ -1220,7 +1222,7 @@ def test_json_values_up_to_the_cap_are_read_and_one_more_is_refused() -> None:
 
 
 def test_documents_up_to_the_byte_caps_are_read_and_one_byte_more_is_refused() -> None:
-    from bundler.bag_reader import MAX_DOCUMENT_BYTES, MAX_KEPT_BYTES
+    from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES, MAX_KEPT_BYTES
 
     def doc(size: int) -> bytes:
         return b'"' + b"a" * (size - 2) + b'"'
@@ -1256,7 +1258,8 @@ def test_the_member_cap_is_the_default() -> None:
 def test_document_problem_agrees_with_the_reader() -> None:
     """The exporter asks document_problem; for any sequence of documents it must refuse
     exactly where the reader refuses."""
-    from bundler import bag_reader, canonical
+    from bundler.archive import bag_reader
+    from bundler.core import canonical
 
     rng = random.Random(5)
     cap_v, cap_d, cap_k = 5_000, 40_000, 90_000

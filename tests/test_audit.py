@@ -2,7 +2,7 @@
 
 Expected disagreements come from the fixtures' design (``fixtures_audit.SCENARIOS``,
 each worked out by hand in its comment) or from reasoning written next to each test;
-expected numbers from SPEC 12's references, statsmodels, or ``bundler.derive`` run on
+expected numbers from SPEC 12's references, statsmodels, or ``bundler.evalbook.derive`` run on
 the cases directly (the audit is what is tested here, not the derivation rules).
 """
 
@@ -27,8 +27,10 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from statsmodels.stats.proportion import proportion_confint
 
-from bundler import canonical, fixtures_audit
-from bundler.audit import (
+from bundler.core import canonical
+from bundler.core.digests import json_digest
+from bundler.core.textsafe import shown_md
+from bundler.evalbook.audit import (
     Audit,
     AuditVerdict,
     Field,
@@ -39,26 +41,25 @@ from bundler.audit import (
     audit_text,
     numbers_agree,
 )
-from bundler.derive import (
+from bundler.evalbook.derive import (
     DerivedCheck,
     Interval,
     NotRederivable,
     derive_check,
     derive_report,
 )
-from bundler.digests import json_digest
-from bundler.export import ExportConfig, export_bundle
-from bundler.fixturegen import CaseSpec, CheckSpec, StoreBuilder, build_large_store
-from bundler.fixtures_audit import (
+from bundler.evalbook.export import ExportConfig, export_bundle
+from bundler.evalbook.stats import bootstrap_interval
+from bundler.evalbook.verify import Verdict, Verification, VerifyOptions, read_and_verify
+from bundler.testing import fixtures_audit
+from bundler.testing.fixturegen import CaseSpec, CheckSpec, StoreBuilder, build_large_store
+from bundler.testing.fixtures_audit import (
     BOOTSTRAP_RECORDED_SEED,
     BOOTSTRAP_USED_SEED,
     DOCUMENTS_DIFFER_BODY_SCORE,
     build_audit_store,
     continuity_corrected_wilson,
 )
-from bundler.stats import bootstrap_interval
-from bundler.textsafe import shown_md
-from bundler.verify import Verdict, Verification, VerifyOptions, read_and_verify
 
 AUDIT_SCENARIOS = fixtures_audit.SCENARIOS
 
@@ -263,7 +264,7 @@ def test_clean_report_derived_values_match_independent_computation(
 def test_an_extracted_bag_directory_audits_like_the_archive(
     bundles: dict[str, Path], tmp_path: Path, clean_audits: dict[str, Audit]
 ) -> None:
-    from bundler.verify import extract_bundle
+    from bundler.evalbook.verify import extract_bundle
 
     target = tmp_path / "bag"
     assert extract_bundle(str(bundles["rpt-clean/alice"]), target, OPTIONS).exit_code == 0

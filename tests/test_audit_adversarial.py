@@ -37,8 +37,9 @@ import pytest
 import repack
 from conftest import EXPORTED_AT
 
-from bundler import canonical
-from bundler.audit import (
+from bundler.core import canonical
+from bundler.core.digests import json_digest
+from bundler.evalbook.audit import (
     Audit,
     AuditVerdict,
     CheckAudit,
@@ -56,7 +57,7 @@ from bundler.audit import (
     audit_markdown,
     audit_text,
 )
-from bundler.derive import (
+from bundler.evalbook.derive import (
     BOUNDS,
     MAX_CASES,
     BoundScope,
@@ -64,13 +65,12 @@ from bundler.derive import (
     ProblemCode,
     bound_violations,
 )
-from bundler.digests import json_digest
-from bundler.export import MAX_CASES as EXPORT_MAX_CASES
-from bundler.export import ExportConfig, export_bundle
-from bundler.fixturegen import build_large_store
-from bundler.fixtures_audit import build_audit_store
-from bundler.stats import MAX_LEVEL, MAX_RESAMPLES, bootstrap_interval, wilson_interval
-from bundler.verify import Verdict, Verification, VerifyOptions, read_and_verify
+from bundler.evalbook.export import MAX_CASES as EXPORT_MAX_CASES
+from bundler.evalbook.export import ExportConfig, export_bundle
+from bundler.evalbook.stats import MAX_LEVEL, MAX_RESAMPLES, bootstrap_interval, wilson_interval
+from bundler.evalbook.verify import Verdict, Verification, VerifyOptions, read_and_verify
+from bundler.testing.fixturegen import build_large_store
+from bundler.testing.fixtures_audit import build_audit_store
 
 REPO = Path(__file__).resolve().parents[1]
 OPTIONS = VerifyOptions()
@@ -480,7 +480,7 @@ def test_many_cases_stay_within_the_budget(name: str, large_bundle: Path, tmp_pa
 _SPARSE = textwrap.dedent(
     """
     import time
-    from bundler.derive import derive_check
+    from bundler.evalbook.derive import derive_check
     ids = [f"ex-{i:05d}" for i in range(20_000)]
     output = {"kind": "output", "digest": "sha256:" + "ab" * 32, "size": 1, "location": "inline"}
     cases = [
@@ -521,7 +521,7 @@ def test_derivation_never_expands_examples_times_repeats() -> None:
 
 
 def test_stats_refuse_what_the_bounds_refuse() -> None:
-    from bundler.errors import InputError
+    from bundler.core.errors import InputError
 
     values = [0.5, 0.25, 1.0]
     with pytest.raises(InputError, match="resamples"):

@@ -4,7 +4,7 @@ given as verify takes them (SPEC 5, 7, 12).
 
 Every test runs the real command line as a subprocess over bundles exported, by the
 command line too, from the committed audit store (fixtures/stores/audit), whose reports
-carry planted disagreements (``bundler.fixtures_audit.SCENARIOS``).
+carry planted disagreements (``bundler.testing.fixtures_audit.SCENARIOS``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 import repack
 from conftest import run_cli
 
-from bundler import canonical, schemas
+from bundler.core import canonical, schemas
 
 REPO = Path(__file__).resolve().parents[1]
 STORE = REPO / "fixtures" / "stores" / "audit"

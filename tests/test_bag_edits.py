@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import CLI
 
-from bundler.verify import State, VerifyOptions, verify_bundle
+from bundler.evalbook.verify import State, VerifyOptions, verify_bundle
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""bundler.canonical: RFC 8785 (JCS) serialisation and strict parsing (SPEC section 2).
+"""bundler.core.canonical: RFC 8785 (JCS) serialisation and strict parsing (SPEC section 2).
 
 The oracle is the ``rfc8785`` package, a pure-Python reference implementation. Expected
 bytes written out in this file come from the text of RFC 8785, not from the code under
@@ -24,8 +24,8 @@ import rfc8785
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from bundler import canonical
-from bundler.errors import CanonicalJSONError
+from bundler.core import canonical
+from bundler.core.errors import CanonicalJSONError
 
 SOURCE = "store/reports/r1/body.json"
 MAX_SAFE = 2**53 - 1

@@ -1,4 +1,4 @@
-"""bundler._jcs: the native JCS serialiser against the reference path and rfc8785.
+"""bundler.core._jcs: the native JCS serialiser against the reference path and rfc8785.
 
 The native path must write exactly the bytes of ``canonical._reference_dumps`` (plain
 Python, written from RFC 8785) and of the ``rfc8785`` package for every plain JSON
@@ -25,8 +25,8 @@ import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bundler import _jcs, canonical
-from bundler.errors import CanonicalJSONError
+from bundler.core import _jcs, canonical
+from bundler.core.errors import CanonicalJSONError
 
 MAX_SAFE = 2**53 - 1
 

@@ -21,8 +21,8 @@ import pytest
 from conftest import CLI, run_cli
 
 from bundler import cli as cli_module
-from bundler.errors import UsageError
-from bundler.outputs import write_new_file, write_output_dir
+from bundler.core.errors import UsageError
+from bundler.core.outputs import write_new_file, write_output_dir
 
 EXPORTED_AT_TEXT = "2026-11-30T00:00:00Z"
 SSH_KEYGEN = shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen"
@@ -108,7 +108,7 @@ def test_exported_archive_is_readable_by_a_colleague(fixture_store: Path, tmp_pa
 
 
 def test_temporary_names_are_hidden_partial_files_beside_the_target(tmp_path: Path) -> None:
-    from bundler.outputs import create_temp
+    from bundler.core.outputs import create_temp
 
     fd, temp = create_temp(tmp_path / "x.tar.zst")
     os.close(fd)
@@ -127,7 +127,7 @@ def test_temporary_names_are_hidden_partial_files_beside_the_target(tmp_path: Pa
 
 @pytest.fixture(scope="module")
 def large_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from bundler.fixturegen import build_large_store
+    from bundler.testing.fixturegen import build_large_store
 
     store = tmp_path_factory.mktemp("large") / "store"
     build_large_store(store, cases=20_050, checks=4, payload_bytes=0)

@@ -21,7 +21,7 @@ from conftest import EXPORTED_AT, run_cli
 from s3_server import Server
 
 from bundler.cli import cli
-from bundler.schemas import validator_for
+from bundler.core.schemas import validator_for
 
 REPO = Path(__file__).resolve().parent.parent
 STORE = REPO / "fixtures" / "stores" / "main"

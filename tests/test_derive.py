@@ -1,4 +1,4 @@
-"""Tests of bundler.derive: each rule of SPEC section 12 on small hand-built case sets.
+"""Tests of bundler.evalbook.derive: each rule of SPEC section 12 on small hand-built case sets.
 
 Expected values are worked out by hand in the comments (or written as the SPEC's
 formula over literal numbers), never taken from the code under test.
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from statsmodels.stats.proportion import proportion_confint
 
-from bundler.derive import (
+from bundler.evalbook.derive import (
     UNSCORED_STATUS_RANKING,
     AggregationRule,
     Assurance,

@@ -1,4 +1,4 @@
-"""bundler.digests: digest strings, JSON digests and the framed digest v1 (SPEC section 2).
+"""bundler.core.digests: digest strings, JSON digests and the framed digest v1 (SPEC section 2).
 
 Expected values are sha256 over byte strings written out by hand from the SPEC's
 definitions, never output of the code under test.
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from bundler import digests
-from bundler.errors import CanonicalJSONError, DigestError, InputError
+from bundler.core import digests
+from bundler.core.errors import CanonicalJSONError, DigestError, InputError
 
 HEX = "0123456789abcdef" * 4
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

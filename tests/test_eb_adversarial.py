@@ -46,11 +46,11 @@ from test_export_eb import (
     sha,
 )
 
-from bundler import evalbanana as eb
-from bundler.bag_reader import MAX_DOCUMENT_BYTES
-from bundler.errors import InputError
-from bundler.render import export_eb_text as export_text
-from bundler.verify import Verdict, VerifyOptions, verify_bundle
+from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES
+from bundler.core.errors import InputError
+from bundler.evalbanana import run as eb
+from bundler.evalbook.verify import Verdict, VerifyOptions, verify_bundle
+from bundler.report.render import export_eb_text as export_text
 
 LONG = "long-output-with-a-very-long-check-identifier-over-forty"
 BUDGET_BYTES = 300 * 1024 * 1024
@@ -202,8 +202,8 @@ def test_script_named_by_bundle_json_for_an_inline_check_fails(bag: Path) -> Non
 
 
 def test_prove_reads_result_files_by_the_stem_rule(bag: Path) -> None:
-    from bundler.bag_reader import open_members, read_bag
-    from bundler.ebverify import case_leaves
+    from bundler.archive.bag_reader import open_members, read_bag
+    from bundler.evalbanana.verify import case_leaves
 
     contents = read_bag(open_members(str(bag)), source=str(bag))
     bundle = json.loads(contents.kept["data/bundle.json"])

@@ -36,12 +36,19 @@ from test_export_eb import (
     sha,
 )
 
-from bundler import evalbanana as eb
-from bundler import schemas
-from bundler.bag_reader import open_members, read_bag
-from bundler.ebverify import case_leaves, inspect_facts, verify_run_dir
-from bundler.errors import UsageError
-from bundler.verify import Claim, State, Verdict, Verification, VerifyOptions, verify_bundle
+from bundler.archive.bag_reader import open_members, read_bag
+from bundler.core import schemas
+from bundler.core.errors import UsageError
+from bundler.evalbanana import run as eb
+from bundler.evalbanana.verify import case_leaves, inspect_facts, verify_run_dir
+from bundler.evalbook.verify import (
+    Claim,
+    State,
+    Verdict,
+    Verification,
+    VerifyOptions,
+    verify_bundle,
+)
 
 LONG = "long-output-with-a-very-long-check-identifier-over-forty"
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from bundler import evalbanana as eb
-from bundler.errors import InputError
+from bundler.core.errors import InputError
+from bundler.evalbanana import run as eb
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "eval-banana"
 PROJECT = FIXTURES / "project"
@@ -52,7 +52,7 @@ def _frame(name: bytes, content: bytes) -> bytes:
 
 
 def _hand_digest(yaml_bytes: bytes, script: bytes | None, unavailable: bool = False) -> str:
-    """Independent framing for the cross-checks (the module uses bundler.digests)."""
+    """Independent framing for the cross-checks (the module uses bundler.core.digests)."""
     data = TAG + b"\x00" + _frame(b"definition.yaml", yaml_bytes)
     if unavailable:
         data += _frame(b"referenced-script-unavailable", b"")

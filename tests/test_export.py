@@ -30,8 +30,8 @@ import rfc8785
 import zstandard
 from conftest import CLI, EXPORTED_AT, SCENARIOS, run_cli
 
-from bundler.fixturegen import build_large_store
-from bundler.verify import VerifyOptions, verify_bundle
+from bundler.evalbook.verify import VerifyOptions, verify_bundle
+from bundler.testing.fixturegen import build_large_store
 
 EXPORTED_AT_TEXT = "2026-11-30T00:00:00Z"
 EXPORTED_AT_EPOCH = int(EXPORTED_AT.timestamp())

@@ -26,10 +26,10 @@ import pytest
 import zstandard
 from conftest import run_cli
 
-from bundler import evalbanana as eb
-from bundler.errors import InputError, OutputError, StrictFailure
-from bundler.export_eb import EbExportConfig, EbExportResult, export_eb_bundle
-from bundler.verify import State, Verdict, VerifyOptions, verify_bundle
+from bundler.core.errors import InputError, OutputError, StrictFailure
+from bundler.evalbanana import run as eb
+from bundler.evalbanana.export import EbExportConfig, EbExportResult, export_eb_bundle
+from bundler.evalbook.verify import State, Verdict, VerifyOptions, verify_bundle
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "eval-banana"
 PROJECT = FIXTURES / "project"
@@ -60,7 +60,7 @@ def _frame(name: bytes, content: bytes) -> bytes:
 def hand_definition_digest(
     yaml_bytes: bytes, script: bytes | None, unavailable: bool = False
 ) -> str:
-    """The framed definition digest, framed here by hand (independent of bundler.digests)."""
+    """The framed definition digest, framed here by hand (independent of bundler.core.digests)."""
     data = TAG + b"\x00" + _frame(b"definition.yaml", yaml_bytes)
     if unavailable:
         data += _frame(b"referenced-script-unavailable", b"")

@@ -21,8 +21,8 @@ from pathlib import Path
 import zstandard
 from conftest import EXPORTED_AT, REPO, run_cli
 
-from bundler.export import ExportConfig, Progress, export_bundle
-from bundler.export_eb import EbExportConfig, export_eb_bundle
+from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
+from bundler.evalbook.export import ExportConfig, Progress, export_bundle
 
 STAMP = EXPORTED_AT.strftime("%Y-%m-%dT%H:%M:%SZ")
 EB = REPO / "fixtures" / "eval-banana"

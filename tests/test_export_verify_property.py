@@ -2,7 +2,7 @@
 Resources: "the exporter never writes a bundle that these caps make its own verifier
 reject").
 
-Generated stores, built with ``bundler.fixturegen.StoreBuilder``, carry the adversarial
+Generated stores, built with ``bundler.testing.fixturegen.StoreBuilder``, carry the adversarial
 shapes an honest store can hold on a case-sensitive filesystem: ids that collide after
 case folding (check, scorer, dataset, example and suite ids), ids at the 128-character
 cap and ids made mostly of dots, scorer file names that collide after case folding or
@@ -32,12 +32,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bundler import canonical
-from bundler.digests import SCORER_TAG, framed_digest, json_digest
-from bundler.errors import BundlerError
-from bundler.export import ExportConfig, export_bundle
-from bundler.fixturegen import CaseSpec, CheckSpec, StoreBuilder
-from bundler.verify import Verdict, VerifyOptions, verify_bundle
+from bundler.core import canonical
+from bundler.core.digests import SCORER_TAG, framed_digest, json_digest
+from bundler.core.errors import BundlerError
+from bundler.evalbook.export import ExportConfig, export_bundle
+from bundler.evalbook.verify import Verdict, VerifyOptions, verify_bundle
+from bundler.testing.fixturegen import CaseSpec, CheckSpec, StoreBuilder
 
 INLINE_MAX = 262_144
 EXPORTED_AT = datetime(2026, 11, 30, tzinfo=UTC)

@@ -17,8 +17,8 @@ import pytest
 import repack
 from conftest import run_cli
 
-from bundler.errors import OutputError
-from bundler.verify import Verdict, VerifyOptions, extract_bundle
+from bundler.core.errors import OutputError
+from bundler.evalbook.verify import Verdict, VerifyOptions, extract_bundle
 
 KEY = "rpt-every-reason/alice"
 

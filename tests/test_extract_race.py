@@ -26,12 +26,12 @@ from typing import Any, BinaryIO
 import pytest
 import repack
 
-import bundler.verify as verify_module
-from bundler.bag_reader import Extractor
-from bundler.errors import OutputError
-from bundler.export import ExportConfig, export_bundle
-from bundler.fixturegen import build_large_store
-from bundler.verify import Verdict, VerifyOptions, extract_bundle
+import bundler.evalbook.verify as verify_module
+from bundler.archive.bag_reader import Extractor
+from bundler.core.errors import OutputError
+from bundler.evalbook.export import ExportConfig, export_bundle
+from bundler.evalbook.verify import Verdict, VerifyOptions, extract_bundle
+from bundler.testing.fixturegen import build_large_store
 
 CLEAN = "rpt-clean/alice"
 SENTINEL = b"belongs to someone else\n"
@@ -562,7 +562,7 @@ def test_the_window_between_mkdir_and_open_is_checked(
 def test_deep_trees_beyond_the_cached_descriptors(tmp_path: Path) -> None:
     """A hostile archive may nest thousands of levels: descriptors stay bounded, a swap
     deep below the cached ones is found, and removal still reaches everything."""
-    from bundler.safe_extract import MAX_CACHED_DEPTH
+    from bundler.archive.safe_extract import MAX_CACHED_DEPTH
 
     depth = MAX_CACHED_DEPTH + 40
     names = ["/".join(["d"] * (i + 1)) for i in range(depth)]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bundler.fixturegen import MAIN_STORE, build_fixture_store
-from bundler.fixtures_audit import AUDIT_STORE, build_audit_store
+from bundler.testing.fixturegen import MAIN_STORE, build_fixture_store
+from bundler.testing.fixtures_audit import AUDIT_STORE, build_audit_store
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -36,9 +36,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_resource_budget import BUDGET_BYTES, run_measured
 
-from bundler import canonical
-from bundler.errors import BundlerError
-from bundler.export_eb import EbExportConfig, export_eb_bundle
+from bundler.core import canonical
+from bundler.core.errors import BundlerError
+from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))
 # One example runs five commands over a small bundle: well under a second normally.
@@ -244,9 +244,9 @@ def _first_case_id(eb: repack.EditableBag) -> str:
 
 def run_library_commands(archive: Path, case_id: str, work: Path) -> dict[str, str]:
     """verify, inspect, extract, prove, audit on ``archive``; each one's outcome."""
-    from bundler.audit import audit_bundle
-    from bundler.proof import check_proof, proof_file_bytes, prove_case
-    from bundler.verify import VerifyOptions, extract_bundle, inspect_bundle, verify_bundle
+    from bundler.evalbook.audit import audit_bundle
+    from bundler.evalbook.verify import VerifyOptions, extract_bundle, inspect_bundle, verify_bundle
+    from bundler.trust.proof import check_proof, proof_file_bytes, prove_case
 
     options = VerifyOptions()
     outcomes: dict[str, str] = {}
@@ -285,7 +285,7 @@ def bases(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def clean_proof(bundles: dict[str, Path]) -> dict[str, Any]:
-    from bundler.proof import prove_case
+    from bundler.trust.proof import prove_case
 
     return prove_case(str(bundles["rpt-evidence-manifest/alice"]), "accuracy-00000")
 
@@ -323,7 +323,7 @@ def test_a_mutated_document_never_crashes_any_command(
 def test_a_mutated_proof_never_crashes_check_proof(
     clean_proof: dict[str, Any], data: st.DataObject
 ) -> None:
-    from bundler.proof import check_proof
+    from bundler.trust.proof import check_proof
 
     proof = _mutate(json.loads(json.dumps(clean_proof)), data)
     raw = _dumps(proof) + data.draw(st.sampled_from([b"", b"\n", b"\n\n", b" "]), label="tail")

@@ -13,8 +13,8 @@ from typing import Any
 import pymerkle
 import pytest
 
-from bundler.errors import InputError
-from bundler.merkle import (
+from bundler.core.errors import InputError
+from bundler.trust.merkle import (
     EMPTY_ROOT,
     InclusionError,
     InclusionFailure,

@@ -1,7 +1,7 @@
 """Output that cannot lie to the reader (issue 13 class 8, SPEC section 5 "Output").
 
 Invariant: every string that comes from a bundle, a store, a run or a proof reaches a
-person only through ``bundler.textsafe.shown`` (console) or ``shown_md`` (Markdown), so
+person only through ``bundler.core.textsafe.shown`` (console) or ``shown_md`` (Markdown), so
 no control character, ESC, CR, bidirectional control or invisible character from the
 input is ever written raw, and no input can start a line of its own.
 
@@ -26,8 +26,8 @@ import pytest
 import repack
 from conftest import EXPORTED_AT, REPO, run_cli
 
-from bundler.export import ExportConfig, export_bundle
-from bundler.textsafe import shown
+from bundler.core.textsafe import shown
+from bundler.evalbook.export import ExportConfig, export_bundle
 
 # One member per hostile class; each is embedded in a forged line of summary text.
 CLASSES: dict[str, str] = {
@@ -104,7 +104,7 @@ def assert_clean(
 @pytest.fixture(scope="module")
 def base_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """rpt-every-reason exported by bob: every listing reason, so every listing field."""
-    from bundler.fixturegen import build_fixture_store
+    from bundler.testing.fixturegen import build_fixture_store
 
     root = tmp_path_factory.mktemp("escaping")
     build_fixture_store(root / "store")
@@ -172,7 +172,7 @@ def hostile_bundles(base_bundle: Path, tmp_path_factory: pytest.TempPathFactory)
 
 
 def _verify_in_process(path: Path) -> Any:
-    from bundler.verify import VerifyOptions, verify_bundle
+    from bundler.evalbook.verify import VerifyOptions, verify_bundle
 
     return verify_bundle(str(path), VerifyOptions())
 
@@ -207,7 +207,7 @@ def test_verify_console_and_markdown_escape_every_field(
 def test_markdown_of_every_bundle_is_clean(
     cls: str, kind: str, hostile_bundles: dict[str, Path]
 ) -> None:
-    from bundler.render import verification_markdown
+    from bundler.report.render import verification_markdown
 
     md = verification_markdown(_verify_in_process(hostile_bundles[f"{cls}/{kind}"]))
     assert raw_hostile(md) == [], md
@@ -240,7 +240,7 @@ def test_the_hostile_text_does_reach_the_output_escaped(hostile_bundles: dict[st
 
 
 def test_markdown_shows_the_escapes_as_the_console_does(hostile_bundles: dict[str, Path]) -> None:
-    from bundler.render import verification_markdown
+    from bundler.report.render import verification_markdown
 
     md = verification_markdown(_verify_in_process(hostile_bundles["bidi-embed-override/fields"]))
     # shown_md doubles shown's backslashes: rendered, "\\u202e" reads as \u202e.

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from bundler.prefetch import ThreadedSink, prefetch
+from bundler.archive.prefetch import ThreadedSink, prefetch
 
 
 def _threads() -> set[str]:

@@ -38,10 +38,10 @@ import pytest
 import rfc8785
 from conftest import run_cli
 
-from bundler import sshsig
-from bundler.errors import BundlerError
-from bundler.export import ExportConfig, export_bundle
-from bundler.proof import check_proof
+from bundler.core.errors import BundlerError
+from bundler.evalbook.export import ExportConfig, export_bundle
+from bundler.trust import sshsig
+from bundler.trust.proof import check_proof
 
 SSH_KEYGEN = "/usr/bin/ssh-keygen"
 EXPORTED_AT = datetime(2026, 11, 30, tzinfo=UTC)
@@ -786,7 +786,7 @@ def _proof_around(case_text: bytes) -> bytes:
 
 
 def _cap() -> int:
-    from bundler.proof import MAX_PROOF_BYTES
+    from bundler.trust.proof import MAX_PROOF_BYTES
 
     return MAX_PROOF_BYTES
 
@@ -873,7 +873,7 @@ def test_99_mb_on_stdin_is_refused_within_budget(tmp_path: Path) -> None:
 
 
 def test_more_values_than_a_proof_may_hold_is_refused_before_parsing(tmp_path: Path) -> None:
-    from bundler.proof import MAX_PROOF_VALUES
+    from bundler.trust.proof import MAX_PROOF_VALUES
 
     text = b'{"case_id":"x","a":[' + b",".join([b"0"] * MAX_PROOF_VALUES) + b"]}"
     data = _proof_around(text)
@@ -974,7 +974,7 @@ def test_prove_refuses_a_sidecar_too_large_for_a_proof(
 
 def _eb_run_with_stderr(tmp_path: Path, check_id: str, size: int) -> Path:
     """A copy of the committed run where ``check_id`` wrote ``size`` bytes of stderr."""
-    from bundler import evalbanana
+    from bundler.evalbanana import run as evalbanana
 
     run = tmp_path / "run"
     shutil.copytree(EB_RUN, run)
@@ -1043,7 +1043,7 @@ def test_prove_of_a_case_just_under_the_cap_round_trips(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def large_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from bundler.fixturegen import build_large_store
+    from bundler.testing.fixturegen import build_large_store
 
     root = tmp_path_factory.mktemp("adversarial-large")
     build_large_store(root / "store", cases=20_000, checks=4)
@@ -1106,10 +1106,10 @@ def test_prove_escapes_the_case_id_it_cannot_find(bundles: dict[str, Path]) -> N
 
 
 def test_bounds_agree_with_the_schema_and_the_contract() -> None:
-    from bundler import schemas
-    from bundler.archive_reader import MAX_MEMBERS
-    from bundler.export import MAX_CASES as EXPORTED_CASES
-    from bundler.proof import MAX_AUDIT_PATH, MAX_SIGNATURE_BYTES, MAX_TREE_SIZE
+    from bundler.archive.reader import MAX_MEMBERS
+    from bundler.core import schemas
+    from bundler.evalbook.export import MAX_CASES as EXPORTED_CASES
+    from bundler.trust.proof import MAX_AUDIT_PATH, MAX_SIGNATURE_BYTES, MAX_TREE_SIZE
 
     schema = schemas.load_schema("case-proof")
     tree = schema["$defs"]["head"]["properties"]["cases_tree"]["properties"]
@@ -1126,7 +1126,7 @@ def test_bounds_agree_with_the_schema_and_the_contract() -> None:
 
 
 def test_tree_bounds_at_and_past_their_limits(signed: Signed) -> None:
-    from bundler.proof import MAX_TREE_SIZE
+    from bundler.trust.proof import MAX_TREE_SIZE
 
     def with_counts(leaf_index: int, tree_size: int) -> bytes:
         proof = json.loads(signed.proof)
@@ -1151,7 +1151,7 @@ def _path_length(m: int, n: int) -> int:
 
 
 def test_path_length_is_rfc_6962s() -> None:
-    from bundler.merkle import path_length
+    from bundler.trust.merkle import path_length
 
     for n in range(1, 70):
         for m in range(n):
@@ -1161,7 +1161,7 @@ def test_path_length_is_rfc_6962s() -> None:
 
 
 def test_wrong_length_paths_are_refused_before_any_hash_is_used() -> None:
-    from bundler.merkle import InclusionError, InclusionFailure, verify_inclusion
+    from bundler.trust.merkle import InclusionError, InclusionFailure, verify_inclusion
 
     leaf = _leaf(b"x")
     for extra in (1, 5, 40):
@@ -1175,8 +1175,8 @@ def test_wrong_length_paths_are_refused_before_any_hash_is_used() -> None:
 
 
 def test_proof_file_is_read_only_as_a_regular_file(tmp_path: Path) -> None:
-    from bundler.errors import InputError
-    from bundler.proof import read_bounded
+    from bundler.core.errors import InputError
+    from bundler.trust.proof import read_bounded
 
     path = tmp_path / "x"
     path.write_bytes(b"12345")

@@ -2,10 +2,10 @@
 
 The command line is exercised through the installed console script; the round trips over
 every case of the fixture bundles and over small generated stores use
-``bundler.proof.prove_case``/``check_proof`` directly, to stay fast. Expected leaf
+``bundler.trust.proof.prove_case``/``check_proof`` directly, to stay fast. Expected leaf
 positions, roots and audit paths are derived here independently: from the case files of
 the extracted archive (our own trusted output, extracted with `tar --zstd`) and with the
-recursive definitions of RFC 6962 section 2.1, not with ``bundler.merkle``.
+recursive definitions of RFC 6962 section 2.1, not with ``bundler.trust.merkle``.
 
 Every position of trees of 1..64 leaves is already covered at the hash level by
 tests/test_merkle.py; here a handful of sizes is covered at the proof-file level.
@@ -27,11 +27,12 @@ from typing import Any
 import pytest
 from conftest import SCENARIOS, run_cli
 
-from bundler import canonical, sshsig
-from bundler.export import ExportConfig, export_bundle
-from bundler.fixturegen import build_large_store
-from bundler.merkle import TreeBuilder
-from bundler.proof import NotProven, check_proof, prove_case
+from bundler.core import canonical
+from bundler.evalbook.export import ExportConfig, export_bundle
+from bundler.testing.fixturegen import build_large_store
+from bundler.trust import sshsig
+from bundler.trust.merkle import TreeBuilder
+from bundler.trust.proof import NotProven, check_proof, prove_case
 
 SSH_KEYGEN = "/usr/bin/ssh-keygen"
 EXPORTED_AT = datetime(2026, 11, 30, tzinfo=UTC)

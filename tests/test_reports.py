@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, run_cli
 from s3_server import Server
 
-from bundler import schemas
+from bundler.core import schemas
 
 MAIN = REPO / "fixtures" / "stores" / "main"
 AUDIT = REPO / "fixtures" / "stores" / "audit"

@@ -24,7 +24,7 @@ import hostile
 import measure
 import pytest
 
-from bundler import canonical
+from bundler.core import canonical
 
 REPO = Path(__file__).resolve().parents[1]
 EB_FIXTURES = REPO / "fixtures" / "eval-banana"

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
-from bundler import schemas
-from bundler.errors import InputError, SchemaError
+from bundler.core import schemas
+from bundler.core.errors import InputError, SchemaError
 
 # Store and bundle documents; the result schemas (verification, audit, case-proof,
 # eb-bundle) are tested beside the commands that write them.

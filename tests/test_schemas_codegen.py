@@ -1,4 +1,4 @@
-"""The generated acceptance checks of bundler.schemas agree with the reference validator.
+"""The generated acceptance checks of bundler.core.schemas agree with the reference validator.
 
 The check compiled from each schema must answer exactly what the jsonschema reference
 answers for JSON documents: mutants of valid documents of every schema, a table of small
@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from test_schemas import MORE_VALID, VALID, digest
 
-from bundler import schemas
-from bundler.errors import SchemaError
+from bundler.core import schemas
+from bundler.core.errors import SchemaError
 
 SOURCE = "store/doc.json"
 
@@ -1279,7 +1279,7 @@ def test_generation_is_deterministic() -> None:
 
 _PRINT_SOURCES = """
 import hashlib
-from bundler import schemas
+from bundler.core import schemas
 for name in schemas.SCHEMA_NAMES:
     print(name, hashlib.sha256(schemas.generate_check(schemas.load_schema(name)).source.encode()).hexdigest())
 """

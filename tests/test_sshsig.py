@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bundler.errors import InputError, UsageError
-from bundler.sshsig import (
+from bundler.core.errors import InputError, UsageError
+from bundler.trust.sshsig import (
     NAMESPACE,
     PASSPHRASE_ENV,
     SignatureError,

@@ -1,4 +1,4 @@
-"""Tests of bundler.stats against SPEC section 12's references and independent models.
+"""Tests of bundler.evalbook.stats against SPEC section 12's references and independent models.
 
 The independent models here are written from the definitions, not from the code under
 test: a plain-integer Philox4x64-10 (Random123's round function, multipliers and Weyl
@@ -19,9 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from statsmodels.stats.proportion import proportion_confint
 
-from bundler import stats
-from bundler.errors import InputError
-from bundler.stats import (
+from bundler.core.errors import InputError
+from bundler.evalbook import stats
+from bundler.evalbook.stats import (
     BootstrapStatistic,
     IndexDraws,
     bootstrap_interval,

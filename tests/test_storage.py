@@ -28,7 +28,7 @@ from faulty_proxy import FaultyProxy, corrupt_parts, corrupt_puts
 from s3_server import SECRET_KEY, Server, free_ports, start_server
 
 from bundler import storage
-from bundler.errors import (
+from bundler.core.errors import (
     DigestError,
     InputError,
     OutputError,

@@ -4,7 +4,7 @@ Every rejection below is checked twice where it matters: the reader raises an
 ``InputError`` (exit code 3) whose single-line message names the file (and the line, for
 JSON Lines), and the exporter either refuses the same store or lists what is absent.
 Expected digests are recomputed here with hashlib from the bytes on disk, never through
-``bundler.digests``.
+``bundler.core.digests``.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import rfc8785
 import zstandard
 from conftest import run_cli
 
-from bundler.errors import InputError, StoreError
-from bundler.store import LocalStoreSource, Store, open_source
+from bundler.core.errors import InputError, StoreError
+from bundler.evalbook.store import LocalStoreSource, Store, open_source
 
 SCORER_TAG = b"evalbook/scorer-version-sha256/v1"
 # A store file reached through a symlink is refused, whether the reader rejects every
@@ -469,8 +469,8 @@ def test_fifo_where_a_file_belongs_is_refused_without_blocking(store_copy: Path)
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from bundler.errors import InputError\n"
-        "from bundler.store import Store, open_source\n"
+        "from bundler.core.errors import InputError\n"
+        "from bundler.evalbook.store import Store, open_source\n"
         "try:\n"
         "    Store(open_source(sys.argv[1])).example('ds-qa', 1, 'qa-0002')\n"
         "except InputError as exc:\n"

@@ -24,13 +24,12 @@ import pytest
 from conftest import REPO, run_cli
 
 import bundler
-from bundler import schemas
-from bundler.export import Reason
-from bundler.export_eb import UnavailableReason
-from bundler.listing import REASON_EXPLANATIONS, REASONS
-from bundler.render import verification_markdown, verification_text
-from bundler.textsafe import shown_md
-from bundler.verify import (
+from bundler.core import schemas
+from bundler.core.textsafe import shown_md
+from bundler.evalbanana.export import UnavailableReason
+from bundler.evalbook.export import Reason
+from bundler.evalbook.listing import REASON_EXPLANATIONS, REASONS
+from bundler.evalbook.verify import (
     GROUPS,
     Claim,
     State,
@@ -39,6 +38,7 @@ from bundler.verify import (
     VerifyOptions,
     read_and_verify,
 )
+from bundler.report.render import verification_markdown, verification_text
 
 STORE = REPO / "fixtures" / "stores" / "main"
 EB_PROJECT = REPO / "fixtures" / "eval-banana" / "project"

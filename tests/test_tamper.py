@@ -21,9 +21,9 @@ import repack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bundler import canonical
-from bundler.tarwriter import BLOCK
-from bundler.verify import State, Verdict, Verification, VerifyOptions, verify_bundle
+from bundler.archive.tarwriter import BLOCK
+from bundler.core import canonical
+from bundler.evalbook.verify import State, Verdict, Verification, VerifyOptions, verify_bundle
 
 PROPERTY_BUNDLE = "rpt-clean/alice"
 SWEEP_BUNDLE = "rpt-retention/bob"

@@ -1,4 +1,4 @@
-"""bundler.textsafe: the one escaping function for untrusted text in human output (SPEC 5)."""
+"""bundler.core.textsafe: the one escaping function for untrusted text in human output (SPEC 5)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bundler import textsafe
-from bundler.textsafe import shown, shown_md
+from bundler.core import textsafe
+from bundler.core.textsafe import shown, shown_md
 
 C0 = [chr(c) for c in range(0x00, 0x20)]
 C1 = [chr(c) for c in range(0x80, 0xA0)]

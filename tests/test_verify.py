@@ -27,11 +27,11 @@ from conftest import SCENARIOS, run_cli
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from pytest_socket import SocketBlockedError, disable_socket, enable_socket
 
-from bundler import schemas
-from bundler.bag_reader import MAX_DOCUMENT_BYTES
-from bundler.errors import SchemaError
-from bundler.listing import REASON_EXPLANATIONS
-from bundler.verify import State, Verdict, VerifyOptions, verify_bundle
+from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES
+from bundler.core import schemas
+from bundler.core.errors import SchemaError
+from bundler.evalbook.listing import REASON_EXPLANATIONS
+from bundler.evalbook.verify import State, Verdict, VerifyOptions, verify_bundle
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "schemas" / "verification.schema.json").read_text("utf-8"))

@@ -13,10 +13,10 @@ import click
 
 from bundler import __version__
 from bundler.cli.common import EPILOG_EXIT, _emit_json, _say
-from bundler.errors import (
+from bundler.core.errors import (
     BundlerError,
 )
-from bundler.textsafe import shown
+from bundler.core.textsafe import shown
 
 
 class Command(click.Command):

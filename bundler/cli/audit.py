@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import orjson
 
-from bundler.archive_reader import DEFAULT_MAX_BYTES
+from bundler.archive.reader import DEFAULT_MAX_BYTES
 from bundler.cli.app import cli
 from bundler.cli.common import (
     _bytes_progress,
@@ -26,8 +26,8 @@ from bundler.cli.signatures import (
     _SignatureSet,
 )
 from bundler.cli.stored import _bundle_stream
-from bundler.errors import UsageError
-from bundler.textsafe import shown
+from bundler.core.errors import UsageError
+from bundler.core.textsafe import shown
 
 AUDIT_HELP = """Re-derive an issued report's verdict from a bundle (SPEC section 12).
 
@@ -118,7 +118,7 @@ def audit(
     endpoint_url: str | None,
     quiet: bool,
 ) -> None:
-    from bundler.audit import AuditVerdict, audit_bundle, audit_markdown, audit_text
+    from bundler.evalbook.audit import AuditVerdict, audit_bundle, audit_markdown, audit_text
 
     if signature is not None and allowed_signers is None:
         raise UsageError("--identity and --signature need --allowed-signers")
@@ -163,7 +163,7 @@ def audit(
         sys.stdout.write(audit_text(result, signature_lines))
         sys.stdout.flush()
     if output_dir is not None:
-        from bundler.outputs import write_output_dir
+        from bundler.core.outputs import write_output_dir
 
         write_output_dir(
             output_dir,

@@ -15,13 +15,13 @@ from typing import Any, BinaryIO, TypeVar
 import click
 import orjson
 
-from bundler.archive_reader import DEFAULT_MAX_BYTES
-from bundler.errors import (
+from bundler.archive.reader import DEFAULT_MAX_BYTES
+from bundler.core.errors import (
     BundlerError,
     InputError,
     UsageError,
 )
-from bundler.textsafe import shown
+from bundler.core.textsafe import shown
 
 # --------------------------------------------------------------------------- plumbing
 
@@ -334,8 +334,8 @@ def _verify_options(
     identity: str | None = None,
     signature: Path | None = None,
 ) -> Any:
-    from bundler.digests import parse_digest
-    from bundler.verify import VerifyOptions
+    from bundler.core.digests import parse_digest
+    from bundler.evalbook.verify import VerifyOptions
 
     for flag, value in (
         ("--expect-bundle-digest", expect_bundle_digest),
@@ -363,7 +363,7 @@ def _verify_options(
 
 
 def _signer(key_path: Path, quiet: bool) -> Callable[[bytes], str]:
-    from bundler import sshsig
+    from bundler.trust import sshsig
 
     passphrase = os.environ.get("EVALBOOK_SIGN_PASSPHRASE")
     key = sshsig.load_private_key(key_path, passphrase=passphrase.encode() if passphrase else None)
@@ -376,7 +376,7 @@ def _signer(key_path: Path, quiet: bool) -> Callable[[bytes], str]:
 def _signature_checker(
     allowed_signers: Path, identity: str | None
 ) -> Callable[[bytes, str | None], str]:
-    from bundler import sshsig
+    from bundler.trust import sshsig
 
     allowed = sshsig.load_allowed_signers(allowed_signers)
 

@@ -20,7 +20,7 @@ from bundler.cli.common import (
     _time_source,
 )
 from bundler.cli.storage import _upload, _upload_text
-from bundler.errors import (
+from bundler.core.errors import (
     UsageError,
 )
 
@@ -88,7 +88,7 @@ def export(
     redacted with its reason. stdout: the archive, its bundle digest and its file
     SHA-256 on labelled lines, then the summary (--json: one JSON object).
     """
-    from bundler.export import ExportConfig, Progress, export_bundle
+    from bundler.evalbook.export import ExportConfig, Progress, export_bundle
 
     if not principal:
         raise UsageError("no principal: give --principal or set EVALBOOK_PRINCIPAL")
@@ -119,7 +119,7 @@ def export(
     summary = result.summary()
     if upload_to is not None:
         summary["upload"] = _upload(result.path, upload_to, endpoint_url, quiet)
-    from bundler.render import export_result_text, export_text
+    from bundler.report.render import export_result_text, export_text
 
     if as_json:
         _emit_json(summary)
@@ -183,9 +183,9 @@ def export_eb(
     holding symbolic links is refused (exit 3). stdout: the archive, its bundle digest
     and its file SHA-256 on labelled lines, then the summary (--json: one JSON object).
     """
-    from bundler.export import Progress
-    from bundler.export_eb import EbExportConfig, export_eb_bundle
-    from bundler.render import export_eb_text
+    from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
+    from bundler.evalbook.export import Progress
+    from bundler.report.render import export_eb_text
 
     moment = _exported_at(exported_at)
     signer = _signer(sign_key, quiet) if sign_key is not None else None
@@ -215,7 +215,7 @@ def export_eb(
         if not quiet:
             _say(export_eb_text(summary))
     else:
-        from bundler.render import export_result_text
+        from bundler.report.render import export_result_text
 
         click.echo(export_result_text(summary) + export_eb_text(summary), nl=False)
 

@@ -21,12 +21,12 @@ from bundler.cli.common import (
 )
 from bundler.cli.storage import _sign_stored
 from bundler.cli.stored import _bundle_stream, _first_sidecar
-from bundler.errors import (
+from bundler.core.errors import (
     BundlerError,
     InputError,
     UsageError,
 )
-from bundler.textsafe import shown
+from bundler.core.textsafe import shown
 
 
 @cli.command(
@@ -56,7 +56,7 @@ def sign(
     `verify --allowed-signers`. For an s3:// BUNDLE the signature is stored beside the
     archive, as a countersignature when one is there already (none is replaced).
     """
-    from bundler.proof import sign_bundle, write_sidecar
+    from bundler.trust.proof import sign_bundle, write_sidecar
 
     if isinstance(bundle, str):
         info = _sign_stored(bundle, key_path, endpoint_url, quiet)
@@ -134,7 +134,7 @@ def prove(
     A bundle that does not verify exits 1, one that cannot be read 3. The proof is one
     line of canonical JSON.
     """
-    from bundler.proof import proof_file_bytes, prove_case
+    from bundler.trust.proof import proof_file_bytes, prove_case
 
     target = None if out is None else _out_in_directory(out, f"{case_id}.proof.json", "--out")
     sidecar = _first_sidecar(bundle, endpoint_url)
@@ -145,7 +145,7 @@ def prove(
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
-    from bundler.outputs import write_new_file
+    from bundler.core.outputs import write_new_file
 
     write_new_file(target, data)
     tree_size = proof["head"]["cases_tree"]["tree_size"]
@@ -203,8 +203,8 @@ def check_proof_cmd(
     Any layout of the same JSON is the same proof. Only a valid signature on the head
     (--allowed-signers) anchors it; --expect-bundle-digest without one is not proven.
     """
-    from bundler.digests import parse_digest
-    from bundler.proof import NotProven, check_proof, read_proof_file
+    from bundler.core.digests import parse_digest
+    from bundler.trust.proof import NotProven, check_proof, read_proof_file
 
     if identity is not None and allowed_signers is None:
         raise UsageError("--identity needs --allowed-signers")

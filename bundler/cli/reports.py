@@ -8,11 +8,11 @@ import click
 
 from bundler.cli.app import cli
 from bundler.cli.common import _emit_json, _endpoint_option, _quiet_option, _say
-from bundler.errors import InputError
-from bundler.textsafe import shown
+from bundler.core.errors import InputError
+from bundler.core.textsafe import shown
 
 if TYPE_CHECKING:
-    from bundler.store import ReportEntry
+    from bundler.evalbook.store import ReportEntry
 
 HEADER = ("REPORT", "RESULT", "ISSUED AT", "ENVELOPE")
 
@@ -49,7 +49,7 @@ def reports(store_root: str, endpoint_url: str | None, as_json: bool, quiet: boo
     line, naming the problem; the others are listed on, and the command then exits 3.
     A store root that does not exist exits 3; object storage errors exit 5.
     """
-    from bundler.store import Store, open_source
+    from bundler.evalbook.store import Store, open_source
 
     store = Store(open_source(store_root, endpoint_url=endpoint_url))
     entries = store.reports()

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from bundler.cli.common import _read_input, _source_name, _storage_config
-from bundler.errors import (
+from bundler.core.errors import (
     BundlerError,
     InputError,
     VerificationFailed,
 )
-from bundler.textsafe import shown
+from bundler.core.textsafe import shown
 
 _NotVerified = VerificationFailed  # a bundle a command must verify first does not (exit 1)
 
@@ -53,7 +53,7 @@ def _local_signatures(archive: str) -> list[_SignatureCandidate]:
             if entry.name.startswith(path.name)
             and _LOCAL_COUNTERSIGNATURE.fullmatch(entry.name[len(path.name) :])
         )
-    from bundler.proof import MAX_SIGNATURE_BYTES, read_bounded
+    from bundler.trust.proof import MAX_SIGNATURE_BYTES, read_bounded
 
     found = []
     for name in names:
@@ -101,7 +101,7 @@ class _SignatureSet:
     """
 
     def __init__(self, allowed_signers: Path, identity: str | None) -> None:
-        from bundler import sshsig
+        from bundler.trust import sshsig
 
         self.allowed = sshsig.load_allowed_signers(allowed_signers)
         self.identity = identity
@@ -115,8 +115,8 @@ class _SignatureSet:
     ) -> Callable[[bytes, str | None], str]:
         """A ``VerifyOptions.check_signature`` that checks the embedded signature (when
         ``embedded``) and ``candidates``, appending each outcome to ``outcomes``."""
-        from bundler import sshsig
-        from bundler.export import HEAD_SIG_FILE
+        from bundler.evalbook.export import HEAD_SIG_FILE
+        from bundler.trust import sshsig
 
         def check(head: bytes, embedded_text: str | None) -> str:
             found = list(candidates)
@@ -139,7 +139,7 @@ class _SignatureSet:
         return check
 
     def _check_one(self, head: bytes, candidate: _SignatureCandidate) -> _SignatureOutcome:
-        from bundler import sshsig
+        from bundler.trust import sshsig
 
         if candidate.problem is not None:
             return _SignatureOutcome(candidate.source, None, candidate.problem)

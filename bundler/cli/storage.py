@@ -24,11 +24,11 @@ from bundler.cli.common import (
 )
 from bundler.cli.signatures import _local_signatures, _NotVerified
 from bundler.cli.stored import _bundle_stream, _verified_stored
-from bundler.errors import (
+from bundler.core.errors import (
     InputError,
     UsageError,
 )
-from bundler.textsafe import shown
+from bundler.core.textsafe import shown
 
 
 def _upload(
@@ -47,7 +47,7 @@ def _upload(
     read at all.
     """
     from bundler import storage
-    from bundler.verify import Verdict, VerifyOptions, read_and_verify
+    from bundler.evalbook.verify import Verdict, VerifyOptions, read_and_verify
 
     location = storage.parse_s3_url(destination)
     storage.check_archive_prefix(location)
@@ -94,8 +94,8 @@ def _sign_stored(url: str, key_path: Path, endpoint_url: str | None, quiet: bool
     """``sign s3://...``: verify the stored bundle, sign its head, and add the signature
     beside the archive (a countersignature when it is signed already)."""
     from bundler import storage
-    from bundler.proof import head_of
-    from bundler.verify import Verdict, VerifyOptions, read_and_verify
+    from bundler.evalbook.verify import Verdict, VerifyOptions, read_and_verify
+    from bundler.trust.proof import head_of
 
     location = storage.parse_s3_url(url)
     sign = _signer(key_path, quiet)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any, BinaryIO
 
 from bundler.cli.signatures import _sidecar_signatures
-from bundler.errors import (
+from bundler.core.errors import (
     BundlerError,
     InputError,
     StorageError,
@@ -18,7 +18,7 @@ from bundler.errors import (
 def _first_sidecar(location: str, endpoint_url: str | None) -> str | None:
     """The first intact signature beside a bundle (``ARCHIVE.sig``, or stored beside an
     ``s3://`` object), for prove and extract; None when there is none."""
-    from bundler.proof import MAX_SIGNATURE_BYTES
+    from bundler.trust.proof import MAX_SIGNATURE_BYTES
 
     for candidate in _sidecar_signatures(location, endpoint_url):
         if candidate.problem is not None and not location.startswith("s3://"):
@@ -54,7 +54,7 @@ def _bundle_stream(location: str, endpoint_url: str | None) -> Iterator[BinaryIO
 
 def _altered_result(location: str, exc: Any, strict: bool) -> Any:
     """A failed verification for an archive altered at rest (SPEC section 6)."""
-    from bundler.verify import Claim, State, Verdict, Verification
+    from bundler.evalbook.verify import Claim, State, Verdict, Verification
 
     claim = Claim(
         2,
@@ -71,7 +71,7 @@ def _check_stored_key(location: str, result: Any) -> Any:
     """``result`` with a claim that the archive's key names the bundle it holds."""
 
     from bundler import storage
-    from bundler.verify import Claim, State, Verdict
+    from bundler.evalbook.verify import Claim, State, Verdict
 
     named = storage.key_names(storage.parse_s3_url(location).key)
     if named is None or result.bundle_digest is None:

@@ -7,12 +7,12 @@ from typing import Any
 
 import click
 
-from bundler import canonical
 from bundler.cli.app import cli
 from bundler.cli.common import F, _emit_json, _read_input, _say, _source_name
-from bundler.digests import bytes_digest, framed_digest, json_digest
-from bundler.errors import InputError, UsageError
-from bundler.textsafe import shown
+from bundler.core import canonical
+from bundler.core.digests import bytes_digest, framed_digest, json_digest
+from bundler.core.errors import InputError, UsageError
+from bundler.core.textsafe import shown
 
 
 def _quiet_option(command: F) -> F:

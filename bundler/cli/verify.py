@@ -34,12 +34,12 @@ from bundler.cli.signatures import (
     _SignatureSet,
 )
 from bundler.cli.stored import _altered_result, _bundle_stream, _first_sidecar, _verified_stored
-from bundler.errors import (
+from bundler.core.errors import (
     InputError,
     StorageError,
     UsageError,
 )
-from bundler.textsafe import shown
+from bundler.core.textsafe import shown
 
 VERIFY_HELP = """Verify bundles offline: every digest the bundle can prove.
 
@@ -120,7 +120,7 @@ def verify(
     quiet: bool,
 ) -> None:
     from bundler import storage
-    from bundler.render import verification_markdown, verification_text
+    from bundler.report.render import verification_markdown, verification_text
 
     if output_dir is not None and len(bundles) > 1:
         raise UsageError("--output-dir takes a single BUNDLE")
@@ -171,7 +171,7 @@ def verify(
             sys.stdout.write(human)
             sys.stdout.flush()
         if output_dir is not None:
-            from bundler.outputs import write_output_dir
+            from bundler.core.outputs import write_output_dir
 
             write_output_dir(
                 output_dir,
@@ -225,10 +225,10 @@ def _verify_one(
     from dataclasses import replace
 
     from bundler import storage
-    from bundler.verify import Verdict, Verification, verify_bundle
+    from bundler.evalbook.verify import Verdict, Verification, verify_bundle
 
     if project_root is not None:
-        from bundler import ebverify
+        from bundler.evalbanana import verify as ebverify
 
         result = ebverify.verify_run_dir(Path(location), project_root, options)
         return result, result.exit_code, _kind(result)
@@ -313,8 +313,8 @@ def inspect(
     bundle: str, as_json: bool, max_bytes: int, endpoint_url: str | None, quiet: bool
 ) -> None:
     """Show what a bundle holds, read through the safe reader, without the proof."""
-    from bundler.render import inspect_text
-    from bundler.verify import inspect_bundle
+    from bundler.evalbook.verify import inspect_bundle
+    from bundler.report.render import inspect_text
 
     with _bundle_stream(bundle, endpoint_url) as stream:
         info = inspect_bundle(bundle, max_bytes=max_bytes, stream=stream)
@@ -382,8 +382,8 @@ def extract(
     following links and with fixed modes; unless the bundle verifies, everything written
     is removed again.
     """
-    from bundler.render import verification_text
-    from bundler.verify import extract_bundle
+    from bundler.evalbook.verify import extract_bundle
+    from bundler.report.render import verification_text
 
     options = _verify_options(
         expect_bundle_digest, expect_report_digest, strict, max_bytes, allowed_signers, identity
@@ -405,7 +405,7 @@ def extract(
         # Beside the bag, not inside it (a tag file the tag manifest does not list would
         # make the extracted bag fail): ssh-keygen -Y verify -s DIR/bundle-head.json.sig
         # < DIR/<bag>/bundle-head.json.
-        from bundler.outputs import write_new_file
+        from bundler.core.outputs import write_new_file
 
         write_new_file(directory / "bundle-head.json.sig", sidecar.encode("ascii", "replace"))
     # The summary is the result (on stdout, whatever --quiet says), unless --json asks

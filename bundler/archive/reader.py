@@ -1,0 +1,893 @@
+"""Strict streaming reader of bundle archives (SPEC sections 4.1 and 5).
+
+A bundle is one zstd frame holding a POSIX pax tar. Archives come from people the
+auditor does not trust, so this module reads them itself, block by block, and refuses
+anything outside the small subset the exporter writes. Python's ``tarfile`` is never
+used here: it treats a bad header as the end of the archive, accepts a missing end
+marker, and fills sparse members with invented zeros.
+
+Two layers, composed by :func:`iter_archive`:
+
+- :class:`ZstdStream` checks the zstd frame header itself (one frame, checksum flag, no
+  dictionary, window at most 8 MiB), walks the frame block by block so that each call
+  into the decompressor produces at most one block (128 KiB) of output, stops once more
+  than ``max_bytes`` come out, and at the end insists on a verified content checksum and
+  nothing after the frame.
+- :func:`iter_members` reads 512-byte tar blocks and yields each regular file or
+  directory with an iterator over its content, after checking the header, the pax
+  records and the name rules.
+
+Memory stays flat: at most one decompressed block, one content chunk, one pax header
+(64 KiB) and the set of member names (capped by ``max_members``) are held at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import zstandard
+
+from bundler.archive import names
+from bundler.core.errors import ArchiveError
+
+DEFAULT_MAX_BYTES: Final = 64 * 1024**3
+MAX_WINDOW_BYTES: Final = 8 * 1024 * 1024
+MAX_PAX_BYTES: Final = 64 * 1024
+MAX_NAME_BYTES: Final = names.MAX_NAME_BYTES
+MAX_SEGMENT_BYTES: Final = names.MAX_SEGMENT_BYTES
+_BLOCKS_PER_FEED: Final = 8
+CHUNK_BYTES: Final = 1024 * 1024
+# The contract's limit on the cases of one bundle (bundle.json limits.max_cases).
+MAX_CASES: Final = 20_000
+# The most members a bundle may have (docs/format.md, "Reader caps"): three per exported
+# case (its example body, its output, one evidence payload; cases that share them need
+# fewer) for the 20,000 cases, and 5,536 more for everything else (directories, tag
+# files, documents, scorer files, evidence manifests). Each name is kept to detect
+# collisions and each member costs the reader about 40 us, so this bounds both memory
+# and time (SPEC 5, Resources); the exporter refuses a report that would need more.
+MAX_MEMBERS: Final = 2**16
+
+BLOCK: Final = 512
+RECORD: Final = 20 * BLOCK
+_ZERO_BLOCK: Final = bytes(BLOCK)
+
+_ZSTD_MAGIC: Final = 0xFD2FB528
+_SKIPPABLE_MIN: Final = 0x184D2A50
+_SKIPPABLE_MAX: Final = 0x184D2A5F
+_ZSTD_BLOCK_MAX: Final = 128 * 1024
+_SOURCE_READ: Final = 256 * 1024
+
+_REGULAR_TYPES: Final = frozenset({b"0", b"\0"})
+_DIR_TYPE: Final = b"5"
+_PAX_TYPE: Final = b"x"
+_REJECTED_TYPES: Final = {
+    b"1": "hard link",
+    b"2": "symbolic link",
+    b"3": "character device",
+    b"4": "block device",
+    b"6": "FIFO",
+    b"7": "contiguous file",
+    b"g": "pax global header",
+    b"L": "GNU long name record",
+    b"K": "GNU long link name record",
+    b"S": "GNU sparse member",
+    b"D": "GNU dumpdir",
+    b"M": "GNU multi-volume continuation",
+    b"N": "GNU old long name",
+    b"V": "GNU volume header",
+}
+
+# Keys whose values this reader uses, and keys that carry nothing the verifier needs
+# and are ignored. Anything else is refused rather than silently misread: `linkpath`,
+# `hdrcharset` (would change how `path` is decoded), `uname`/`uid`..., vendor keys.
+_PAX_USED: Final = frozenset({"path", "mtime", "size"})
+_PAX_IGNORED: Final = frozenset({"atime", "ctime", "comment"})
+_PAX_TIME_RE: Final = re.compile(rb"\A[0-9]+(?:\.[0-9]+)?\Z")
+_PAX_LENGTH_DIGITS: Final = 20
+
+
+class Readable(Protocol):
+    """Anything with ``read(n) -> bytes`` that returns ``b""`` only at the end."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Member:
+    """One tar member as the archive names it.
+
+    ``path`` is the full name inside the archive (top directory included) without a
+    trailing slash; ``size`` is 0 for directories; ``mtime`` is in whole seconds.
+    """
+
+    path: str
+    is_dir: bool
+    size: int
+    mtime: int
+    mode: int
+
+
+def _show(name: str | bytes) -> str:
+    """Quote a name for a one-line message: control characters and bad bytes escaped."""
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", errors="backslashreplace")
+    return repr(name)
+
+
+# --------------------------------------------------------------------------- zstd layer
+
+
+_CAP_HINT = "the --max-bytes cap; raise it to read a larger bundle"
+_BUNDLE_IS = "a bundle is one POSIX ustar/pax tar in a single zstd frame, as export writes it"
+# The first bytes of files people hand to verify by mistake.
+_MAGICS = (
+    (b"\x1f\x8b", "this is a gzip file"),
+    (b"BZh", "this is a bzip2 file"),
+    (b"\xfd7zXZ", "this is an xz file"),
+    (b"PK\x03\x04", "this is a zip file"),
+    (b"\x89PNG", "this is a PNG image"),
+    (b"%PDF", "this is a PDF file"),
+    (b"{", "this looks like a JSON document"),
+    (b"[", "this looks like a JSON document"),
+)
+
+
+def _what_file(head: bytes) -> str:
+    """What the first bytes of a non-zstd input say it is, for the refusal."""
+    for magic, what in _MAGICS:
+        if head.startswith(magic):
+            return f"{what}, not a zstd frame"
+    return f"not a zstd frame (magic {head.hex()}; an uncompressed tar or another format)"
+
+
+class ArchiveTap:
+    """The raw archive bytes a reader consumes: their SHA-256, their count, progress.
+
+    ``attach(src)`` puts the tap between the archive file (or stream) and the reader;
+    every ``read`` passes through, is hashed and counted, and ``progress`` (if given)
+    receives the running count of compressed bytes. ``drain()`` reads what the reader
+    left, so that ``sha256`` and ``size`` cover the whole file. A tap never attached
+    (an extracted bag directory) has nothing to report.
+    """
+
+    def __init__(self, progress: Callable[[int], None] | None = None) -> None:
+        self._src: Readable | None = None
+        self._hasher = hashlib.sha256()
+        self._size = 0
+        self._progress = progress
+        self._eof = False
+
+    @property
+    def attached(self) -> bool:
+        return self._src is not None
+
+    @property
+    def size(self) -> int:
+        """Bytes read from the archive so far."""
+        return self._size
+
+    @property
+    def sha256(self) -> str:
+        """Lowercase hex SHA-256 of the bytes read so far (as ``sha256sum`` prints it)."""
+        return self._hasher.hexdigest()
+
+    @property
+    def complete(self) -> bool:
+        """True once the archive has been read to its end."""
+        return self._eof
+
+    def attach(self, src: Readable) -> ArchiveTap:
+        self._src = src
+        return self
+
+    def read(self, size: int, /) -> bytes:
+        if self._src is None:
+            raise ValueError("ArchiveTap.read before attach")
+        data = self._src.read(size)
+        if not data:
+            self._eof = size != 0 or self._eof
+            return data
+        self._hasher.update(data)
+        self._size += len(data)
+        if self._progress is not None:
+            self._progress(self._size)
+        return data
+
+    def drain(self) -> None:
+        """Read to the end of the archive, so the digest covers every byte of it."""
+        while self._src is not None and not self._eof:
+            self.read(_SOURCE_READ)
+
+    def drain_if_readable(self) -> None:
+        """``drain`` after the reader refused the archive: a file that cannot be read to
+        its end (or is closed) leaves the tap incomplete instead of raising. Errors of
+        the stream itself (an object altered at rest) still propagate."""
+        try:
+            self.drain()
+        except (OSError, ValueError):
+            return
+
+
+class ZstdStream:
+    """File-like reader of the single zstd frame a bundle must be.
+
+    ``read(n)`` returns up to ``n`` decompressed bytes and ``b""`` only after the whole
+    frame was read, its content checksum verified and the input found to end right
+    after it. Raises ArchiveError (naming ``source``) for a skippable frame or a
+    non-zstd magic, a dictionary ID, a missing checksum flag, a window (or
+    single-segment content size) over 8 MiB, a truncated or corrupt frame, a bad
+    checksum, a second frame or trailing bytes, and once more than ``max_bytes``
+    decompressed bytes come out.
+    """
+
+    def __init__(
+        self, fileobj: Readable, *, source: str, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
+        self._src = fileobj
+        self._source = source
+        self._max_bytes = max_bytes
+        self._inbuf = b""
+        self._inpos = 0
+        self._in_offset = 0
+        self._src_eof = False
+        self._out = b""
+        self._outpos = 0
+        self._bytes_out = 0
+        self._started = False
+        self._done = False
+        self._block_max = 0
+        self._dobj = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW_BYTES).decompressobj()
+
+    @property
+    def bytes_out(self) -> int:
+        """Decompressed bytes produced so far."""
+        return self._bytes_out
+
+    def read(self, size: int, /) -> bytes:
+        """Return up to ``size`` decompressed bytes; ``b""`` at a verified end of frame."""
+        if size < 0:
+            raise ValueError("ZstdStream.read needs a non-negative size")
+        if size == 0:
+            return b""
+        while self._outpos >= len(self._out):
+            if self._done:
+                return b""
+            self._advance()
+        end = min(len(self._out), self._outpos + size)
+        chunk = self._out[self._outpos : end]
+        self._outpos = end
+        return chunk
+
+    def _fail(self, rule: str, offset: int | None = None) -> ArchiveError:
+        at = self._in_offset if offset is None else offset
+        return ArchiveError(f"{self._source}: zstd stream at byte {at}: {rule}")
+
+    def _fill(self, n: int) -> None:
+        while len(self._inbuf) - self._inpos < n and not self._src_eof:
+            try:
+                more = self._src.read(max(_SOURCE_READ, n))
+            except OSError as exc:
+                raise ArchiveError(f"{self._source}: cannot read archive: {exc}") from exc
+            if not more:
+                self._src_eof = True
+                break
+            self._inbuf = self._inbuf[self._inpos :] + more
+            self._inpos = 0
+
+    def _take(self, n: int, what: str) -> bytes:
+        self._fill(n)
+        got = self._inbuf[self._inpos : self._inpos + n]
+        if len(got) < n:
+            raise self._fail(f"truncated zstd stream (input ended inside the {what})")
+        self._inpos += n
+        self._in_offset += n
+        return got
+
+    def _feed(self, data: bytes, what: str, offset: int) -> bytes:
+        try:
+            out: bytes = self._dobj.decompress(data)
+        except zstandard.ZstdError as exc:
+            if what == "content checksum":
+                raise self._fail("bad zstd content checksum", offset) from exc
+            raise self._fail(f"corrupt zstd {what}: {exc}", offset) from exc
+        self._bytes_out += len(out)
+        if self._bytes_out > self._max_bytes:
+            raise self._fail(
+                f"more than max_bytes={self._max_bytes} decompressed bytes ({_CAP_HINT})",
+                offset,
+            )
+        return out
+
+    def _advance(self) -> None:
+        """Consume the frame header or one block (or the checksum and the end)."""
+        if not self._started:
+            self._started = True
+            self._read_frame_header()
+            return
+        offset = self._in_offset
+        # Up to _BLOCKS_PER_FEED blocks go to the decompressor at once: each block yields
+        # at most one block maximum of output, so memory stays bounded while the Python
+        # work per gigabyte drops eightfold.
+        pieces: list[bytes] = []
+        last = 0
+        blocks = 0
+        while not last and blocks < _BLOCKS_PER_FEED:
+            blocks += 1
+            try:
+                last = self._take_block(pieces)
+            except ArchiveError:
+                if pieces:
+                    # A corrupt earlier block explains garbage after it: let the decoder
+                    # name that block first.
+                    self._feed(b"".join(pieces), "block", offset)
+                raise
+        out = self._feed(b"".join(pieces), "block", offset)
+        if last:
+            offset = self._in_offset
+            checksum = self._take(4, "content checksum")
+            out += self._feed(checksum, "content checksum", offset)
+            if not self._dobj.eof:
+                raise self._fail("corrupt zstd frame (decoder did not reach the end)", offset)
+            self._check_trailing()
+            self._done = True
+        self._out = out
+        self._outpos = 0
+
+    def _take_block(self, pieces: list[bytes]) -> int:
+        """Append one block's header and payload to ``pieces``; return its last-block bit."""
+        buf = self._inbuf
+        pos = self._inpos
+        if len(buf) - pos >= 3:
+            # The common case, a valid block already in the buffer, in a few operations;
+            # anything else takes the path below, which names the problem.
+            value = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
+            block_type = (value >> 1) & 3
+            block_size = value >> 3
+            end = pos + 3 + (1 if block_type == 1 else block_size)
+            if block_type != 3 and block_size <= self._block_max and end <= len(buf):
+                pieces.append(buf[pos:end])
+                self._in_offset += end - pos
+                self._inpos = end
+                return value & 1
+        block_offset = self._in_offset
+        header = self._take(3, "block header")
+        value = int.from_bytes(header, "little")
+        block_type = (value >> 1) & 3
+        block_size = value >> 3
+        if block_type == 3:
+            raise self._fail("corrupt zstd frame (reserved block type)", block_offset)
+        if block_size > self._block_max:
+            raise self._fail(
+                f"zstd block of {block_size} bytes exceeds the block maximum {self._block_max}",
+                block_offset,
+            )
+        pieces.append(header)
+        pieces.append(self._take(1 if block_type == 1 else block_size, "block"))
+        return value & 1
+
+    def _read_frame_header(self) -> None:
+        self._fill(4)
+        if self._inpos >= len(self._inbuf):
+            raise self._fail("empty input, not a zstd frame")
+        magic_bytes = self._take(4, "frame magic")
+        magic = int.from_bytes(magic_bytes, "little")
+        if _SKIPPABLE_MIN <= magic <= _SKIPPABLE_MAX:
+            raise self._fail("skippable zstd frame (not allowed)", 0)
+        if magic != _ZSTD_MAGIC:
+            raise self._fail(f"{_what_file(magic_bytes)}: not a bundle ({_BUNDLE_IS})", 0)
+        descriptor = self._take(1, "frame header")[0]
+        fcs_flag = descriptor >> 6
+        single_segment = (descriptor >> 5) & 1
+        reserved = (descriptor >> 3) & 1
+        has_checksum = (descriptor >> 2) & 1
+        dict_flag = descriptor & 3
+        if reserved:
+            raise self._fail("corrupt zstd frame header (reserved bit set)", 4)
+        if dict_flag:
+            raise self._fail("zstd frame names a dictionary ID (not allowed)", 4)
+        if not has_checksum:
+            raise self._fail("zstd frame has no content checksum flag", 4)
+        window = 0
+        header = magic_bytes + bytes([descriptor])
+        if not single_segment:
+            window_descriptor = self._take(1, "frame header")[0]
+            header += bytes([window_descriptor])
+            exponent = window_descriptor >> 3
+            mantissa = window_descriptor & 7
+            base = 1 << (10 + exponent)
+            window = base + (base // 8) * mantissa
+            if window > MAX_WINDOW_BYTES:
+                raise self._fail(f"zstd window of {window} bytes exceeds {MAX_WINDOW_BYTES}", 5)
+        fcs_size = {0: 1 if single_segment else 0, 1: 2, 2: 4, 3: 8}[fcs_flag]
+        if fcs_size:
+            fcs_bytes = self._take(fcs_size, "frame header")
+            header += fcs_bytes
+            content_size = int.from_bytes(fcs_bytes, "little") + (256 if fcs_size == 2 else 0)
+            if single_segment:
+                if content_size > MAX_WINDOW_BYTES:
+                    raise self._fail(
+                        f"single-segment zstd frame of {content_size} bytes exceeds "
+                        f"the {MAX_WINDOW_BYTES}-byte window limit",
+                        5,
+                    )
+                window = content_size
+        self._block_max = min(window, _ZSTD_BLOCK_MAX)
+        self._out = self._feed(header, "frame header", 0)
+        self._outpos = 0
+
+    def _check_trailing(self) -> None:
+        offset = self._in_offset
+        self._fill(4)
+        rest = self._inbuf[self._inpos : self._inpos + 4]
+        if not rest:
+            return
+        magic = int.from_bytes(rest, "little") if len(rest) == 4 else -1
+        if magic == _ZSTD_MAGIC:
+            raise self._fail("a second zstd frame follows the first (not allowed)", offset)
+        if _SKIPPABLE_MIN <= magic <= _SKIPPABLE_MAX:
+            raise self._fail("a skippable zstd frame follows the frame (not allowed)", offset)
+        raise self._fail("trailing bytes after the zstd frame", offset)
+
+
+# ---------------------------------------------------------------------------- tar layer
+
+
+@dataclass(frozen=True)
+class _Header:
+    offset: int
+    typeflag: bytes
+    raw_name: bytes
+    size: int
+    mtime: int
+    mode: int
+
+
+@dataclass(frozen=True)
+class _Pax:
+    offset: int
+    path: bytes | None
+    size: int | None
+    mtime: int | None
+
+
+def _cstring(field: bytes) -> bytes | None:
+    """The bytes before the first NUL, or None if anything but NULs follows it."""
+    nul = field.find(b"\0")
+    if nul < 0:
+        return field
+    if field[nul:].strip(b"\0"):
+        return None
+    return field[:nul]
+
+
+# The numeric fields (mode, uid, gid, size, mtime, checksum) as a plain ustar writer
+# spells them: zero-padded octal digits, each field closed by NUL (checksum by NUL, space).
+_PLAIN_NUMBERS: Final = re.compile(
+    rb"([0-7]{7})\0[0-7]{7}\0[0-7]{7}\0([0-7]{11})\0([0-7]{11})\0([0-7]{6})\0 "
+)
+_PLAIN_TYPES: Final = frozenset({b"0", b"\0", _DIR_TYPE, _PAX_TYPE})
+_NO_LINK: Final = bytes(100)
+
+
+def _fast_header(block: bytes) -> tuple[bytes, bytes, int, int, int] | None:
+    """(typeflag, name, size, mtime, mode) of a header in the plain form, else None.
+
+    Accepts only headers the full parser accepts with the same result; anything else
+    (including every malformed header) returns None and gets the full parser and its
+    error messages. Exporters write this form, so it is the path of nearly every member.
+    """
+    numbers = _PLAIN_NUMBERS.fullmatch(block, 100, 156)
+    typeflag = block[156:157]
+    if (
+        numbers is None
+        or typeflag not in _PLAIN_TYPES
+        or block[257:265] != b"ustar\x0000"
+        or block[157:257] != _NO_LINK
+    ):
+        return None
+    if int(numbers[4], 8) != sum(block[:148]) + 256 + sum(block[156:]):
+        return None
+    name = _cstring(block[0:100])
+    prefix = _cstring(block[345:500])
+    if name is None or prefix is None:
+        return None
+    raw_name = prefix + b"/" + name if prefix else name
+    return typeflag, raw_name, int(numbers[2], 8), int(numbers[3], 8), int(numbers[1], 8)
+
+
+class _TarReader:
+    def __init__(self, stream: Readable, source: str, max_bytes: int, max_members: int) -> None:
+        self._stream = stream
+        self._source = source
+        self._max_bytes = max_bytes
+        self._max_members = max_members
+        self._offset = 0
+        self._remaining = 0
+        self._token: object = None
+        self._top: str | None = None
+        self._top_prefix = ""
+        self._folded: dict[str, str] = {}
+        self._dirs: set[str] = set()
+
+    # -- errors
+
+    def _at(self, offset: int, rule: str) -> ArchiveError:
+        return ArchiveError(f"{self._source}: tar header at offset {offset}: {rule}")
+
+    def _member_error(self, name: str | bytes, offset: int, rule: str) -> ArchiveError:
+        return ArchiveError(
+            f"{self._source}: member {_show(name)} (header at offset {offset}): {rule}"
+        )
+
+    # -- reading
+
+    def _read(self, n: int, what: str, *, at_boundary: str | None = None) -> bytes:
+        """Exactly ``n`` bytes or ArchiveError("truncated tar").
+
+        ``at_boundary`` words the error when the stream ends before the first byte.
+        """
+        if self._offset + n > self._max_bytes:
+            raise ArchiveError(
+                f"{self._source}: tar stream at offset {self._offset}: "
+                f"more than max_bytes={self._max_bytes} bytes ({_CAP_HINT})"
+            )
+        parts: list[bytes] = []
+        got = 0
+        while got < n:
+            chunk = self._raw_read(n - got)
+            if not chunk:
+                where = at_boundary if got == 0 and at_boundary else f"inside {what}"
+                raise ArchiveError(
+                    f"{self._source}: truncated tar: stream ended at offset "
+                    f"{self._offset + got} {where}"
+                )
+            parts.append(chunk)
+            got += len(chunk)
+        self._offset += n
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _raw_read(self, n: int) -> bytes:
+        try:
+            return self._stream.read(n)
+        except OSError as exc:
+            raise ArchiveError(f"{self._source}: cannot read archive: {exc}") from exc
+
+    def _skip_padding(self, size: int, name: str | None, offset: int) -> None:
+        pad = -size % BLOCK
+        if pad and self._read(pad, "the block padding").strip(b"\0"):
+            rule = "nonzero bytes in the block padding"
+            raise self._at(offset, rule) if name is None else self._member_error(name, offset, rule)
+
+    # -- headers
+
+    def _octal(self, block: bytes, start: int, end: int, field: str, offset: int) -> int:
+        raw = block[start:end]
+        if raw[0] & 0x80:
+            raise self._at(offset, f"base-256 {field} field (not allowed)")
+        digits = raw.rstrip(b"\0 ").lstrip(b" ")
+        if not digits or digits.strip(b"01234567"):
+            raise self._at(offset, f"{field} field is not an octal number ({raw!r})")
+        return int(digits, 8)
+
+    def _parse_header(self, block: bytes, offset: int) -> _Header:
+        fast = _fast_header(block)
+        if fast is not None:
+            typeflag, raw_name, size, mtime, mode = fast
+            return _Header(offset, typeflag, raw_name, size, mtime, mode)
+        stored = self._octal(block, 148, 156, "checksum", offset)
+        computed = sum(block[:148]) + 8 * 0x20 + sum(block[156:])
+        if stored != computed:
+            raise self._at(offset, f"bad header checksum (stored {stored}, computed {computed})")
+        if block[148:156] != b"%06o\0 " % computed:
+            # Leniency in how the field is spelled would let a byte change go unnoticed.
+            raise self._at(
+                offset, f"checksum field not in the ustar form '%06o\\0 ' ({block[148:156]!r})"
+            )
+        typeflag = block[156:157]
+        name = _cstring(block[0:100])
+        prefix = _cstring(block[345:500])
+        shown: str | bytes = name if name is not None else block[0:100]
+        if prefix and name is not None:
+            shown = prefix + b"/" + name
+        if typeflag in _REJECTED_TYPES:
+            raise self._member_error(
+                shown, offset, f"{_REJECTED_TYPES[typeflag]} (type {typeflag!r}) not allowed"
+            )
+        if typeflag not in _REGULAR_TYPES and typeflag not in (_DIR_TYPE, _PAX_TYPE):
+            raise self._member_error(shown, offset, f"unknown member type {typeflag!r}")
+        if block[257:265] == b"ustar  \0":
+            raise self._member_error(
+                shown,
+                offset,
+                f"a GNU tar header, not a POSIX ustar header: not a bundle ({_BUNDLE_IS})",
+            )
+        if block[257:263] != b"ustar\0" or block[263:265] != b"00":
+            raise self._member_error(
+                shown, offset, f"not a POSIX ustar header (magic {block[257:265]!r})"
+            )
+        if name is None or prefix is None:
+            raise self._member_error(shown, offset, "bytes after the NUL in the name field")
+        if typeflag != _PAX_TYPE and block[157:257].strip(b"\0"):
+            raise self._member_error(shown, offset, "link name set on a non-link member")
+        size = self._octal(block, 124, 136, "size", offset)
+        mtime = self._octal(block, 136, 148, "mtime", offset)
+        mode = self._octal(block, 100, 108, "mode", offset)
+        self._octal(block, 108, 116, "uid", offset)
+        self._octal(block, 116, 124, "gid", offset)
+        raw_name = prefix + b"/" + name if prefix else name
+        return _Header(offset, typeflag, raw_name, size, mtime, mode)
+
+    def _parse_pax(self, data: bytes, offset: int) -> _Pax:
+        records: dict[str, bytes] = {}
+        pos = 0
+        while pos < len(data):
+            space = data.find(b" ", pos, pos + _PAX_LENGTH_DIGITS + 1)
+            length_field = data[pos:space] if space > pos else b""
+            if (
+                not length_field
+                or length_field.strip(b"0123456789")
+                or length_field.startswith(b"0")
+            ):
+                raise self._at(offset, f"malformed pax record at byte {pos} of the pax header")
+            end = pos + int(length_field)
+            if end > len(data) or end <= space + 1 or data[end - 1 : end] != b"\n":
+                raise self._at(
+                    offset, f"pax record length does not match at byte {pos} of the pax header"
+                )
+            key_raw, eq, value = data[space + 1 : end - 1].partition(b"=")
+            try:
+                key = key_raw.decode("utf-8")
+            except UnicodeDecodeError:
+                key = ""
+            if not eq or not key:
+                raise self._at(offset, f"malformed pax record at byte {pos} of the pax header")
+            if key in records:
+                raise self._at(offset, f"duplicate pax key {_show(key)}")
+            records[key] = value
+            pos = end
+        for key in records:
+            if key.startswith("GNU.sparse."):
+                raise self._at(offset, f"sparse member (pax key {_show(key)}) not allowed")
+            if key not in _PAX_USED and key not in _PAX_IGNORED:
+                raise self._at(offset, f"unsupported pax key {_show(key)}")
+        for key in _PAX_USED:
+            if key in records and not records[key]:
+                raise self._at(offset, f"empty pax {key} record")
+        size: int | None = None
+        if "size" in records:
+            if records["size"].strip(b"0123456789"):
+                raise self._at(offset, f"pax size is not a decimal number ({records['size']!r})")
+            size = int(records["size"])
+        mtime: int | None = None
+        if "mtime" in records:
+            if not _PAX_TIME_RE.match(records["mtime"]):
+                raise self._at(offset, f"pax mtime is not a number ({records['mtime']!r})")
+            mtime = int(records["mtime"].split(b".")[0])
+        return _Pax(offset, records.get("path"), size, mtime)
+
+    # -- names
+
+    def _check_name(self, raw: bytes, is_dir: bool, offset: int) -> str:
+        """Validate the effective name and record it; return it without a trailing '/'."""
+        if b"\0" in raw:
+            raise self._member_error(raw, offset, "NUL byte in name")
+        try:
+            name = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self._member_error(raw, offset, "name is not UTF-8") from None
+
+        def fail(rule: str) -> ArchiveError:
+            return self._member_error(name, offset, rule)
+
+        if len(raw) > MAX_NAME_BYTES:
+            raise fail(f"name longer than {MAX_NAME_BYTES} bytes")
+        if name.endswith("/"):
+            if not is_dir:
+                raise fail("regular file name ends with '/'")
+            name = name[:-1]
+        problem = names.name_problem(name)
+        if problem is not None:
+            raise fail(problem)
+        # One map from folded name to name serves both the exact-duplicate and the
+        # collision check; for an ASCII lower-case name key and value are one string, so
+        # a member costs one entry (what the reader's memory grows with).
+        folded = names.folded(name)
+        if folded == name:
+            folded = name
+        seen = self._folded.get(folded)
+        if seen is not None:
+            if seen == name:
+                raise fail("duplicate name")
+            raise fail(f"collides with {_show(seen)} after NFC and case folding")
+        if len(self._folded) >= self._max_members:
+            raise fail(
+                f"more than max_members={self._max_members} members "
+                "(the most a bundle holds, docs/format.md)"
+            )
+        if self._top is None:
+            if not is_dir or "/" in name:
+                raise fail("the first member must be the single top-level directory")
+            self._top = name
+            self._top_prefix = name + "/"
+        else:
+            if not name.startswith(self._top_prefix):
+                raise fail(f"outside the top-level directory {_show(self._top)}")
+            parent = name.rpartition("/")[0]
+            if parent not in self._dirs:
+                raise fail(f"parent directory {_show(parent)} has not appeared before it")
+        self._folded[folded] = name
+        if is_dir:
+            self._dirs.add(name)
+        return name
+
+    # -- iteration
+
+    def members(self) -> Iterator[tuple[Member, Iterator[bytes]]]:
+        pax: _Pax | None = None
+        while True:
+            offset = self._offset
+            block = self._read(BLOCK, "a header", at_boundary="without an end-of-archive marker")
+            if block == _ZERO_BLOCK:
+                if pax is not None:
+                    raise self._at(pax.offset, "pax header not followed by a member")
+                self._finish(offset)
+                return
+            header = self._parse_header(block, offset)
+            if header.typeflag == _PAX_TYPE:
+                if pax is not None:
+                    raise self._at(offset, "pax header follows another pax header")
+                if header.size > MAX_PAX_BYTES:
+                    raise self._at(
+                        offset,
+                        f"oversize pax record ({header.size} bytes, limit {MAX_PAX_BYTES})",
+                    )
+                data = self._read(header.size, "a pax header")
+                self._skip_padding(header.size, None, offset)
+                pax = self._parse_pax(data, offset)
+                continue
+            yield from self._member(header, pax)
+            pax = None
+
+    def _member(
+        self, header: _Header, pax: _Pax | None
+    ) -> Iterator[tuple[Member, Iterator[bytes]]]:
+        offset = header.offset
+        raw_name = header.raw_name
+        size = header.size
+        mtime = header.mtime
+        if pax is not None:
+            if pax.path is not None:
+                raw_name = pax.path
+            if pax.size is not None and pax.size != size:
+                raise self._member_error(
+                    raw_name,
+                    offset,
+                    f"pax size {pax.size} disagrees with header size {size}",
+                )
+            if pax.mtime is not None:
+                mtime = pax.mtime
+        is_dir = header.typeflag == _DIR_TYPE
+        if is_dir and size:
+            raise self._member_error(raw_name, offset, f"directory with {size} bytes of data")
+        name = self._check_name(raw_name, is_dir, offset)
+        if offset + BLOCK + size + (-size % BLOCK) > self._max_bytes:
+            raise self._member_error(
+                name,
+                offset,
+                f"size {size} goes past max_bytes={self._max_bytes} ({_CAP_HINT})",
+            )
+        member = Member(path=name, is_dir=is_dir, size=size, mtime=mtime, mode=header.mode)
+        if is_dir:
+            yield member, iter(())
+            return
+        token = object()
+        self._token = token
+        self._remaining = size
+        yield member, self._content(token, name, offset)
+        self._token = None
+        while self._remaining:
+            self._read_content(name, offset)
+        self._skip_padding(size, name, offset)
+
+    def _read_content(self, name: str, offset: int) -> bytes:
+        # Always a whole chunk (or the rest of the member): what a caller sees of a
+        # member's content must depend on the tar alone, never on where the zstd block
+        # boundaries fell (SPEC 5, Resources).
+        want = min(self._remaining, CHUNK_BYTES)
+        chunk = self._raw_read(want)
+        if len(chunk) < want:
+            parts = [chunk]
+            got = len(chunk)
+            while parts[-1] and got < want:
+                parts.append(self._raw_read(want - got))
+                got += len(parts[-1])
+            if got < want:
+                raise ArchiveError(
+                    f"{self._source}: truncated tar: stream ended at offset "
+                    f"{self._offset + got} inside member {_show(name)} "
+                    f"(header at offset {offset})"
+                )
+            chunk = b"".join(parts)
+        self._remaining -= want
+        self._offset += want
+        return chunk
+
+    def _content(self, token: object, name: str, offset: int) -> Iterator[bytes]:
+        while True:
+            if self._token is not token:
+                raise RuntimeError(f"content of {name!r} read after advancing to the next member")
+            if not self._remaining:
+                return
+            yield self._read_content(name, offset)
+
+    def _finish(self, offset: int) -> None:
+        second = self._read(BLOCK, "the end-of-archive marker")
+        if second != _ZERO_BLOCK:
+            raise self._at(
+                offset, "zero block not followed by a second zero block (data after end marker?)"
+            )
+        end = self._offset
+        pad = -end % RECORD
+        if pad:
+            padding = self._read(pad, "the record padding after the end-of-archive marker")
+            if padding.strip(b"\0"):
+                first = end + len(padding) - len(padding.lstrip(b"\0"))
+                raise ArchiveError(
+                    f"{self._source}: tar stream at offset {first}: "
+                    "data after the end-of-archive marker"
+                )
+        if self._raw_read(1):
+            raise ArchiveError(
+                f"{self._source}: tar stream at offset {self._offset}: data after the "
+                "end-of-archive marker and its record padding"
+            )
+
+
+def iter_members(
+    stream: Readable,
+    *,
+    source: str,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_members: int = MAX_MEMBERS,
+) -> Iterator[tuple[Member, Iterator[bytes]]]:
+    """Yield each member of a decompressed tar stream with an iterator over its content.
+
+    Directories come with an empty iterator; a file's iterator yields its bytes in
+    chunks of at most 1 MiB. Content not drained by the caller is skipped when the
+    caller advances; reading an iterator after advancing raises RuntimeError. The
+    archive is only fully checked (end marker, padding, end of stream) once the
+    iteration has run to its end.
+
+    Raises ArchiveError, naming ``source``, the member or block offset and the rule, for:
+    member types other than regular files, directories and pax extended headers;
+    malformed, oversize (over 64 KiB), sparse or unsupported pax records and pax sizes
+    that disagree with the header; bad header checksums, non-octal or base-256 numeric
+    fields, non-ustar magic, directories with data; names that are absolute, contain
+    backslashes, control characters, empty, `.` or `..` segments, are not UTF-8 or not
+    NFC, lie outside the single top-level directory (which must come first), come before
+    their parent directory, or repeat another name exactly or after NFC + case folding;
+    a stream that ends early or without the end marker; anything but zero padding to
+    the next 10,240-byte record after the end marker; more than ``max_bytes`` bytes or
+    ``max_members`` members (the names are kept to detect collisions, so their number
+    is what the reader's memory grows with).
+    """
+    yield from _TarReader(stream, source, max_bytes, max_members).members()
+
+
+def iter_archive(
+    fileobj: Readable,
+    *,
+    source: str,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_members: int = MAX_MEMBERS,
+) -> Iterator[tuple[Member, Iterator[bytes]]]:
+    """Read a `.tar.zst` bundle: :class:`ZstdStream` under :func:`iter_members`.
+
+    Same promises and errors as both; ``max_bytes`` caps the decompressed bytes.
+    """
+    stream = ZstdStream(fileobj, source=source, max_bytes=max_bytes)
+    yield from iter_members(stream, source=source, max_bytes=max_bytes, max_members=max_members)

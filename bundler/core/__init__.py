@@ -1,0 +1,1 @@
+"""Foundations every other part builds on: errors, canonical JSON, digests, schemas, atomic outputs, safe text."""

@@ -1,0 +1,1 @@
+"""eval-banana runs: the run reader and its conventions, export, verification."""

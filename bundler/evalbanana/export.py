@@ -1,0 +1,478 @@
+"""Export one eval-banana run directory into an eval-banana bundle (SPEC sections 10.1, 4.1, 11).
+
+The run directory is read strictly (``evalbanana.read_run``: no symbolic link is
+followed, report.json must parse) and must be a consistent eval-banana run
+(``evalbanana.check_run`` finds nothing); otherwise the export is refused with an input
+error. Each check's definition is looked up under ``--project`` through the recorded
+``project_root`` (``evalbanana.resolve_definition``): a definition that recomputes to the
+recorded ``check_definition_sha256`` is bundled with its referenced script, any other is
+listed under ``unavailable`` and left out.
+
+Member order (the verifier does not depend on it): the top directory
+``eval-banana-bundle-<run_id>/``, then ``data/run/<path>`` for every file of the run
+directory in byte order of the path, then ``data/definitions/<path>`` for every bundled
+YAML and script in byte order, then ``data/bundle.json``, then the tag files bagit.txt,
+bag-info.txt, manifest-sha256.txt, bundle-head.json (and bundle-head.json.sig),
+tagmanifest-sha256.txt. Each directory is written just before its first member; empty
+directories of the run (eval-banana's empty evidence directories) are not kept.
+Nothing is written at the target name until the archive is complete and fsynced.
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, assert_never
+
+from bundler import TOOL_NAME, __version__
+from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES, document_problem, is_kept, json_values
+from bundler.core import canonical
+from bundler.core.digests import json_digest
+from bundler.core.errors import InputError, StrictFailure
+from bundler.evalbanana import run as eb
+from bundler.evalbook.export import (
+    DEFAULT_LEVEL,
+    BagWriter,
+    Progress,
+    check_not_before,
+    format_timestamp,
+    resolve_output,
+    write_bag_archive,
+    write_tag_files,
+)
+from bundler.trust.merkle import TreeBuilder
+
+BUNDLE_SCHEMA = "evalbook.eval_banana_bundle.v1"
+RUN_PREFIX = "data/run/"
+DEFINITIONS_PREFIX = "data/definitions/"
+REPORT_MEMBER = RUN_PREFIX + "report.json"
+DEFINITION_KIND = "definition"
+# Limits the strict archive reader enforces on every member name (SPEC section 5).
+_MAX_NAME_BYTES = 4096
+_MAX_SEGMENT_BYTES = 255
+
+
+class UnavailableReason(StrEnum):
+    """Why a definition is listed instead of bundled (SPEC section 10.1)."""
+
+    DEFINITION_MISSING = "definition_missing"
+    DEFINITION_DIGEST_MISMATCH = "definition_digest_mismatch"
+
+
+@dataclass(frozen=True)
+class EbExportConfig:
+    """What ``export_eb_bundle`` needs; ``sign`` signs the bundle-head.json bytes."""
+
+    run_dir: Path
+    project_root: Path
+    exported_at: datetime
+    out: Path | None = None
+    level: int = DEFAULT_LEVEL
+    strict: bool = False
+    sign: Callable[[bytes], str] | None = None
+    exported_at_source: str = "--exported-at"  # what gave exported_at, for messages
+
+
+@dataclass(frozen=True)
+class EbExportResult:
+    """The archive written and the bundle.json it holds."""
+
+    path: Path
+    run_id: str
+    bundle_digest: str
+    report_digest: str
+    archive_sha256: str
+    archive_size: int
+    bundle: dict[str, Any]
+
+    def summary(self) -> dict[str, Any]:
+        """The machine-readable summary printed by ``export-eb --json``."""
+        bundle = self.bundle
+        by_reason: dict[str, int] = {}
+        for item in bundle["unavailable"]:
+            by_reason[item["reason"]] = by_reason.get(item["reason"], 0) + 1
+        paths = [f["path"] for f in bundle["files"]]
+        return {
+            "schema": "evalbook.export_eb_summary.v1",
+            "path": str(self.path),
+            "run_id": self.run_id,
+            "bundle_digest": self.bundle_digest,
+            "report_digest": self.report_digest,
+            "archive_sha256": self.archive_sha256,
+            "archive_size": self.archive_size,
+            "exported_at": bundle["exported_at"],
+            "run_passed": bundle["run"]["run_passed"],
+            "counts": {
+                "checks": len(bundle["checks"]),
+                "run_files": sum(1 for p in paths if p.startswith(RUN_PREFIX)),
+                "definition_files": sum(1 for p in paths if p.startswith(DEFINITIONS_PREFIX)),
+                "unavailable": len(bundle["unavailable"]),
+            },
+            "unavailable_by_reason": dict(sorted(by_reason.items())),
+        }
+
+
+def archive_name(run_id: str) -> str:
+    """Default file name of the archive of run ``run_id``."""
+    return f"eval-banana-bundle-{run_id}.tar.zst"
+
+
+def top_directory(run_id: str) -> str:
+    """The single top-level directory of the archive of run ``run_id``."""
+    return f"eval-banana-bundle-{run_id}"
+
+
+def result_member(stem: str) -> str:
+    """Bag path of a check's result file."""
+    return RUN_PREFIX + eb.result_file(stem)
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Every decision of the export, made before a byte is written."""
+
+    run: eb.Run
+    definitions: dict[str, bytes]  # project-relative path -> the exact bytes hashed
+    checks: list[dict[str, Any]]
+    unavailable: list[dict[str, Any]]
+    run_sizes: dict[str, int]  # run-relative path -> its size when planned (for progress)
+
+
+def _listing(definition: eb.Definition) -> dict[str, Any] | None:
+    """The unavailable entry for a definition that is not bundled, or None."""
+    state = definition.state
+    if state is eb.DefinitionState.MATCHES:
+        return None
+    if state is eb.DefinitionState.DIGEST_MISMATCH:
+        reason, detail = UnavailableReason.DEFINITION_DIGEST_MISMATCH, definition.observed_digest
+    elif state is eb.DefinitionState.MISSING:
+        reason, detail = UnavailableReason.DEFINITION_MISSING, definition.detail
+    elif state is eb.DefinitionState.OUTSIDE_PROJECT:
+        reason, detail = (
+            UnavailableReason.DEFINITION_MISSING,
+            f"outside the project: {definition.detail}",
+        )
+    elif state is eb.DefinitionState.UNREADABLE:
+        reason, detail = UnavailableReason.DEFINITION_MISSING, f"unreadable: {definition.detail}"
+    else:
+        assert_never(state)
+    return {
+        "kind": DEFINITION_KIND,
+        "ref": definition.check_id,
+        "digest": definition.recorded_digest,
+        "reason": reason.value,
+        "detail": detail,
+    }
+
+
+def _keep_definition(definitions: dict[str, bytes], rel: str, data: bytes) -> str:
+    """Record ``data`` at ``rel`` once; the same path must never carry two contents."""
+    known = definitions.setdefault(rel, data)
+    if known != data:
+        raise InputError(f"{rel}: changed while the definitions were read; export again")
+    return DEFINITIONS_PREFIX + rel
+
+
+def plan_export(run_dir: Path, project_root: Path) -> _Plan:
+    """Read the run, refuse an inconsistent one, and decide every definition.
+
+    Raises InputError when the project root is not a directory, when the run
+    directory cannot be read strictly (``read_run``), when ``check_run`` finds any
+    inconsistency in it (the first is named, with the count of the others), when no
+    definition at all is found under the project root (``no_definition_found``), and
+    for anything the bundle's own verifier would reject: a run file over the document
+    cap, a definition with an empty inline script beside a ``script_path``.
+    """
+    if project_root.is_symlink() or not project_root.is_dir():
+        raise InputError(f"{project_root}: project root is not a directory")
+    run = eb.read_run(run_dir)
+    run_sizes = _refuse_what_verify_rejects(run, run_dir)
+    findings = eb.check_run(run, run_dir)
+    if findings:
+        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+        raise InputError(
+            f"{run_dir}: not a consistent eval-banana run: {findings[0].message}{more}"
+        )
+    files = set(run.files)
+    definitions: dict[str, bytes] = {}
+    checks: list[dict[str, Any]] = []
+    unavailable: list[dict[str, Any]] = []
+    resolved: list[eb.Definition] = []
+    with eb.Beneath(project_root) as project:
+        for check in run.checks:
+            _plan_check(run, check, project, files, definitions, checks, unavailable, resolved)
+    problem = eb.no_definition_found(run, resolved, project_root)
+    if problem is not None:
+        raise InputError(problem + "; nothing written")
+    unavailable.sort(key=lambda e: (e["kind"], e["ref"]))
+    return _Plan(run, definitions, checks, unavailable, run_sizes)
+
+
+def _plan_check(
+    run: eb.Run,
+    check: eb.CheckRecord,
+    project: eb.Beneath,
+    files: set[str],
+    definitions: dict[str, bytes],
+    checks: list[dict[str, Any]],
+    unavailable: list[dict[str, Any]],
+    resolved: list[eb.Definition],
+) -> None:
+    """One check's entry, and its definition bundled or listed."""
+    stem = check.stem
+    entry: dict[str, Any] = {
+        "check_id": check.check_id,
+        "stem": stem,
+        "status": check.status.value,
+        "check_definition_sha256": check.check_definition_sha256,
+        "result": result_member(stem),
+        "stdout": _run_member_if(files, eb.stdout_file(stem)),
+        "stderr": _run_member_if(files, eb.stderr_file(stem)),
+        "prompt": _run_member_if(files, eb.prompt_file(stem)),
+        "definition": None,
+        "script": None,
+    }
+    definition = eb.resolve_definition(run, check, project)
+    resolved.append(definition)
+    if definition.state is eb.DefinitionState.MATCHES and definition.empty_inline_script:
+        raise InputError(
+            f"{project.root / (definition.yaml_path or '')}: an empty inline script beside "
+            f"script_path {definition.script_path}: eval-banana ran the empty script while "
+            "the digest covers the referenced one (SPEC 10.2); its bundle would fail "
+            "verification, nothing written"
+        )
+    listed = _listing(definition)
+    if listed is not None:
+        unavailable.append(listed)
+    else:
+        assert definition.yaml_path is not None and definition.yaml_bytes is not None
+        entry["definition"] = _keep_definition(
+            definitions, definition.yaml_path, definition.yaml_bytes
+        )
+        if definition.script_state is eb.ScriptState.PRESENT:
+            assert definition.script_path is not None and definition.script_bytes is not None
+            entry["script"] = _keep_definition(
+                definitions, definition.script_path, definition.script_bytes
+            )
+    checks.append(entry)
+
+
+def _refuse_what_verify_rejects(run: eb.Run, run_dir: Path) -> dict[str, int]:
+    """Refuse, before reading it, a run file the bundle's reader would not keep whole;
+    return the size of each run file.
+
+    The bundle reader (bag_reader) keeps each data/run/ file under its document cap, and
+    the verifier re-derives the stdout tails from those bytes; a larger file would make
+    the bundle fail its own verification, so export refuses it up front. A legitimate
+    stdout can be larger: once the reader keeps a bounded tail of
+    data/run/checks/*.stdout.txt (its last 8 KiB, with the file's size and whether it is
+    UTF-8) instead of the whole file, stdout files leave this rule.
+    """
+    sizes: dict[str, int] = {}
+    for rel in run.files:
+        try:
+            size = os.lstat(run_dir / rel).st_size
+        except OSError as exc:
+            raise InputError(f"{run_dir / rel}: cannot be read ({exc.strerror})") from exc
+        if size > MAX_DOCUMENT_BYTES or not is_kept(RUN_PREFIX + rel, b"", size):
+            raise InputError(
+                f"{run_dir / rel}: {size} bytes, over the {MAX_DOCUMENT_BYTES}-byte document "
+                "cap of the bundle reader (SPEC 5, Resources): its bundle would fail "
+                "verification; nothing written"
+            )
+        sizes[rel] = size
+    return sizes
+
+
+class _ReaderBudget:
+    """The bundle reader's totals, asked of every member as it is written (bag_reader's
+    ``document_problem``): an export the reader would refuse stops, nothing written."""
+
+    # bagit.txt, bag-info.txt, bundle-head.json (and its signature), tagmanifest: small.
+    TAG_FILES_BYTES = 16 * 1024
+    TAG_FILES_VALUES = 64
+
+    def __init__(self, where: Path) -> None:
+        self.where = where
+        self.kept = 0
+        self.values = 0
+
+    def admit(self, member: str, data: bytes) -> None:
+        if not is_kept(member, data[:1024], len(data)):
+            return
+        problem = document_problem(member, data, self.kept, values_before=self.values)
+        if problem is not None:
+            raise InputError(
+                f"{self.where}: {member}: {problem} (the bundle reader's limit, SPEC 5, "
+                "Resources): its bundle would fail verification; nothing written"
+            )
+        self.kept += len(data)
+        if member.endswith((".json", ".jsonl")):
+            self.values += json_values(data)
+
+    def admit_tag_files(self, paths: list[str]) -> None:
+        manifest = sum(64 + 2 + len(p.encode("utf-8")) + 1 for p in paths)
+        self.admit("manifest-sha256.txt", b"\n" * manifest)
+        self.admit("bundle-head.json", b"," * self.TAG_FILES_VALUES)
+        self.admit("bag-info.txt", b"\n" * self.TAG_FILES_BYTES)
+
+
+def _run_member_if(files: set[str], rel: str) -> str | None:
+    return RUN_PREFIX + rel if rel in files else None
+
+
+def check_member_names(top: str, paths: Iterable[str]) -> None:
+    """Refuse names the strict archive reader would reject (SPEC section 5).
+
+    Raises InputError naming the file when a name holds a backslash or a control
+    character, is not NFC, has an over-long segment or is over-long as a whole, or
+    collides with another after NFC and case folding.
+    """
+    folded: dict[str, str] = {}
+    for path in paths:
+        full = f"{top}/{path}"
+        if "\\" in full or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in full):
+            raise InputError(f"{path}: name holds a backslash or control character")
+        if not unicodedata.is_normalized("NFC", full):
+            raise InputError(f"{path}: name is not NFC-normalised, which bundles refuse")
+        if len(full.encode("utf-8")) > _MAX_NAME_BYTES:
+            raise InputError(f"{path}: name longer than {_MAX_NAME_BYTES} bytes")
+        parts = full.split("/")
+        for i, segment in enumerate(parts):
+            if len(segment.encode("utf-8")) > _MAX_SEGMENT_BYTES:
+                raise InputError(f"{path}: path segment longer than {_MAX_SEGMENT_BYTES} bytes")
+            prefix = "/".join(parts[: i + 1])
+            key = unicodedata.normalize("NFC", prefix.casefold())
+            other = folded.setdefault(key, prefix)
+            if other != prefix:
+                raise InputError(f"{path}: collides with {other} after NFC and case folding")
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def export_eb_bundle(
+    config: EbExportConfig, progress: Callable[[Progress], None] | None = None
+) -> EbExportResult:
+    """Export the run directory ``config.run_dir`` into an eval-banana bundle archive.
+
+    Raises InputError (exit 3) for an unreadable, unsafe or inconsistent run or a
+    project root that is not a directory, OutputError (exit 3) for an output path that
+    exists, is a symbolic link or has no parent directory, and StrictFailure (exit 1)
+    under ``strict`` when any definition would be listed unavailable. Nothing is left
+    at the target name unless the export succeeds.
+    """
+    plan = plan_export(config.run_dir, config.project_root)
+    run = plan.run
+    check_not_before(
+        config.exported_at, run.completed_at, "the run's completed_at", config.exported_at_source
+    )
+    if config.strict and plan.unavailable:
+        reasons = sorted({u["reason"] for u in plan.unavailable})
+        raise StrictFailure(
+            f"--strict: {len(plan.unavailable)} definition(s) would be unavailable "
+            f"({', '.join(reasons)}); nothing written"
+        )
+    top = top_directory(run.run_id)
+    members = [RUN_PREFIX + rel for rel in run.files]
+    members += [DEFINITIONS_PREFIX + rel for rel in plan.definitions]
+    check_member_names(top, [*members, "data/bundle.json"])
+    target = resolve_output(config.out, archive_name(run.run_id))
+
+    bundle, archive_sha256, archive_size = write_bag_archive(
+        target,
+        top=top,
+        level=config.level,
+        mtime=int(config.exported_at.timestamp()),
+        fill=lambda writer: _fill_bag(writer, plan, config),
+        progress=progress,
+    )
+    return EbExportResult(
+        path=target,
+        run_id=run.run_id,
+        bundle_digest=json_digest(bundle),
+        report_digest=bundle["run"]["digest"],
+        archive_sha256=archive_sha256,
+        archive_size=archive_size,
+        bundle=bundle,
+    )
+
+
+def _add_run_file(
+    writer: BagWriter,
+    source: eb.Beneath,
+    rel: str,
+    run: eb.Run,
+    config: EbExportConfig,
+    files: list[dict[str, Any]],
+    leaves: dict[str, bytes],
+    budget: _ReaderBudget,
+    planned: int,
+) -> None:
+    data = source.read(rel, what="a run file")
+    if data is None:
+        raise InputError(f"{config.run_dir / rel}: disappeared during export; export again")
+    member = RUN_PREFIX + rel
+    budget.admit(member, data)
+    hex_digest = writer.add(member, data, planned=planned)
+    files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
+    if rel == "report.json" and "sha256:" + hex_digest != run.report_digest:
+        raise InputError(f"{config.run_dir / rel}: changed during export; export again")
+    if rel.startswith("checks/") and rel.endswith(".json"):
+        leaves[member] = data  # the case tree's leaves; other files are not held
+
+
+def _fill_bag(writer: BagWriter, plan: _Plan, config: EbExportConfig) -> dict[str, Any]:
+    """Every member of an eval-banana bundle, in the documented order; returns bundle.json."""
+    run = plan.run
+    files: list[dict[str, Any]] = []
+    leaves: dict[str, bytes] = {}
+    report_digest = run.report_digest
+    budget = _ReaderBudget(config.run_dir)
+    writer.plan(sum(plan.run_sizes.values()) + sum(map(len, plan.definitions.values())))
+    with eb.Beneath(config.run_dir) as source:
+        for rel in run.files:
+            planned = plan.run_sizes[rel]
+            _add_run_file(writer, source, rel, run, config, files, leaves, budget, planned)
+    writer.count_cases(len(run.checks))
+    for rel in sorted(plan.definitions, key=lambda p: p.encode("utf-8")):
+        data = plan.definitions[rel]
+        member = DEFINITIONS_PREFIX + rel
+        budget.admit(member, data)
+        hex_digest = writer.add(member, data, planned=len(data))
+        files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
+    tree = TreeBuilder()
+    for entry in plan.checks:
+        tree.append(leaves[entry["result"]])
+    files.sort(key=lambda f: f["path"].encode("utf-8"))
+    bundle: dict[str, Any] = {
+        "schema": BUNDLE_SCHEMA,
+        "exported_at": format_timestamp(config.exported_at),
+        "exporter": {"tool": TOOL_NAME, "version": __version__},
+        "run": {
+            "run_id": run.run_id,
+            "digest": report_digest,
+            "path": REPORT_MEMBER,
+            "project_root": run.project_root,
+            "run_passed": run.run_passed,
+        },
+        "files": files,
+        "checks": plan.checks,
+        "unavailable": plan.unavailable,
+        "redacted": [],
+        "cases_tree": {"tree_size": tree.size, "root": tree.root().hex()},
+    }
+    bundle_bytes = canonical.dumps(bundle)
+    budget.admit("data/bundle.json", bundle_bytes)
+    budget.admit_tag_files([f["path"] for f in files] + ["data/bundle.json"])
+    writer.add("data/bundle.json", bundle_bytes)
+    write_tag_files(writer, bundle, bundle_bytes, config.sign)
+    return bundle

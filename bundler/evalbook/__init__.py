@@ -1,0 +1,1 @@
+"""EvalBook bundles: the store, export, verification by claim group, and the audit."""

@@ -1,0 +1,1025 @@
+"""Export one issued report into a reproducibility bundle (SPEC sections 3, 4, 7, 8).
+
+Data flows one way: the store reader yields validated documents, ``_Collector`` decides
+for every referenced item whether it goes in or is listed (unavailable or redacted, once
+each), and ``BagWriter`` streams the members into a deterministic tar.zst in one pass.
+Nothing is written at the target name until the archive is complete and fsynced.
+
+Member order (documented in docs/format.md, relied on by no reader for correctness):
+the top directory, then under data/ the report body and envelope, the suite, the
+scorers, the dataset manifests, the check results, the case files, the example bodies,
+the payload blobs, and ``bundle.json``; then the tag files bagit.txt, bag-info.txt,
+manifest-sha256.txt, bundle-head.json (and bundle-head.json.sig), tagmanifest-sha256.txt.
+Directories are written just before their first member.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypeVar
+
+import zstandard
+
+from bundler import TOOL_NAME, __version__
+from bundler.archive import bag, bag_reader, names
+from bundler.archive import reader as archive_reader
+from bundler.archive.prefetch import ThreadedSink, prefetch
+from bundler.archive.reader import MAX_MEMBERS
+from bundler.core import canonical
+from bundler.core.digests import bytes_digest, json_digest, parse_digest
+from bundler.core.errors import OutputError, PermissionDenied, StoreError, StrictFailure, UsageError
+from bundler.evalbook.store import (
+    INLINE_PAYLOAD_MAX_BYTES,
+    MAX_DOCUMENT_BYTES,
+    CaseLine,
+    Document,
+    ScorerVersion,
+    Store,
+    open_source,
+)
+from bundler.trust.merkle import TreeBuilder
+
+BUNDLE_SCHEMA = "evalbook.reproducibility_bundle.v1"
+HEAD_SCHEMA = "evalbook.bundle_head.v1"
+MAX_CASES = archive_reader.MAX_CASES  # the reader's limit: one constant for both sides
+DEFAULT_LEVEL = 3
+READ_BODY = "dataset.read_body"
+EXPORT = "report.export"
+# Payload bytes read ahead of the writer (beyond the one being read).
+PREFETCH_BYTES = 8 * 1024 * 1024
+# libzstd's output is the same for any number of worker threads from one up (not for
+# none); two let one job compress while the next fills, so the bursty producer (case
+# parsing, then payloads) rarely waits.
+ZSTD_WORKERS = 2
+T = TypeVar("T")
+
+
+class Reason(StrEnum):
+    """Reasons of SPEC section 4.3, with their exact strings."""
+
+    PAYLOAD_AT_SSO = "payload_at_sso"
+    REMOVED_BY_RETENTION = "removed_by_retention"
+    SCORER_VERSION_MISSING = "scorer_version_missing"
+    SCORER_DIGEST_MISMATCH = "scorer_digest_mismatch"
+    CASE_LIMIT = "case_limit"
+    DIGEST_MISMATCH = "digest_mismatch"
+    MISSING_FROM_STORE = "missing_from_store"
+    NO_DATASET_READ_BODY = "no_dataset_read_body"
+    TRACE_CAPTURE_POLICY = "trace_capture_policy"
+
+
+REDACTION_REASONS = frozenset({Reason.NO_DATASET_READ_BODY, Reason.TRACE_CAPTURE_POLICY})
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the exporter has done so far; passed to the progress callback.
+
+    ``bytes`` counts the content of the files written into the bag (tar headers and
+    compression aside). ``total_bytes`` is what ``bytes`` will reach: None until the
+    export has decided what goes in, then the bytes written plus the sizes of the files
+    still to come, as their documents and references give them (the small files made at
+    the end, bundle.json and the tag files, are counted as they are written).
+    """
+
+    files: int
+    bytes: int
+    cases: int
+    total_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    store_root: str
+    report_id: str
+    principal: str
+    exported_at: datetime
+    out: Path | None = None
+    level: int = DEFAULT_LEVEL
+    strict: bool = False
+    sign: Callable[[bytes], str] | None = None  # signs bundle-head.json bytes (SSHSIG armor)
+    endpoint_url: str | None = None  # for an s3:// store root
+    # What gave ``exported_at``, for the message that refuses it (SPEC section 7).
+    exported_at_source: str = "--exported-at"
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    path: Path
+    report_id: str
+    bundle_digest: str
+    report_digest: str
+    archive_sha256: str
+    archive_size: int
+    bundle: dict[str, Any]
+
+    def summary(self) -> dict[str, Any]:
+        """The machine-readable summary printed by ``export --json``."""
+        return export_summary(self)
+
+
+def format_timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_not_before(moment: datetime, earliest: str, what: str, source: str) -> None:
+    """Refuse an export time before ``earliest`` (RFC 3339, from the report or the run).
+
+    Raises UsageError (exit 2) naming ``source`` (the option or variable that gave the
+    time): a bundle cannot be exported before what it holds was issued (SPEC section 7).
+    """
+    try:
+        bound = datetime.fromisoformat(earliest.replace("Z", "+00:00").replace("z", "+00:00"))
+        bound = bound.astimezone(UTC).replace(microsecond=0)
+    except (ValueError, OverflowError):
+        return  # schema-checked already; a time we cannot read is nothing to compare with
+    if moment < bound:
+        raise UsageError(
+            f"{source} {format_timestamp(moment)}: before {what} {earliest}; "
+            "an export cannot predate what it exports"
+        )
+
+
+def archive_name(report_id: str) -> str:
+    """Default file name of the archive of report ``report_id``."""
+    return f"evalbook-bundle-{report_id}.tar.zst"
+
+
+def resolve_output(out: Path | None, default_name: str) -> Path:
+    """The archive path; refuse an existing file, a symlink, or a missing parent.
+
+    As ``cp`` reads a destination: no ``out`` is ``default_name`` in the current
+    directory, an ``out`` that is an existing directory gets ``default_name`` inside it,
+    and any other ``out`` is the file itself. Raises OutputError (exit 3) for a path that
+    exists or is a symbolic link, or whose directory does not exist.
+    """
+    if out is None:
+        path = Path.cwd() / default_name
+    elif out.is_dir():
+        path = out / default_name
+    else:
+        path = out
+    if path.is_symlink():
+        raise OutputError(f"{path}: is a symlink; refusing to write through it")
+    if path.exists():
+        raise OutputError(f"{path}: already exists; refusing to overwrite")
+    if not path.parent.is_dir():
+        raise OutputError(f"{path.parent}: output directory does not exist")
+    return path
+
+
+# --------------------------------------------------------------------------- collecting
+
+
+@dataclass
+class _PayloadUse:
+    """Every way the exported cases refer to one payload digest."""
+
+    digest: str
+    size: int
+    kinds: list[str] = field(default_factory=list)
+    sizes: set[int] = field(default_factory=set)
+    locations: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Ledger:
+    """Unavailable and redacted entries, one per item."""
+
+    unavailable: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    redacted: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    def list_unavailable(
+        self, kind: str, ref: str, digest: str | None, reason: Reason, detail: str | None = None
+    ) -> None:
+        key = (kind, ref)
+        if key not in self.unavailable and key not in self.redacted:
+            self.unavailable[key] = {
+                "kind": kind,
+                "ref": ref,
+                "digest": digest,
+                "reason": reason.value,
+                "detail": detail,
+            }
+
+    def redact(self, kind: str, ref: str, digest: str, reason: Reason) -> None:
+        key = (kind, ref)
+        self.unavailable.pop(key, None)
+        self.redacted.setdefault(
+            key, {"kind": kind, "ref": ref, "digest": digest, "reason": reason.value}
+        )
+
+    def sorted_unavailable(self) -> list[dict[str, Any]]:
+        return [self.unavailable[k] for k in sorted(self.unavailable)]
+
+    def sorted_redacted(self) -> list[dict[str, Any]]:
+        return [self.redacted[k] for k in sorted(self.redacted)]
+
+
+@dataclass(frozen=True)
+class _ExamplePlan:
+    """An example the cases use; ``size`` (from the manifest) is None when it is listed
+    instead of read."""
+
+    dataset_id: str
+    version: int
+    example_id: str
+    digest: str
+    size: int | None
+
+
+@dataclass
+class _CheckCases:
+    check_id: str
+    result: Document | None
+    lines: list[CaseLine] | None  # None: the case file is absent
+    total: int
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+class BagWriter:
+    """Streams bag members into a tar; tracks directories, manifests and Payload-Oxum."""
+
+    def __init__(self, tar: Any, top: str, progress: Callable[[Progress], None] | None) -> None:
+        self._tar = tar
+        self.top = top
+        self._dirs: set[str] = set()
+        self.manifest: dict[str, str] = {}
+        self.payload_bytes = 0
+        self._progress = progress
+        self._cases = 0
+        self.content_bytes = 0
+        self._planned: int | None = None  # bytes of planned files not yet written
+        self._folded: dict[str, str] = {}
+        self._kept_bytes = 0
+        self._kept_values = 0
+        self._claim_name(top)
+        tar.add_dir(top)
+        self._dirs.add(top)
+
+    def _claim_name(self, name: str) -> None:
+        """Refuse a member name the reader would refuse (names.py), before writing it."""
+        problem = names.name_problem(name)
+        key = names.folded(name)
+        if problem is None and key in self._folded:
+            problem = f"collides with {self._folded[key]} after NFC and case folding"
+        if problem is None and len(self._folded) >= MAX_MEMBERS:
+            problem = f"a bundle holds at most {MAX_MEMBERS} members"
+        if problem is not None:
+            raise StoreError(
+                f"{name[len(self.top) + 1 :]}: the bundle cannot hold this name ({problem}); "
+                "export refused"
+            )
+        self._folded[key] = name
+
+    def _ensure_dirs(self, relpath: str) -> None:
+        parent = relpath.rpartition("/")[0]
+        if not parent or f"{self.top}/{parent}" in self._dirs:
+            return  # most files go into a directory already written
+        parts = relpath.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            directory = self.top + "/" + "/".join(parts[:i])
+            if directory not in self._dirs:
+                self._claim_name(directory)
+                self._tar.add_dir(directory)
+                self._dirs.add(directory)
+
+    def _check_document(self, relpath: str, data: bytes) -> None:
+        """Refuse a document over the reader's caps, which the verifier would reject."""
+        if not bag_reader.is_kept(relpath, data[: bag_reader.CHUNK], len(data)):
+            return
+        problem = bag_reader.document_problem(
+            relpath, data, self._kept_bytes, values_before=self._kept_values
+        )
+        if problem is not None:
+            raise StoreError(f"{relpath}: {problem}; the verifier would reject it, export refused")
+        self._kept_bytes += len(data)
+        if relpath.endswith((".json", ".jsonl")):
+            self._kept_values += bag_reader.json_values(data)
+
+    def add(
+        self,
+        relpath: str,
+        data: bytes,
+        *,
+        sha256_hex: str | None = None,
+        planned: int | None = None,
+    ) -> str:
+        """Add a file at ``relpath`` (relative to the bag root); returns its sha256 hex.
+
+        ``planned``: the size this file was announced with by ``plan``, now written.
+        Raises StoreError for a name or a document the bundle's reader would refuse.
+        """
+        self._ensure_dirs(relpath)
+        self._claim_name(f"{self.top}/{relpath}")
+        self._check_document(relpath, data)
+        self._tar.add_file(f"{self.top}/{relpath}", data)
+        hex_digest = sha256_hex or hashlib.sha256(data).hexdigest()
+        if relpath.startswith("data/"):
+            self.manifest[relpath] = hex_digest
+            self.payload_bytes += len(data)
+        self.content_bytes += len(data)
+        if planned is not None:
+            self.unplan(planned)
+        else:
+            self._report()
+        return hex_digest
+
+    def plan(self, size: int) -> None:
+        """Announce ``size`` more bytes of files still to be written (for the total)."""
+        self._planned = (self._planned or 0) + size
+        self._report()
+
+    def unplan(self, size: int) -> None:
+        """``size`` announced bytes are written, or will not be (an item left out)."""
+        if self._planned is not None:
+            self._planned -= size
+        self._report()
+
+    def _report(self) -> None:
+        if self._progress is None:
+            return
+        total = None if self._planned is None else self.content_bytes + max(0, self._planned)
+        self._progress(Progress(len(self.manifest), self.content_bytes, self._cases, total))
+
+    def count_cases(self, n: int) -> None:
+        self._cases += n
+
+
+class _Collector:
+    """Decides what goes into the bundle and what is listed, then writes it."""
+
+    def __init__(self, store: Store, body: Document, permissions: frozenset[str]) -> None:
+        self.store = store
+        self.body = body
+        self.report = body.value
+        self.read_body = READ_BODY in permissions
+        self.ledger = _Ledger()
+        self._manifest_checks: dict[str, str] = {}  # evidence manifest digest -> check id
+
+    # -- suite, scorers, datasets ------------------------------------------------------
+
+    def suite(self, writer: BagWriter) -> dict[str, Any]:
+        ref = self.report["suite_ref"]
+        item = f"{ref['id']}@{ref['version']}"
+        doc = self.store.suite(ref["id"], ref["version"])
+        path = None
+        if doc is None:
+            self.ledger.list_unavailable("suite", item, ref["digest"], Reason.MISSING_FROM_STORE)
+        elif (observed := json_digest(doc.value)) != ref["digest"]:
+            self.ledger.list_unavailable(
+                "suite", item, ref["digest"], Reason.DIGEST_MISMATCH, observed
+            )
+        else:
+            path = f"data/suite/{ref['id']}/{ref['version']}.json"
+            writer.add(path, doc.data)
+        return {
+            "suite_id": ref["id"],
+            "version": ref["version"],
+            "digest": ref["digest"],
+            "path": path,
+        }
+
+    def scorers(self, writer: BagWriter) -> list[dict[str, Any]]:
+        pinned: dict[tuple[str, int], list[str]] = {}
+        for check in self.report["checks"]:
+            ref = check["scorer_ref"]
+            pinned.setdefault((ref["id"], ref["version"]), []).append(ref["digest"])
+        exported = []
+        for (scorer_id, version), digests in sorted(pinned.items()):
+            item = f"{scorer_id}@{version}"
+            scorer = self.store.scorer(scorer_id, version)
+            if scorer is None:
+                self.ledger.list_unavailable(
+                    "scorer", item, digests[0], Reason.SCORER_VERSION_MISSING
+                )
+            elif scorer.digest is None:
+                self.ledger.list_unavailable(
+                    "scorer", item, digests[0], Reason.MISSING_FROM_STORE, scorer.missing_file
+                )
+            elif any(d != scorer.digest for d in digests):
+                self.ledger.list_unavailable(
+                    "scorer", item, digests[0], Reason.SCORER_DIGEST_MISMATCH, scorer.digest
+                )
+            else:
+                exported.append(self._write_scorer(writer, scorer))
+        return exported
+
+    @staticmethod
+    def _write_scorer(writer: BagWriter, scorer: ScorerVersion) -> dict[str, Any]:
+        base = f"data/scorers/{scorer.scorer_id}/{scorer.version}"
+        writer.add(f"{base}/scorer.json", scorer.descriptor.data)
+        for f in scorer.files:
+            writer.add(f"{base}/{f.relpath}", f.data)
+        return {
+            "scorer_id": scorer.scorer_id,
+            "version": scorer.version,
+            "digest": scorer.digest,
+            "path": base,
+        }
+
+    def dataset_manifests(self, writer: BagWriter) -> dict[tuple[str, int], dict[str, Any]]:
+        datasets: dict[tuple[str, int], dict[str, Any]] = {}
+        for ref in sorted(self.report["dataset_refs"], key=lambda r: (r["id"], r["version"])):
+            item = f"{ref['id']}@{ref['version']}"
+            doc = self.store.dataset_manifest(ref["id"], ref["version"])
+            if doc is None:
+                self.ledger.list_unavailable(
+                    "dataset", item, ref["digest"], Reason.MISSING_FROM_STORE
+                )
+                continue
+            if (observed := json_digest(doc.value)) != ref["digest"]:
+                self.ledger.list_unavailable(
+                    "dataset", item, ref["digest"], Reason.DIGEST_MISMATCH, observed
+                )
+                continue
+            path = f"data/datasets/{ref['id']}/{ref['version']}/manifest.json"
+            writer.add(path, doc.data)
+            datasets[(ref["id"], ref["version"])] = {
+                "entry": {
+                    "dataset_id": ref["id"],
+                    "version": ref["version"],
+                    "digest": ref["digest"],
+                    "path": path,
+                    "examples": [],
+                },
+                "digests": {e["example_id"]: e["digest"] for e in doc.value["examples"]},
+                "sizes": {e["example_id"]: e["size"] for e in doc.value["examples"]},
+                "removed": self.store.retention(ref["id"], ref["version"]),
+            }
+        return datasets
+
+    # -- checks and cases --------------------------------------------------------------
+
+    def read_checks(self) -> list[_CheckCases]:
+        """Check results and cases in report order, cut at MAX_CASES exported cases."""
+        budget = MAX_CASES
+        out = []
+        seen: set[str] = set()
+        for check in self.report["checks"]:
+            if check["check_id"] in seen:
+                raise StoreError(
+                    f"{self.body.relpath}: lists check {check['check_id']!r} more than once "
+                    "(each check appears once in a report); export refused"
+                )
+            seen.add(check["check_id"])
+            check_id = check["check_id"]
+            result = self.store.check_result(self.report["report_id"], check_id)
+            if result is None:
+                self.ledger.list_unavailable("check", check_id, None, Reason.MISSING_FROM_STORE)
+            elif result.value["required"] != check["required"]:
+                raise StoreError(
+                    f"{self.store.source.describe(result.relpath)}: required does not match the report"
+                )
+            cases = self.store.iter_cases(self.report["report_id"], check_id, parse_first=budget)
+            if cases is None:
+                self.ledger.list_unavailable("cases", check_id, None, Reason.MISSING_FROM_STORE)
+                out.append(_CheckCases(check_id, result, None, 0))
+                continue
+            kept: list[CaseLine] = []
+            total = 0
+            case_bytes = 0
+            for line in cases:
+                total += 1
+                if budget > 0:
+                    case_bytes += len(line.data) + 1
+                    if case_bytes > bag_reader.MAX_DOCUMENT_BYTES:
+                        # Refused while reading, before memory grows with the store.
+                        raise StoreError(
+                            f"reports/{self.report['report_id']}/cases/{check_id}.jsonl: the "
+                            f"exported cases would make a case file over the "
+                            f"{bag_reader.MAX_DOCUMENT_BYTES}-byte document cap that the "
+                            "verifier holds; export refused"
+                        )
+                    # Only what the export decides on is kept of the parsed case.
+                    slim = {k: line.value[k] for k in ("example", "output", "evidence")}
+                    kept.append(CaseLine(line.line, line.data, slim))
+                    budget -= 1
+            if total > len(kept):
+                self.ledger.list_unavailable(
+                    "cases", check_id, None, Reason.CASE_LIMIT, str(total - len(kept))
+                )
+            out.append(_CheckCases(check_id, result, kept, total))
+        return out
+
+    def write_checks(
+        self, writer: BagWriter, checks: list[_CheckCases]
+    ) -> tuple[list[dict[str, Any]], TreeBuilder]:
+        entries = []
+        tree = TreeBuilder()
+        for c in checks:
+            entry: dict[str, Any] = {"check_id": c.check_id, "digest": None, "path": None}
+            if c.result is not None:
+                entry["path"] = f"data/checks/{c.check_id}.json"
+                entry["digest"] = "sha256:" + writer.add(
+                    entry["path"], c.result.data, planned=len(c.result.data)
+                )
+            entries.append(entry)
+        for c, entry in zip(checks, entries, strict=True):
+            if c.lines is None:
+                entry["cases"] = {"path": None, "digest": None, "total": 0, "exported": 0}
+                continue
+            data = b"".join(line.data + b"\n" for line in c.lines)
+            path = f"data/cases/{c.check_id}.jsonl"
+            entry["cases"] = {
+                "path": path,
+                "digest": "sha256:" + writer.add(path, data, planned=len(data)),
+                "total": c.total,
+                "exported": len(c.lines),
+            }
+            for line in c.lines:
+                tree.append(line.data)
+            writer.count_cases(len(c.lines))
+        return entries, tree
+
+    # -- examples and payloads ---------------------------------------------------------
+
+    @staticmethod
+    def planned_check_bytes(checks: list[_CheckCases]) -> int:
+        """The bytes ``write_checks`` will write: check results and case files."""
+        total = 0
+        for c in checks:
+            if c.result is not None:
+                total += len(c.result.data)
+            total += sum(len(line.data) + 1 for line in c.lines or ())
+        return total
+
+    def plan_examples(
+        self,
+        checks: list[_CheckCases],
+        datasets: dict[tuple[str, int], dict[str, Any]],
+    ) -> list[_ExamplePlan]:
+        """Every example the exported cases use, in order; those that cannot go in
+        (no dataset, not in its manifest, redacted, removed by retention) are listed."""
+        used: set[tuple[str, int, str]] = set()
+        for c in checks:
+            for line in c.lines or ():
+                example = line.value["example"]
+                used.add((example["dataset_id"], example["version"], example["example_id"]))
+        plans: list[_ExamplePlan] = []
+        for dataset_id, version, example_id in sorted(used):
+            item = f"{dataset_id}@{version}/{example_id}"
+            dataset = datasets.get((dataset_id, version))
+            if dataset is None:
+                self.ledger.list_unavailable(
+                    "example",
+                    item,
+                    None,
+                    Reason.MISSING_FROM_STORE,
+                    f"dataset {dataset_id}@{version} is not in the bundle",
+                )
+                continue
+            expected = dataset["digests"].get(example_id)
+            if expected is None:
+                self.ledger.list_unavailable(
+                    "example",
+                    item,
+                    None,
+                    Reason.MISSING_FROM_STORE,
+                    f"not in the manifest of {dataset_id}@{version}",
+                )
+                continue
+            size = None
+            if not self.read_body:
+                self.ledger.redact("example", item, expected, Reason.NO_DATASET_READ_BODY)
+            elif example_id in dataset["removed"]:
+                self.ledger.list_unavailable("example", item, expected, Reason.REMOVED_BY_RETENTION)
+            else:
+                size = dataset["sizes"][example_id]
+            plans.append(_ExamplePlan(dataset_id, version, example_id, expected, size))
+        return plans
+
+    def write_examples(
+        self,
+        writer: BagWriter,
+        plans: list[_ExamplePlan],
+        datasets: dict[tuple[str, int], dict[str, Any]],
+    ) -> None:
+        """Read and write the planned examples; a missing or altered one is listed."""
+        for plan in plans:
+            dataset_id, version, example_id = plan.dataset_id, plan.version, plan.example_id
+            item = f"{dataset_id}@{version}/{example_id}"
+            expected = plan.digest
+            path = None
+            if plan.size is not None:
+                data = self.store.example(dataset_id, version, example_id)
+                if data is None:
+                    self.ledger.list_unavailable(
+                        "example", item, expected, Reason.MISSING_FROM_STORE
+                    )
+                elif (observed := bytes_digest(data)) != expected:
+                    self.ledger.list_unavailable(
+                        "example", item, expected, Reason.DIGEST_MISMATCH, observed
+                    )
+                else:
+                    path = f"data/datasets/{dataset_id}/{version}/examples/{example_id}.json"
+                    writer.add(path, data, sha256_hex=parse_digest(expected), planned=plan.size)
+                if path is None:
+                    writer.unplan(plan.size)
+            datasets[(dataset_id, version)]["entry"]["examples"].append(
+                {"example_id": example_id, "digest": expected, "path": path}
+            )
+
+    def payload_uses(self, checks: list[_CheckCases]) -> dict[str, _PayloadUse]:
+        uses: dict[str, _PayloadUse] = {}
+        for c in checks:
+            for line in c.lines or ():
+                refs = [line.value["output"]] if line.value["output"] else []
+                for ref in refs + line.value["evidence"]:
+                    use = uses.setdefault(ref["digest"], _PayloadUse(ref["digest"], ref["size"]))
+                    use.sizes.add(ref["size"])
+                    if len(use.sizes) > 1:
+                        case_file = f"reports/{self.report['report_id']}/cases/{c.check_id}.jsonl"
+                        raise StoreError(
+                            f"{self.store.source.describe(case_file)}"
+                            f":{line.line}: payload {ref['digest']} is given sizes "
+                            f"{', '.join(map(str, sorted(use.sizes)))} by different cases"
+                        )
+                    use.kinds.append(ref["kind"])
+                    use.locations.add(ref["location"])
+        return uses
+
+    def plan_payloads(self, uses: dict[str, _PayloadUse]) -> dict[str, str]:
+        """The blobs to take (digest -> kind): outputs, artifacts and evidence
+        manifests; one decision per digest, and what is not taken is listed.
+
+        Redaction wins over everything; a digest referred to inline anywhere is taken
+        from blobs/ (or listed as missing or mismatched when read); one referred to only
+        at SSO is ``payload_at_sso``.
+        """
+        wanted: dict[str, str] = {}  # digest -> its first kind, or "evidence_manifest"
+        for digest, use in sorted(uses.items()):
+            trace = "trace" in use.kinds or "traces" in use.locations
+            if trace:
+                self.ledger.redact("trace", digest, digest, Reason.TRACE_CAPTURE_POLICY)
+            elif "output" in use.kinds and not self.read_body:
+                self.ledger.redact("output", digest, digest, Reason.NO_DATASET_READ_BODY)
+            elif "inline" in use.locations:
+                wanted[digest] = use.kinds[0]
+            else:
+                self.ledger.list_unavailable(use.kinds[0], digest, digest, Reason.PAYLOAD_AT_SSO)
+        for check in self.report["checks"]:
+            for ref in check["evidence_refs"]:
+                if ref["kind"] == "manifest":
+                    wanted.setdefault(ref["digest"], "evidence_manifest")
+                    self._manifest_checks[ref["digest"]] = check["check_id"]
+        return wanted
+
+    @staticmethod
+    def planned_payload_bytes(uses: dict[str, _PayloadUse], wanted: dict[str, str]) -> int:
+        """The bytes of the wanted payloads as the cases give them (evidence manifests,
+        of unknown size, are counted when written)."""
+        return sum(uses[d].size for d in wanted if d in uses)
+
+    def write_payloads(
+        self, writer: BagWriter, uses: dict[str, _PayloadUse], wanted: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        """Read, check and write the planned blobs; a missing or altered one is listed."""
+        payloads = []
+
+        def load(digest: str) -> tuple[tuple[bytes | None, str | None], int]:
+            # Runs in the prefetch thread: the read and the hash release the GIL.
+            data = self.store.blob(parse_digest(digest), max_size=MAX_DOCUMENT_BYTES)
+            if data is None:
+                return (None, None), 0
+            return (data, bytes_digest(data)), len(data)
+
+        for digest, (data, observed) in prefetch(sorted(wanted), load, budget=PREFETCH_BYTES):
+            kind = wanted[digest]
+            hex_digest = parse_digest(digest)
+            payload_use = uses.get(digest)
+            planned = payload_use.size if payload_use is not None else None
+            if data is None or observed != digest:
+                if data is None:
+                    self.ledger.list_unavailable(kind, digest, digest, Reason.MISSING_FROM_STORE)
+                else:
+                    self.ledger.list_unavailable(
+                        kind, digest, digest, Reason.DIGEST_MISMATCH, observed
+                    )
+                if planned is not None:
+                    writer.unplan(planned)
+                continue
+            if payload_use is not None and len(data) != payload_use.size:
+                raise StoreError(
+                    f"{self.store.source.describe('blobs/sha256/' + hex_digest)}: the cases give "
+                    f"this payload {payload_use.size} bytes, the blob has {len(data)}; export refused"
+                )
+            if kind == "evidence_manifest":
+                manifest = self.store.parse_evidence_manifest(
+                    Document(f"blobs/sha256/{hex_digest}", data, None)
+                )
+                if manifest["check_id"] != self._manifest_checks[digest]:
+                    raise StoreError(
+                        f"{self.store.source.describe('blobs/sha256/' + hex_digest)}: evidence manifest "
+                        f"names check {manifest['check_id']!r}, referenced by {self._manifest_checks[digest]!r}"
+                    )
+            path = f"data/blobs/sha256/{hex_digest}"
+            writer.add(path, data, sha256_hex=hex_digest, planned=planned)
+            payloads.append({"digest": digest, "size": len(data), "path": path})
+        return payloads
+
+
+# ------------------------------------------------------------------------------ export
+
+
+def export_bundle(
+    config: ExportConfig, progress: Callable[[Progress], None] | None = None
+) -> ExportResult:
+    """Export ``config.report_id`` from ``config.store_root`` into a bundle archive.
+
+    Raises PermissionDenied (exit 4) when the principal lacks ``report.export``,
+    InputError/StoreError/OutputError (exit 3) for bad input or an unusable output
+    path, StrictFailure (exit 1) under ``strict`` when anything would be unavailable.
+    Nothing is left at the target name unless the export succeeds.
+    """
+    store = Store(open_source(config.store_root, endpoint_url=config.endpoint_url))
+    access = store.access()
+    permissions = access.get(config.principal)
+    if permissions is None:
+        raise PermissionDenied(
+            f"principal {config.principal!r} is not in access.json; export refused"
+        )
+    if EXPORT not in permissions:
+        raise PermissionDenied(f"principal {config.principal!r} lacks {EXPORT}; export refused")
+    body = store.report_body(config.report_id)
+    envelope = store.envelope(config.report_id)
+    check_not_before(
+        config.exported_at,
+        body.value["issued_at"],
+        "the report's issued_at",
+        config.exported_at_source,
+    )
+    target = resolve_output(config.out, archive_name(config.report_id))
+
+    def strict_check(bundle: dict[str, Any]) -> None:
+        if config.strict and bundle["unavailable"]:
+            reasons = sorted({u["reason"] for u in bundle["unavailable"]})
+            raise StrictFailure(
+                f"--strict: {len(bundle['unavailable'])} item(s) would be unavailable "
+                f"({', '.join(reasons)}); nothing written"
+            )
+
+    bundle, archive_sha256, archive_size = write_bag_archive(
+        target,
+        top=f"evalbook-bundle-{config.report_id}",
+        level=config.level,
+        mtime=int(config.exported_at.timestamp()),
+        fill=lambda writer: _fill_bag(writer, store, body, envelope, permissions, config),
+        progress=progress,
+        before_link=strict_check,
+    )
+    return ExportResult(
+        path=target,
+        report_id=config.report_id,
+        bundle_digest=json_digest(bundle),
+        report_digest=bundle["report"]["digest"],
+        archive_sha256=archive_sha256,
+        archive_size=archive_size,
+        bundle=bundle,
+    )
+
+
+def write_bag_archive(
+    target: Path,
+    *,
+    top: str,
+    level: int,
+    mtime: int,
+    fill: Callable[[BagWriter], T],
+    progress: Callable[[Progress], None] | None = None,
+    before_link: Callable[[T], None] | None = None,
+) -> tuple[T, str, int]:
+    """Write a bag archive at ``target`` atomically; return (fill's result, sha256, size).
+
+    ``fill`` adds every member below the top directory, tag files included. The archive
+    goes to a temporary file in the target's directory, is fsynced, checked by
+    ``before_link`` (which may raise to abandon it) and linked into place: ``os.link``
+    refuses an existing target, so nothing is overwritten, and an interrupted or failed
+    export leaves nothing at the target name.
+    """
+    from bundler.archive.tarwriter import TarWriter
+    from bundler.core.outputs import create_temp
+
+    # 0666 less the umask, like any new file (SPEC 7); mkstemp would give 0600.
+    fd, temp = create_temp(target)
+    try:
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                # Compressed output is hashed and written in its own thread, while zstd's
+                # workers compress and this thread reads and hashes the store's files.
+                sink = ThreadedSink(fh)
+                try:
+                    compressor = zstandard.ZstdCompressor(
+                        level=level, write_checksum=True, threads=ZSTD_WORKERS
+                    )
+                    # ThreadedSink is the write-only file object zstandard needs; its stubs want IO[bytes].
+                    with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:  # type: ignore[arg-type]
+                        tar = TarWriter(zout, mtime=mtime)
+                        result = fill(BagWriter(tar, top, progress))
+                        tar.close()
+                except BaseException:
+                    sink.close(raise_error=False)
+                    raise
+                sink.close()
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            # Store reads raise StoreError; an OSError here is the archive's own file
+            # (disk full, file size limit, I/O error).
+            reason = exc.strerror or str(exc)
+            raise OutputError(
+                f"{target}: cannot write the archive ({reason}); nothing written"
+            ) from exc
+        if before_link is not None:
+            before_link(result)
+        try:
+            os.link(temp, target)
+        except FileExistsError as exc:
+            raise OutputError(f"{target}: appeared during export; refusing to overwrite") from exc
+        _fsync_dir(target.parent)
+    finally:
+        temp.unlink(missing_ok=True)
+    return result, "sha256:" + sink.sha256.hexdigest(), sink.size
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fill_bag(
+    writer: BagWriter,
+    store: Store,
+    body: Document,
+    envelope: Document,
+    permissions: frozenset[str],
+    config: ExportConfig,
+) -> dict[str, Any]:
+    """Every member of an EvalBook bundle, in the documented order; returns bundle.json."""
+    exported_at = format_timestamp(config.exported_at)
+    collector = _Collector(store, body, permissions)
+    writer.add("data/report/body.json", body.data)
+    writer.add("data/report/envelope.json", envelope.data)
+    suite = collector.suite(writer)
+    scorers = collector.scorers(writer)
+    datasets = collector.dataset_manifests(writer)
+    checks = collector.read_checks()
+    # Every decision is made before the checks, cases, examples and payloads are
+    # written, so the progress total is known from here on.
+    uses = collector.payload_uses(checks)
+    examples = collector.plan_examples(checks, datasets)
+    wanted = collector.plan_payloads(uses)
+    writer.plan(
+        collector.planned_check_bytes(checks)
+        + sum(e.size for e in examples if e.size is not None)
+        + collector.planned_payload_bytes(uses, wanted)
+    )
+    check_entries, tree = collector.write_checks(writer, checks)
+    collector.write_examples(writer, examples, datasets)
+    payloads = collector.write_payloads(writer, uses, wanted)
+    bundle: dict[str, Any] = {
+        "schema": BUNDLE_SCHEMA,
+        "exported_at": exported_at,
+        "exporter": {
+            "tool": TOOL_NAME,
+            "version": __version__,
+            "principal": config.principal,
+            "permissions": sorted(permissions),
+        },
+        "limits": {
+            "max_cases": MAX_CASES,
+            "inline_payload_max_bytes": INLINE_PAYLOAD_MAX_BYTES,
+        },
+        "report": {
+            "report_id": config.report_id,
+            "evaluation_id": body.value["evaluation_id"],
+            "digest": body.sha256,
+            "path": "data/report/body.json",
+            "envelope": {
+                "path": "data/report/envelope.json",
+                "digest": envelope.sha256,
+                "status": envelope.value["status"],
+            },
+        },
+        "suite": suite,
+        "scorers": scorers,
+        "datasets": [d["entry"] for _, d in sorted(datasets.items())],
+        "checks": check_entries,
+        "payloads": payloads,
+        "unavailable": collector.ledger.sorted_unavailable(),
+        "redacted": collector.ledger.sorted_redacted(),
+        "cases_tree": {"tree_size": tree.size, "root": tree.root().hex()},
+    }
+    bundle_bytes = canonical.dumps(bundle)
+    writer.add("data/bundle.json", bundle_bytes)
+    write_tag_files(writer, bundle, bundle_bytes, config.sign)
+    return bundle
+
+
+def bundle_head(bundle: dict[str, Any], bundle_digest: str) -> dict[str, Any]:
+    """The bundle head of SPEC 11.2, derived from bundle.json alone."""
+    report = bundle["report"] if "report" in bundle else bundle["run"]
+    return {
+        "schema": HEAD_SCHEMA,
+        "bundle_digest": bundle_digest,
+        "report_id": report.get("report_id", report.get("run_id")),
+        "report_digest": report["digest"],
+        "exported_at": bundle["exported_at"],
+        "cases_tree": bundle["cases_tree"],
+    }
+
+
+TAG_FILES = frozenset(
+    {
+        bag.BAGIT,
+        bag.BAG_INFO,
+        bag.MANIFEST,
+        bag.TAG_MANIFEST,
+        "bundle-head.json",
+        "bundle-head.json.sig",
+    }
+)
+
+
+def bag_info_bytes(
+    bundle: dict[str, Any], bundle_digest: str, payload_bytes: int, file_count: int
+) -> bytes:
+    """bag-info.txt, derived from bundle.json alone; the verifier expects exactly these bytes."""
+    head = bundle_head(bundle, bundle_digest)
+    return bag.bag_info(
+        [
+            ("Bag-Software-Agent", f"{bundle['exporter']['tool']} {bundle['exporter']['version']}"),
+            ("Bagging-Date", bundle["exported_at"][:10]),
+            ("Bundle-Digest", bundle_digest),
+            ("Bundle-Schema", bundle["schema"]),
+            ("External-Identifier", str(head["report_id"])),
+            ("Payload-Oxum", bag.payload_oxum(payload_bytes, file_count)),
+            ("Report-Digest", head["report_digest"]),
+        ]
+    )
+
+
+def write_tag_files(
+    writer: BagWriter,
+    bundle: dict[str, Any],
+    bundle_bytes: bytes,
+    sign: Callable[[bytes], str] | None,
+) -> None:
+    """bagit.txt, bag-info.txt, the manifests and the bundle head, in that order."""
+    bundle_digest = bytes_digest(bundle_bytes)
+    tags: dict[str, str] = {}
+    tags[bag.BAGIT] = writer.add(bag.BAGIT, bag.BAGIT_TXT)
+    info = bag_info_bytes(bundle, bundle_digest, writer.payload_bytes, len(writer.manifest))
+    tags[bag.BAG_INFO] = writer.add(bag.BAG_INFO, info)
+    tags[bag.MANIFEST] = writer.add(bag.MANIFEST, bag.manifest(writer.manifest))
+    head_bytes = canonical.dumps(bundle_head(bundle, bundle_digest))
+    tags[HEAD_FILE] = writer.add(HEAD_FILE, head_bytes)
+    if sign is not None:
+        tags[HEAD_SIG_FILE] = writer.add(HEAD_SIG_FILE, sign(head_bytes).encode("ascii"))
+    writer.add(bag.TAG_MANIFEST, bag.manifest(tags))
+
+
+HEAD_FILE = "bundle-head.json"
+HEAD_SIG_FILE = "bundle-head.json.sig"
+
+
+def export_summary(result: ExportResult) -> dict[str, Any]:
+    bundle = result.bundle
+    by_reason: dict[str, dict[str, int]] = {"unavailable": {}, "redacted": {}}
+    for group in ("unavailable", "redacted"):
+        for item in bundle[group]:
+            by_reason[group][item["reason"]] = by_reason[group].get(item["reason"], 0) + 1
+    return {
+        "schema": "evalbook.export_summary.v1",
+        "path": str(result.path),
+        "report_id": result.report_id,
+        "bundle_digest": result.bundle_digest,
+        "report_digest": result.report_digest,
+        "archive_sha256": result.archive_sha256,
+        "archive_size": result.archive_size,
+        "exported_at": bundle["exported_at"],
+        "counts": {
+            "scorers": len(bundle["scorers"]),
+            "datasets": len(bundle["datasets"]),
+            "examples": sum(1 for d in bundle["datasets"] for e in d["examples"] if e["path"]),
+            "checks": len(bundle["checks"]),
+            "cases_total": sum(c["cases"]["total"] for c in bundle["checks"]),
+            "cases_exported": sum(c["cases"]["exported"] for c in bundle["checks"]),
+            "payloads": len(bundle["payloads"]),
+            "unavailable": len(bundle["unavailable"]),
+            "redacted": len(bundle["redacted"]),
+        },
+        "unavailable_by_reason": dict(sorted(by_reason["unavailable"].items())),
+        "redacted_by_reason": dict(sorted(by_reason["redacted"].items())),
+    }

@@ -1,0 +1,1 @@
+"""Human renderings of results: console text and Markdown."""
