@@ -2,5 +2,6 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-TOOL_NAME = "evalbook-bundle"
+from bundler.core.version import TOOL_NAME, __version__
+
+__all__ = ["TOOL_NAME", "__version__"]

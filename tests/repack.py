@@ -34,7 +34,7 @@ from bundler.archive.tarwriter import BLOCK, TarWriter
 from bundler.core import canonical
 from bundler.core.digests import SCORER_TAG, bytes_digest, framed_digest, json_digest
 from bundler.core.errors import CanonicalJSONError
-from bundler.evalbook.export import HEAD_FILE, HEAD_SIG_FILE, bundle_head
+from bundler.trust.head import HEAD_FILE, HEAD_SIG_FILE, bundle_head
 from bundler.trust.merkle import TreeBuilder
 
 BUNDLE = "data/bundle.json"

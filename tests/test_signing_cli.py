@@ -364,7 +364,7 @@ def test_sign_writes_a_sidecar_and_leaves_the_archive_alone(
         "verify", str(unsigned), "--allowed-signers", str(allowed), "--identity", "alice"
     )
     assert done.returncode == 0, done.stderr.decode()
-    assert _line(done.stderr, "Anchor") == f"signed by alice, key {fingerprint}"
+    assert _line(done.stdout, "Anchor") == f"signed by alice, key {fingerprint}"
     # ... and named explicitly from anywhere else.
     elsewhere = tmp_path / "detached.sig"
     sidecar.rename(elsewhere)
@@ -372,11 +372,11 @@ def test_sign_writes_a_sidecar_and_leaves_the_archive_alone(
         "verify", str(unsigned), "--allowed-signers", str(allowed), "--signature", str(elsewhere)
     )
     assert done.returncode == 0, done.stderr.decode()
-    assert _line(done.stderr, "Anchor") == f"signed by alice, key {fingerprint}"
+    assert _line(done.stdout, "Anchor") == f"signed by alice, key {fingerprint}"
     # With the sidecar gone the unsigned bundle has nothing to show.
     done = run_cli("verify", str(unsigned), "--allowed-signers", str(allowed))
     assert done.returncode == 1
-    assert "no signature" in done.stderr.decode()
+    assert "no signature" in done.stdout.decode()
 
 
 def test_sign_refuses_an_existing_sidecar(unsigned: Path, keys: Keys) -> None:

@@ -11,12 +11,12 @@ from typing import Any, NoReturn
 
 import click
 
-from bundler import __version__
 from bundler.cli.common import EPILOG_EXIT, _emit_json, _say
 from bundler.core.errors import (
     BundlerError,
 )
 from bundler.core.textsafe import shown
+from bundler.core.version import __version__
 
 
 class Command(click.Command):

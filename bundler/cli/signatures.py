@@ -115,8 +115,8 @@ class _SignatureSet:
     ) -> Callable[[bytes, str | None], str]:
         """A ``VerifyOptions.check_signature`` that checks the embedded signature (when
         ``embedded``) and ``candidates``, appending each outcome to ``outcomes``."""
-        from bundler.evalbook.export import HEAD_SIG_FILE
         from bundler.trust import sshsig
+        from bundler.trust.head import HEAD_SIG_FILE
 
         def check(head: bytes, embedded_text: str | None) -> str:
             found = list(candidates)

@@ -29,11 +29,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, assert_never
 
-from bundler import TOOL_NAME, __version__
 from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES, document_problem, is_kept, json_values
 from bundler.core import canonical
 from bundler.core.digests import json_digest
 from bundler.core.errors import InputError, StrictFailure
+from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbanana import run as eb
 from bundler.evalbook.export import (
     DEFAULT_LEVEL,

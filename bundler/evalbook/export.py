@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 
 import zstandard
 
-from bundler import TOOL_NAME, __version__
 from bundler.archive import bag, bag_reader, names
 from bundler.archive import reader as archive_reader
 from bundler.archive.prefetch import ThreadedSink, prefetch
@@ -34,6 +33,7 @@ from bundler.archive.reader import MAX_MEMBERS
 from bundler.core import canonical
 from bundler.core.digests import bytes_digest, json_digest, parse_digest
 from bundler.core.errors import OutputError, PermissionDenied, StoreError, StrictFailure, UsageError
+from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbook.store import (
     INLINE_PAYLOAD_MAX_BYTES,
     MAX_DOCUMENT_BYTES,
@@ -43,10 +43,15 @@ from bundler.evalbook.store import (
     Store,
     open_source,
 )
+from bundler.trust.head import (
+    HEAD_FILE,
+    HEAD_SIG_FILE,
+    bag_info_bytes,
+    bundle_head,
+)
 from bundler.trust.merkle import TreeBuilder
 
 BUNDLE_SCHEMA = "evalbook.reproducibility_bundle.v1"
-HEAD_SCHEMA = "evalbook.bundle_head.v1"
 MAX_CASES = archive_reader.MAX_CASES  # the reader's limit: one constant for both sides
 DEFAULT_LEVEL = 3
 READ_BODY = "dataset.read_body"
@@ -927,49 +932,6 @@ def _fill_bag(
     return bundle
 
 
-def bundle_head(bundle: dict[str, Any], bundle_digest: str) -> dict[str, Any]:
-    """The bundle head of SPEC 11.2, derived from bundle.json alone."""
-    report = bundle["report"] if "report" in bundle else bundle["run"]
-    return {
-        "schema": HEAD_SCHEMA,
-        "bundle_digest": bundle_digest,
-        "report_id": report.get("report_id", report.get("run_id")),
-        "report_digest": report["digest"],
-        "exported_at": bundle["exported_at"],
-        "cases_tree": bundle["cases_tree"],
-    }
-
-
-TAG_FILES = frozenset(
-    {
-        bag.BAGIT,
-        bag.BAG_INFO,
-        bag.MANIFEST,
-        bag.TAG_MANIFEST,
-        "bundle-head.json",
-        "bundle-head.json.sig",
-    }
-)
-
-
-def bag_info_bytes(
-    bundle: dict[str, Any], bundle_digest: str, payload_bytes: int, file_count: int
-) -> bytes:
-    """bag-info.txt, derived from bundle.json alone; the verifier expects exactly these bytes."""
-    head = bundle_head(bundle, bundle_digest)
-    return bag.bag_info(
-        [
-            ("Bag-Software-Agent", f"{bundle['exporter']['tool']} {bundle['exporter']['version']}"),
-            ("Bagging-Date", bundle["exported_at"][:10]),
-            ("Bundle-Digest", bundle_digest),
-            ("Bundle-Schema", bundle["schema"]),
-            ("External-Identifier", str(head["report_id"])),
-            ("Payload-Oxum", bag.payload_oxum(payload_bytes, file_count)),
-            ("Report-Digest", head["report_digest"]),
-        ]
-    )
-
-
 def write_tag_files(
     writer: BagWriter,
     bundle: dict[str, Any],
@@ -988,10 +950,6 @@ def write_tag_files(
     if sign is not None:
         tags[HEAD_SIG_FILE] = writer.add(HEAD_SIG_FILE, sign(head_bytes).encode("ascii"))
     writer.add(bag.TAG_MANIFEST, bag.manifest(tags))
-
-
-HEAD_FILE = "bundle-head.json"
-HEAD_SIG_FILE = "bundle-head.json.sig"
 
 
 def export_summary(result: ExportResult) -> dict[str, Any]:

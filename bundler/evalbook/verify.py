@@ -18,7 +18,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from bundler import TOOL_NAME, __version__
 from bundler.archive import bag
 from bundler.archive.bag_reader import BagContents, Extractor, open_members, read_bag
 from bundler.archive.reader import DEFAULT_MAX_BYTES, ArchiveTap
@@ -35,18 +34,11 @@ from bundler.core.errors import (
     VerificationFailed,
 )
 from bundler.core.outputs import prepare_output_dir
-from bundler.evalbook.export import (
-    BUNDLE_SCHEMA,
-    EXPORT,
-    HEAD_FILE,
-    HEAD_SIG_FILE,
-    READ_BODY,
-    TAG_FILES,
-    bag_info_bytes,
-    bundle_head,
-)
+from bundler.core.version import TOOL_NAME, __version__
+from bundler.evalbook.export import BUNDLE_SCHEMA, EXPORT, READ_BODY
 from bundler.evalbook.listing import INLINE_MAX, BundleFacts, PayloadUse, listing_problems, ref_of
 from bundler.evalbook.store import MAX_EVIDENCE_REFS
+from bundler.trust.head import HEAD_FILE, HEAD_SIG_FILE, TAG_FILES, bag_info_bytes, bundle_head
 from bundler.trust.merkle import TreeBuilder
 
 GROUPS = {

@@ -388,7 +388,7 @@ def _anchor(
 
 
 def head_of(contents: BagContents) -> bytes:
-    from bundler.evalbook.export import HEAD_FILE
+    from bundler.trust.head import HEAD_FILE
 
     head = contents.kept.get(HEAD_FILE)
     if head is None:
@@ -501,8 +501,8 @@ def prove_case(
     InputError (exit 3) when it cannot be read, holds no such case, or the case cannot
     be written as a proof.
     """
-    from bundler.evalbook.export import HEAD_SIG_FILE
     from bundler.evalbook.verify import VerifyOptions
+    from bundler.trust.head import HEAD_SIG_FILE
 
     _, contents = read_verified_bundle(
         location, options or VerifyOptions(), action="prove", stream=stream
