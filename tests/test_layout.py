@@ -25,10 +25,17 @@ ALLOWED: dict[str, set[str]] = {
     "evalbook": {"core", "archive", "trust", "storage"},
     "evalbanana": {"core", "archive", "trust", "evalbook"},
     "bundles": {"core", "archive", "trust", "storage", "evalbook", "evalbanana"},
+    "fixity": {"core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles"},
     "report": {"core", "archive", "trust", "evalbook", "evalbanana", "bundles"},
-    "cli": {"core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "report"},
+    "cli": {
+        "core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "fixity",
+        "report",
+    },
     "testing": {"core", "archive", "trust", "evalbook", "evalbanana"},
-    "bundler": {"core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "report"},
+    "bundler": {
+        "core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "fixity",
+        "report",
+    },
     "__main__": {"cli"},
 }
 MAX_LINES = 800
