@@ -41,15 +41,10 @@ from bundler.evalbook.audit import (
     audit_text,
     numbers_agree,
 )
-from bundler.evalbook.derive import (
-    DerivedCheck,
-    Interval,
-    NotRederivable,
-    derive_check,
-    derive_report,
-)
+from bundler.evalbook.derive import derive_check, derive_report
 from bundler.evalbook.export import ExportConfig, export_bundle
 from bundler.evalbook.stats import bootstrap_interval
+from bundler.evalbook.verdicts import DerivedCheck, Interval, NotRederivable
 from bundler.evalbook.verify import Verdict, Verification, VerifyOptions, read_and_verify
 from bundler.testing import fixtures_audit
 from bundler.testing.fixturegen import CaseSpec, CheckSpec, StoreBuilder, build_large_store

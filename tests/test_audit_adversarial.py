@@ -57,17 +57,11 @@ from bundler.evalbook.audit import (
     audit_markdown,
     audit_text,
 )
-from bundler.evalbook.derive import (
-    BOUNDS,
-    MAX_CASES,
-    BoundScope,
-    Problem,
-    ProblemCode,
-    bound_violations,
-)
+from bundler.evalbook.bounds import BOUNDS, MAX_CASES, BoundScope, bound_violations
 from bundler.evalbook.export import MAX_CASES as EXPORT_MAX_CASES
 from bundler.evalbook.export import ExportConfig, export_bundle
 from bundler.evalbook.stats import MAX_LEVEL, MAX_RESAMPLES, bootstrap_interval, wilson_interval
+from bundler.evalbook.verdicts import Problem, ProblemCode
 from bundler.evalbook.verify import Verdict, Verification, VerifyOptions, read_and_verify
 from bundler.testing.fixturegen import build_large_store
 from bundler.testing.fixtures_audit import build_audit_store

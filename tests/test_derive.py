@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from statsmodels.stats.proportion import proportion_confint
 
-from bundler.evalbook.derive import (
+from bundler.evalbook.derive import derive_check, derive_report
+from bundler.evalbook.verdicts import (
     UNSCORED_STATUS_RANKING,
     AggregationRule,
     Assurance,
@@ -30,8 +31,6 @@ from bundler.evalbook.derive import (
     NotRederivable,
     ProblemCode,
     ReportResult,
-    derive_check,
-    derive_report,
     highest_unscored_status,
     weakest_assurance,
 )

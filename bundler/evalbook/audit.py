@@ -78,24 +78,21 @@ import orjson
 from bundler.core import canonical
 from bundler.core.errors import BundlerError, InputError
 from bundler.core.textsafe import shown, shown_md
-from bundler.evalbook.derive import (
-    WILSON_METHOD,
+from bundler.evalbook.bounds import BoundScope, bound_violations
+from bundler.evalbook.derive import WILSON_METHOD, derive_check, derive_report
+from bundler.evalbook.export import BUNDLE_SCHEMA
+from bundler.evalbook.stats import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, MAX_RESAMPLES
+from bundler.evalbook.verdicts import (
     AggregationRule,
     Assurance,
     BasisKind,
-    BoundScope,
     DerivedCheck,
     Interval,
     NotRederivable,
     Problem,
     ProblemCode,
     StatusBasis,
-    bound_violations,
-    derive_check,
-    derive_report,
 )
-from bundler.evalbook.export import BUNDLE_SCHEMA
-from bundler.evalbook.stats import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, MAX_RESAMPLES
 from bundler.evalbook.verify import (
     Anchor,
     Claim,

@@ -7,6 +7,8 @@ returns what the check's coverage, status, result, score, interval, assurance an
 evidence completeness must be. `derive_report` combines derived checks into the
 report's result, evidence completeness, coverage and assurance. Nothing here reads
 files or raises on bad data: every defect of the inputs is a `Problem` in the result.
+The vocabulary and the result types are in `bundler.evalbook.verdicts`, the bounds
+on the numbers that size the work in `bundler.evalbook.bounds`.
 
 Choices where SPEC section 12 leaves room, each tested:
 
@@ -47,8 +49,8 @@ Choices where SPEC section 12 leaves room, each tested:
   (an executed example's mean summed exactly as the value's, so with nothing unscored
   the optimistic value is the value; another example's as the correctly rounded sum of
   its scores and one per other repeat, so no example costs more than its cases).
-- Bounds (``BOUNDS``, ``bound_violations``): numbers that size the work are checked
-  before use. ``repeats`` or ``min_samples`` above 20,000 (the most cases a bundle
+- Bounds (``bounds.BOUNDS``, ``bounds.bound_violations``): numbers that size the work
+  are checked before use. ``repeats`` or ``min_samples`` above 20,000 (the most cases a bundle
   holds) are defects here (``invalid_repeats``, ``invalid_min_samples``) and are
   reported by the audit as not re-derivable before derivation; resamples above
   ``stats.MAX_RESAMPLES``, a level above ``stats.MAX_LEVEL`` or a seed above 2^128 - 1
@@ -70,323 +72,44 @@ Choices where SPEC section 12 leaves room, each tested:
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
+from bundler.evalbook.bounds import BOUNDS, BoundScope, bound_violations
 from bundler.evalbook.stats import (
     BOOTSTRAP_METHOD,
     DEFAULT_RESAMPLES,
-    MAX_LEVEL,
-    MAX_RESAMPLES,
     BootstrapStatistic,
     bootstrap_interval,
     exact_fraction,
     meets_min_coverage,
     wilson_interval,
 )
+from bundler.evalbook.verdicts import (
+    AggregationRule,
+    Assurance,
+    BasisKind,
+    CheckResult,
+    CheckStatus,
+    Coverage,
+    DerivedCheck,
+    DerivedReport,
+    Interval,
+    NotRederivable,
+    Problem,
+    ProblemCode,
+    ReportResult,
+    StatusBasis,
+    highest_unscored_status,
+    weakest_assurance,
+)
 
 WILSON_METHOD = "wilson"
 
-# SPEC 4.3: a bundle holds at most 20,000 cases (``export.MAX_CASES``, a test keeps the
-# two equal). No check of a bundle can have more repeats of one example, more executed
-# examples or more cases than that.
-MAX_CASES = 20_000
-MAX_SEED = (1 << 128) - 1
-# The index draws the audit of one bundle spends on bootstrap intervals at most: the
-# default resamples over the most cases a bundle holds, a few seconds of numpy. More
-# resamples (up to MAX_RESAMPLES) fit when a bundle's bootstrapped checks are smaller.
-MAX_BOOTSTRAP_DRAWS = DEFAULT_RESAMPLES * MAX_CASES
-
-
-class BoundScope(enum.Enum):
-    """What an out-of-bound value keeps from being re-derived."""
-
-    CHECK = "check"  # every field of the check
-    INTERVAL = "interval"  # the check's interval only
-
-
-@dataclass(frozen=True)
-class Bound:
-    """The range a document number must lie in before it is used (SPEC 5, Resources)."""
-
-    field: str
-    scope: BoundScope
-    low: int | float
-    high: int | float
-    integer: bool
-    why: str
-
-    def violation(self, value: object) -> str | None:
-        """A one-line reason naming the field, the value and the bound, or None.
-
-        Only well-typed values at or above ``low`` are judged here; a value of the wrong
-        type or below ``low`` is a defect the parsers report with their own message.
-        """
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return None
-        if self.integer and not isinstance(value, int):
-            return None
-        if value < self.low or value <= self.high:
-            return None
-        return f"{self.field} {value!r} is above {self.high!r}, {self.why}"
-
-
-# The one table of bounds on numbers that become loop bounds, allocations or arguments
-# of a numeric routine; ``bound_violations`` applies it before any derivation, and the
-# parsers of ``derive_check`` consult the same entries.
-BOUNDS: dict[str, Bound] = {
-    b.field: b
-    for b in (
-        Bound(
-            "aggregation.repeats",
-            BoundScope.CHECK,
-            1,
-            MAX_CASES,
-            True,
-            "the most cases a bundle holds (SPEC 4.3): no example could have every repeat",
-        ),
-        Bound(
-            "aggregation.min_samples",
-            BoundScope.CHECK,
-            0,
-            MAX_CASES,
-            True,
-            "the most cases a bundle holds (SPEC 4.3): no check could reach it",
-        ),
-        Bound(
-            "examples",
-            BoundScope.CHECK,
-            0,
-            MAX_CASES,
-            True,
-            "the most cases a bundle holds (SPEC 4.3), so no bundle can show the check",
-        ),
-        Bound(
-            "cases",
-            BoundScope.CHECK,
-            0,
-            MAX_CASES,
-            True,
-            "the most cases a bundle holds (SPEC 4.3)",
-        ),
-        Bound(
-            "bootstrap draws",
-            BoundScope.INTERVAL,
-            0,
-            MAX_BOOTSTRAP_DRAWS,
-            True,
-            "the bootstrap index draws (resamples x cases, over the bundle's intervals) one "
-            "audit spends at most (docs/format.md, Audit)",
-        ),
-        Bound(
-            "interval.resamples",
-            BoundScope.INTERVAL,
-            1,
-            MAX_RESAMPLES,
-            True,
-            "the most bootstrap resamples this tool re-derives (docs/format.md, Audit)",
-        ),
-        Bound(
-            "interval.level",
-            BoundScope.INTERVAL,
-            0,
-            MAX_LEVEL,
-            False,
-            "the highest level whose normal quantile is finite in double precision",
-        ),
-        Bound(
-            "interval.seed",
-            BoundScope.INTERVAL,
-            0,
-            MAX_SEED,
-            True,
-            "the largest Philox4x64-10 key (2^128 - 1)",
-        ),
-    )
-}
-
-
-@dataclass(frozen=True)
-class OutOfBound:
-    """A document number beyond its bound, and what it keeps from being re-derived."""
-
-    field: str
-    scope: BoundScope
-    reason: str
-
-
-def bound_violations(
-    aggregation: Mapping[str, object] | None,
-    interval: Mapping[str, object] | None,
-    *,
-    examples: int = 0,
-    cases: int = 0,
-    draws: int = 0,
-) -> tuple[OutOfBound, ...]:
-    """Every value of a check's inputs beyond its bound in ``BOUNDS``, before derivation.
-
-    ``aggregation`` is the suite check's, ``interval`` the issued check's (None: no
-    interval), ``examples`` the number of examples of its dataset version and ``cases``
-    the number of its cases, ``draws`` the bootstrap index draws the audit would have
-    spent with this check's. Absent or null values take their defaults, which are in
-    bounds.
-    """
-    values: dict[str, object] = {"examples": examples, "cases": cases, "bootstrap draws": draws}
-    if isinstance(aggregation, Mapping):
-        values["aggregation.repeats"] = aggregation.get("repeats")
-        values["aggregation.min_samples"] = aggregation.get("min_samples")
-    if isinstance(interval, Mapping):
-        values["interval.level"] = interval.get("level")
-        values["interval.seed"] = interval.get("seed")
-        values["interval.resamples"] = interval.get("resamples")
-    found = []
-    for name, value in values.items():
-        bound = BOUNDS[name]
-        reason = bound.violation(value)
-        if reason is not None:
-            found.append(OutOfBound(name, bound.scope, reason))
-    return tuple(found)
-
-
-class CheckStatus(enum.Enum):
-    """A check's or a case's status (SPEC 3.1)."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    ERROR = "error"
-    TIMEOUT = "timeout"
-    CANCELLED = "cancelled"
-    SKIPPED = "skipped"
-    UNSUPPORTED = "unsupported"
-    ABSTAINED = "abstained"
-    INCONCLUSIVE = "inconclusive"
-    MISSING = "missing"
-    STALE = "stale"
-
-    @property
-    def scored(self) -> bool:
-        """True for pass and fail, the statuses that score a repeat."""
-        return self in (CheckStatus.PASS, CheckStatus.FAIL)
-
-
-# Highest first: the status that explains an unscored check (SPEC 12).
-UNSCORED_STATUS_RANKING: tuple[CheckStatus, ...] = (
-    CheckStatus.ERROR,
-    CheckStatus.TIMEOUT,
-    CheckStatus.CANCELLED,
-    CheckStatus.UNSUPPORTED,
-    CheckStatus.STALE,
-    CheckStatus.SKIPPED,
-    CheckStatus.ABSTAINED,
-    CheckStatus.INCONCLUSIVE,
-    CheckStatus.MISSING,
-)
-
-
 _STATUS_BY_VALUE = {s.value: s for s in CheckStatus}
-
-
-class CheckResult(enum.Enum):
-    """A check's result (SPEC 3.1)."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    ERROR = "error"
-    INCONCLUSIVE = "inconclusive"
-    MISSING = "missing"
-    STALE = "stale"
-
-    @classmethod
-    def from_status(cls, status: CheckStatus) -> CheckResult:
-        """pass, fail, error, missing and stale map to themselves, the rest to inconclusive."""
-        try:
-            return cls(status.value)
-        except ValueError:
-            return cls.INCONCLUSIVE
-
-
-class ReportResult(enum.Enum):
-    """A report's result (SPEC 3.1)."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    ERROR = "error"
-    INCONCLUSIVE = "inconclusive"
-
-
-class Assurance(enum.Enum):
-    """How a case was observed, weakest first (SPEC 3.1)."""
-
-    DEVELOPMENT_UNISOLATED = "development_unisolated"
-    REPORTED = "reported"
-    INDEPENDENTLY_OBSERVED = "independently_observed"
-    HUMAN_ATTESTED = "human_attested"
-    PLATFORM_VERIFIED = "platform_verified"
-
-    @property
-    def rank(self) -> int:
-        """0 for the weakest level, 4 for the strongest."""
-        return _ASSURANCE_RANK[self]
-
-
-_ASSURANCE_RANK = {level: rank for rank, level in enumerate(Assurance)}
 _ASSURANCE_BY_VALUE = {a.value: a for a in Assurance}
-
-
-def weakest_assurance(levels: Iterable[Assurance]) -> Assurance | None:
-    """The weakest of ``levels``, or None when there are none."""
-    return min(levels, key=lambda level: level.rank, default=None)
-
-
-def highest_unscored_status(statuses: Iterable[CheckStatus]) -> CheckStatus | None:
-    """The highest-ranked unscored status among ``statuses`` (pass and fail ignored)."""
-    present = set(statuses)
-    return next((status for status in UNSCORED_STATUS_RANKING if status in present), None)
-
-
-class AggregationRule(enum.Enum):
-    """How a check's repeats are aggregated (SPEC 3.3)."""
-
-    ALL_PASS = "all_pass"
-    PASS_RATE = "pass_rate"
-    MEAN = "mean"
-    MIN = "min"
-
-
-class ProblemCode(enum.Enum):
-    """Defects of a check's inputs that make its derived status `error`."""
-
-    UNKNOWN_RULE = "unknown_rule"
-    MISSING_THRESHOLD = "missing_threshold"
-    INVALID_THRESHOLD = "invalid_threshold"
-    INVALID_MIN_COVERAGE = "invalid_min_coverage"
-    INVALID_MIN_SAMPLES = "invalid_min_samples"
-    INVALID_REPEATS = "invalid_repeats"
-    MALFORMED_CASE = "malformed_case"
-    UNEXPECTED_EXAMPLE = "unexpected_example"
-    REPEAT_OUT_OF_RANGE = "repeat_out_of_range"
-    CONFLICTING_DUPLICATE = "conflicting_duplicate"
-    MISSING_SCORE = "missing_score"
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One defect, with a one-line message naming the field or case and the rule broken."""
-
-    code: ProblemCode
-    message: str
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """Expected examples, executed ones, and the difference (SPEC 12)."""
-
-    expected: int
-    executed: int
-    missing: int
 
 
 @dataclass(frozen=True)
@@ -398,90 +121,6 @@ class Aggregation:
     min_coverage: float
     min_samples: int
     repeats: int
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A re-derived interval."""
-
-    low: float
-    high: float
-
-
-@dataclass(frozen=True)
-class NotRederivable:
-    """An item the audit cannot recompute, and why; never a disagreement."""
-
-    reason: str
-
-
-class BasisKind(enum.Enum):
-    """Which of SPEC 12's status rules decided a derived check's status."""
-
-    DEFECTS = "defects"  # a defect of the inputs: error
-    ALREADY_FAILED = "already_failed"  # fail whatever is missing
-    NOTHING_EXECUTED = "nothing_executed"
-    BELOW_MIN_COVERAGE = "below_min_coverage"
-    BELOW_MIN_SAMPLES = "below_min_samples"
-    THRESHOLD = "threshold"  # the value compared with the threshold (all_pass: every repeat)
-
-
-@dataclass(frozen=True)
-class StatusBasis:
-    """The rule that decided a derived status and the numbers it compared.
-
-    ``value`` is the rule's value over the executed examples (the score); ``best`` is,
-    for an already failed pass_rate or mean, the value with every unscored repeat counted
-    as a pass (score 1), and for an already failed min the lowest scored score;
-    ``passes`` of ``counted`` repeats (executed examples x repeats) passed; ``fails``
-    scored repeats failed, executed example or not; ``unscored`` is the highest-ranked
-    unscored status when coverage or samples fall short (None: inconclusive).
-    """
-
-    kind: BasisKind
-    rule: AggregationRule | None = None
-    threshold: float | None = None
-    value: float | None = None
-    best: float | None = None
-    passes: int | None = None
-    counted: int = 0
-    fails: int = 0
-    min_coverage: float = 0.0
-    min_samples: int = 0
-    repeats: int | None = None
-    unscored: CheckStatus | None = None
-    defects: int = 0
-
-
-@dataclass(frozen=True)
-class DerivedCheck:
-    """What one check's result must say, given its cases and suite check.
-
-    ``basis`` says which rule decided the status, with its numbers; ``cases`` is the
-    number of counted cases the assurance is the weakest over.
-    """
-
-    status: CheckStatus
-    result: CheckResult
-    coverage: Coverage
-    score: float | None
-    passes: int | None
-    interval: Interval | NotRederivable | None
-    assurance: Assurance | None
-    evidence_complete: bool
-    problems: tuple[Problem, ...]
-    basis: StatusBasis | None = None
-    cases: int = 0
-
-
-@dataclass(frozen=True)
-class DerivedReport:
-    """What the report body must say about its verdict, given its derived checks."""
-
-    result: ReportResult
-    evidence_complete: bool
-    coverage: Coverage
-    assurance: Assurance | None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from typing import Any
 
 from bundler.core import canonical
 from bundler.core.digests import SCORER_TAG, bytes_digest, framed_digest, json_digest
-from bundler.evalbook.derive import DerivedCheck, Interval, derive_check, derive_report
+from bundler.evalbook.derive import derive_check, derive_report
+from bundler.evalbook.verdicts import DerivedCheck, Interval
 
 INLINE_MAX = 262_144
 ISSUED_AT = "2026-10-20T09:30:00Z"
