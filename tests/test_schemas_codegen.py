@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from test_schemas import MORE_VALID, VALID, digest
 
-from bundler.core import schemas
+from bundler.core import schemagen, schemas
 from bundler.core.errors import SchemaError
 
 SOURCE = "store/doc.json"
@@ -877,7 +877,7 @@ def _contexts(schema: Any, instance: Any) -> Iterator[tuple[dict[str, Any], Any]
 def test_keyword_table(schema: Any, instance: Any, valid: bool, ecma: bool) -> None:
     for document, value in _contexts(schema, instance):
         Draft202012Validator.check_schema(document)
-        check = schemas.compile_schema(document)
+        check = schemagen.compile_schema(document)
         assert check is not None, document
         assert check(value) is valid, document
         assert schemas.reference_validator_class()(document).is_valid(value) is valid, document
@@ -890,7 +890,7 @@ def test_every_keyword_is_in_the_table() -> None:
     for row in KEYWORD_TABLE:
         for node in _schema_nodes(row[0]):
             used.update(node)
-    assert used >= schemas._KEYWORDS
+    assert used >= schemagen._KEYWORDS
 
 
 @pytest.mark.parametrize(
@@ -927,13 +927,13 @@ def test_every_keyword_is_in_the_table() -> None:
     ids=json.dumps,
 )
 def test_unknown_constructs_are_refused(schema: dict[str, Any]) -> None:
-    assert schemas.generate_check(schema) is None
-    assert schemas.compile_schema(schema) is None
+    assert schemagen.generate_check(schema) is None
+    assert schemagen.compile_schema(schema) is None
 
 
 def test_unused_definitions_are_not_compiled() -> None:
     schema = {"type": "string", "$defs": {"other": {"format": "uri"}}}
-    check = schemas.compile_schema(schema)
+    check = schemagen.compile_schema(schema)
     assert check is not None and check("x") is True and check(1) is False
 
 
@@ -1057,7 +1057,7 @@ def test_random_schemas_agree_with_reference(
     document: dict[str, Any], instances: list[Any]
 ) -> None:
     Draft202012Validator.check_schema(document)
-    check = schemas.compile_schema(document)
+    check = schemagen.compile_schema(document)
     assert check is not None
     reference = schemas.reference_validator_class()(document)
     for instance in instances:
@@ -1087,7 +1087,7 @@ def _deep(keyword: str, leaf: Any) -> tuple[Any, Any]:
 @pytest.mark.parametrize("keyword", ["properties", "additionalProperties", "items", "not"])
 def test_deep_schemas_compile_and_agree(keyword: str) -> None:
     schema, _ = _deep(keyword, None)
-    check = schemas.compile_schema(schema)
+    check = schemagen.compile_schema(schema)
     assert check is not None
     reference = schemas.reference_validator_class()(schema)
     outcomes = set()
@@ -1104,7 +1104,7 @@ def test_recursion_past_the_stack_is_left_to_the_reference() -> None:
         "$defs": {"tree": {"type": "array", "items": {"$ref": "#/$defs/tree"}}},
         "$ref": "#/$defs/tree",
     }
-    check = schemas.compile_schema(schema)
+    check = schemagen.compile_schema(schema)
     assert check is not None
     deep: list[Any] = []
     for _ in range(50_000):
@@ -1115,7 +1115,7 @@ def test_recursion_past_the_stack_is_left_to_the_reference() -> None:
 
 def test_wide_one_of_compiles() -> None:
     schema = {"oneOf": [{"const": i} for i in range(300)]}
-    check = schemas.compile_schema(schema)
+    check = schemagen.compile_schema(schema)
     assert check is not None
     assert check(299) is True and check(300) is False
 
@@ -1204,7 +1204,7 @@ _SOURCE_WORDS = {
 @pytest.mark.parametrize("name", [*schemas.SCHEMA_NAMES, "(hostile)"])
 def test_source_holds_no_schema_value(name: str) -> None:
     schema = hostile_schema() if name == "(hostile)" else schemas.load_schema(name)
-    generated = schemas.generate_check(schema)
+    generated = schemagen.generate_check(schema)
     assert generated is not None
     tokens = _tokens(generated.source)
     assert not [t for t in tokens if t.type == tokenize.STRING]
@@ -1217,7 +1217,7 @@ def test_source_holds_no_schema_value(name: str) -> None:
 
 def test_hostile_schema_values_stay_constants() -> None:
     schema = hostile_schema()
-    generated = schemas.generate_check(schema)
+    generated = schemagen.generate_check(schema)
     assert generated is not None
     for word in HOSTILE:
         assert word in generated.constants.values()
@@ -1244,12 +1244,12 @@ def test_hostile_schema_values_stay_constants() -> None:
 
 def test_source_does_not_depend_on_documents_checked() -> None:
     schema = schemas.load_schema("case")
-    before = schemas.generate_check(schema)
-    check = schemas.compile_schema(schema)
+    before = schemagen.generate_check(schema)
+    check = schemagen.compile_schema(schema)
     assert before is not None and check is not None
     for doc in [*(build() for build in SEEDS["case"]), {"case_id": "'); x('"}, ["{v}"], "\n"]:
         check(doc)
-    after = schemas.generate_check(schema)
+    after = schemagen.generate_check(schema)
     assert after is not None
     assert after.source == before.source
     assert list(after.constants) == list(before.constants)
@@ -1270,8 +1270,8 @@ def _comparable(constants: Any) -> list[tuple[str, Any]]:
 
 def test_generation_is_deterministic() -> None:
     for name in schemas.SCHEMA_NAMES:
-        first = schemas.generate_check(schemas.load_schema(name))
-        second = schemas.generate_check(copy.deepcopy(schemas.load_schema(name)))
+        first = schemagen.generate_check(schemas.load_schema(name))
+        second = schemagen.generate_check(copy.deepcopy(schemas.load_schema(name)))
         assert first is not None and second is not None
         assert first.source == second.source, name
         assert _comparable(first.constants) == _comparable(second.constants), name
@@ -1279,9 +1279,9 @@ def test_generation_is_deterministic() -> None:
 
 _PRINT_SOURCES = """
 import hashlib
-from bundler.core import schemas
+from bundler.core import schemagen, schemas
 for name in schemas.SCHEMA_NAMES:
-    print(name, hashlib.sha256(schemas.generate_check(schemas.load_schema(name)).source.encode()).hexdigest())
+    print(name, hashlib.sha256(schemagen.generate_check(schemas.load_schema(name)).source.encode()).hexdigest())
 """
 
 
@@ -1301,13 +1301,13 @@ def test_generation_does_not_depend_on_hash_seed() -> None:
     local = "".join(
         f"{name} {hashlib.sha256(g.source.encode()).hexdigest()}\n"
         for name in schemas.SCHEMA_NAMES
-        if (g := schemas.generate_check(schemas.load_schema(name))) is not None
+        if (g := schemagen.generate_check(schemas.load_schema(name))) is not None
     )
     assert outputs[0] == local
 
 
 def test_closed_object_is_one_key_set_comparison() -> None:
-    generated = schemas.generate_check(schemas.load_schema("case"))
+    generated = schemagen.generate_check(schemas.load_schema("case"))
     assert generated is not None
     tree = ast.parse(generated.source)
     entry = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_check")
