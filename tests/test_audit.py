@@ -27,25 +27,18 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from statsmodels.stats.proportion import proportion_confint
 
+from bundler.bundles.audit import audit_bundle
 from bundler.core import canonical
 from bundler.core.digests import json_digest
 from bundler.core.textsafe import shown_md
-from bundler.evalbook.audit import (
-    Audit,
-    AuditVerdict,
-    Field,
-    Outcome,
-    audit_bundle,
-    audit_contents,
-    audit_markdown,
-    audit_text,
-    numbers_agree,
-)
+from bundler.evalbook.audit import Audit, AuditVerdict, Field, Outcome
+from bundler.evalbook.auditor import audit_contents, numbers_agree
 from bundler.evalbook.derive import derive_check, derive_report
 from bundler.evalbook.export import ExportConfig, export_bundle
 from bundler.evalbook.stats import bootstrap_interval
 from bundler.evalbook.verdicts import DerivedCheck, Interval, NotRederivable
 from bundler.evalbook.verify import Verdict, Verification, VerifyOptions, read_and_verify
+from bundler.report.audit import audit_markdown, audit_text
 from bundler.testing import fixtures_audit
 from bundler.testing.fixturegen import CaseSpec, CheckSpec, StoreBuilder, build_large_store
 from bundler.testing.fixtures_audit import (

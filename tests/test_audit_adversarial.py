@@ -37,6 +37,7 @@ import pytest
 import repack
 from conftest import EXPORTED_AT
 
+from bundler.bundles.audit import audit_bundle
 from bundler.core import canonical
 from bundler.core.digests import json_digest
 from bundler.evalbook.audit import (
@@ -52,17 +53,15 @@ from bundler.evalbook.audit import (
     IssuedValue,
     Outcome,
     ReportAudit,
-    audit_bundle,
-    audit_contents,
-    audit_markdown,
-    audit_text,
 )
+from bundler.evalbook.auditor import audit_contents
 from bundler.evalbook.bounds import BOUNDS, MAX_CASES, BoundScope, bound_violations
 from bundler.evalbook.export import MAX_CASES as EXPORT_MAX_CASES
 from bundler.evalbook.export import ExportConfig, export_bundle
 from bundler.evalbook.stats import MAX_LEVEL, MAX_RESAMPLES, bootstrap_interval, wilson_interval
 from bundler.evalbook.verdicts import Problem, ProblemCode
 from bundler.evalbook.verify import Verdict, Verification, VerifyOptions, read_and_verify
+from bundler.report.audit import audit_markdown, audit_text
 from bundler.testing.fixturegen import build_large_store
 from bundler.testing.fixtures_audit import build_audit_store
 

@@ -244,7 +244,7 @@ def _first_case_id(eb: repack.EditableBag) -> str:
 
 def run_library_commands(archive: Path, case_id: str, work: Path) -> dict[str, str]:
     """verify, inspect, extract, prove, audit on ``archive``; each one's outcome."""
-    from bundler.evalbook.audit import audit_bundle
+    from bundler.bundles.audit import audit_bundle
     from bundler.evalbook.verify import VerifyOptions, extract_bundle, inspect_bundle, verify_bundle
     from bundler.trust.proof import check_proof, proof_file_bytes, prove_case
 

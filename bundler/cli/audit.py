@@ -118,7 +118,9 @@ def audit(
     endpoint_url: str | None,
     quiet: bool,
 ) -> None:
-    from bundler.evalbook.audit import AuditVerdict, audit_bundle, audit_markdown, audit_text
+    from bundler.bundles.audit import audit_bundle
+    from bundler.evalbook.audit import AuditVerdict
+    from bundler.report.audit import audit_markdown, audit_text
 
     if signature is not None and allowed_signers is None:
         raise UsageError("--identity and --signature need --allowed-signers")
