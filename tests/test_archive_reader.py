@@ -20,16 +20,11 @@ import pytest
 import zstandard
 
 from bundler.archive import reader as archive_reader
-from bundler.archive.reader import (
-    CHUNK_BYTES,
-    DEFAULT_MAX_BYTES,
-    MAX_PAX_BYTES,
-    Member,
-    ZstdStream,
-    iter_archive,
-    iter_members,
-)
+from bundler.archive import zstdframe
+from bundler.archive.reader import CHUNK_BYTES, MAX_PAX_BYTES, Member, iter_archive, iter_members
+from bundler.archive.zstdframe import ZstdStream
 from bundler.core.errors import ArchiveError, InputError
+from bundler.core.limits import DEFAULT_MAX_BYTES
 
 SOURCE = "evil.tar.zst"
 TOP = "evalbook-bundle-r1"
@@ -37,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 # The most one decompressor call may produce: a batch of full-size zstd blocks.
-FEED_MAX = archive_reader._BLOCKS_PER_FEED * 128 * 1024
+FEED_MAX = zstdframe._BLOCKS_PER_FEED * 128 * 1024
 
 
 def read_all(
@@ -666,7 +661,8 @@ def test_tar_cap_applies_to_uncompressed_streams() -> None:
 _BOMB_SCRIPT = textwrap.dedent(
     """
     import json, sys, time
-    from bundler.archive.reader import ZstdStream, iter_archive
+    from bundler.archive.reader import iter_archive
+    from bundler.archive.zstdframe import ZstdStream
     from bundler.core.errors import ArchiveError
 
     def peak_kib():
@@ -938,7 +934,8 @@ def test_recompressed_bundles_get_the_same_verdict(
 ) -> None:
     import repack
 
-    from bundler.evalbook.verify import VerifyOptions, verify_bundle
+    from bundler.bundles.verify import verify_bundle
+    from bundler.core.claims import VerifyOptions
 
     original = verify_bundle(str(bundles[key]), VerifyOptions())
     tar = repack.archive_tar(bundles[key])
@@ -998,7 +995,8 @@ def test_a_bag_directory_verifies_however_it_is_named(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from bundler.evalbook.verify import Verdict, VerifyOptions, verify_bundle
+    from bundler.bundles.verify import verify_bundle
+    from bundler.core.claims import Verdict, VerifyOptions
 
     root = _write_bag(bundles["rpt-clean/alice"], tmp_path)
     monkeypatch.chdir({"parent": tmp_path, "bag": root, "data": root / "data"}[cwd])
@@ -1082,7 +1080,9 @@ def test_a_file_below_the_root_outside_data_fails_the_bundle(
 ) -> None:
     import repack
 
-    from bundler.evalbook.verify import Verdict, VerifyOptions, extract_bundle, verify_bundle
+    from bundler.bundles.extract import extract_bundle
+    from bundler.bundles.verify import verify_bundle
+    from bundler.core.claims import Verdict, VerifyOptions
 
     eb = repack.open_bundle(bundles["rpt-clean/alice"])
     eb.files[stray] = eb.files.get(stray.rsplit("/", 1)[-1], b"planted\n")
