@@ -22,7 +22,8 @@ import zstandard
 from conftest import EXPORTED_AT, REPO, run_cli
 
 from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
-from bundler.evalbook.export import ExportConfig, Progress, export_bundle
+from bundler.evalbook.bagwriter import Progress
+from bundler.evalbook.export import ExportConfig, export_bundle
 
 STAMP = EXPORTED_AT.strftime("%Y-%m-%dT%H:%M:%SZ")
 EB = REPO / "fixtures" / "eval-banana"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from bundler.cli.app import cli
 from bundler.cli.common import (
+    F,
     _archive_options,
     _emit_json,
     _endpoint_option,
@@ -23,6 +25,28 @@ from bundler.cli.storage import _upload, _upload_text
 from bundler.core.errors import (
     UsageError,
 )
+
+
+def _bundle_options(*, out_help: str, strict_help: str) -> Callable[[F], F]:
+    """--out, --exported-at, --level, --strict and --key, in that order, as export and
+    export-eb take them; the help of --out names the archive, that of --strict what it
+    refuses."""
+
+    def apply(command: F) -> F:
+        command = _sign_key_option(command)
+        command = click.option("--strict", is_flag=True, help=strict_help)(command)
+        command = _archive_options(command)
+        return click.option("--out", type=click.Path(path_type=str), help=out_help)(command)
+
+    return apply
+
+
+def _summary_options(command: F) -> F:
+    """--json and -q/--quiet, as export and export-eb take them."""
+    command = _quiet_option(command)
+    return click.option(
+        "--json", "as_json", is_flag=True, help="One JSON object on stdout: the summary."
+    )(command)
 
 
 @cli.command(
@@ -44,19 +68,11 @@ from bundler.core.errors import (
     envvar="EVALBOOK_PRINCIPAL",
     help="Exporting principal (default $EVALBOOK_PRINCIPAL); needs report.export.",
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=str),
-    help="Archive path, or a directory to write evalbook-bundle-<report_id>.tar.zst into "
+@_bundle_options(
+    out_help="Archive path, or a directory to write evalbook-bundle-<report_id>.tar.zst into "
     "(default: the current directory); never overwritten.",
+    strict_help="Fail (exit 1, nothing written) if anything would be unavailable.",
 )
-@_archive_options
-@click.option(
-    "--strict",
-    is_flag=True,
-    help="Fail (exit 1, nothing written) if anything would be unavailable.",
-)
-@_sign_key_option
 @click.option(
     "--upload",
     "upload_to",
@@ -64,8 +80,7 @@ from bundler.core.errors import (
     help="Then upload the new archive to s3://bucket/prefix (as the upload command does).",
 )
 @_endpoint_option
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout: the summary.")
-@_quiet_option
+@_summary_options
 def export(
     store_root: str,
     report_id: str,
@@ -88,7 +103,8 @@ def export(
     redacted with its reason. stdout: the archive, its bundle digest and its file
     SHA-256 on labelled lines, then the summary (--json: one JSON object).
     """
-    from bundler.evalbook.export import ExportConfig, Progress, export_bundle
+    from bundler.evalbook.bagwriter import Progress
+    from bundler.evalbook.export import ExportConfig, export_bundle
 
     if not principal:
         raise UsageError("no principal: give --principal or set EVALBOOK_PRINCIPAL")
@@ -148,21 +164,12 @@ def export(
     type=click.Path(path_type=Path),
     help="eval-banana project root the run's definitions are found under.",
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=str),
-    help="Archive path, or a directory to write eval-banana-bundle-<run_id>.tar.zst into "
+@_bundle_options(
+    out_help="Archive path, or a directory to write eval-banana-bundle-<run_id>.tar.zst into "
     "(default: the current directory); never overwritten.",
+    strict_help="Fail (exit 1, nothing written) if any definition would be unavailable.",
 )
-@_archive_options
-@click.option(
-    "--strict",
-    is_flag=True,
-    help="Fail (exit 1, nothing written) if any definition would be unavailable.",
-)
-@_sign_key_option
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout: the summary.")
-@_quiet_option
+@_summary_options
 def export_eb(
     run_dir: Path,
     project_root: Path,
@@ -184,7 +191,7 @@ def export_eb(
     and its file SHA-256 on labelled lines, then the summary (--json: one JSON object).
     """
     from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
-    from bundler.evalbook.export import Progress
+    from bundler.evalbook.bagwriter import Progress
     from bundler.report.render import export_eb_text
 
     moment = _exported_at(exported_at)

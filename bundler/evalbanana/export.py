@@ -35,7 +35,7 @@ from bundler.core.digests import json_digest
 from bundler.core.errors import InputError, StrictFailure
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbanana import run as eb
-from bundler.evalbook.export import (
+from bundler.evalbook.bagwriter import (
     DEFAULT_LEVEL,
     BagWriter,
     Progress,

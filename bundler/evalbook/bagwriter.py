@@ -1,0 +1,305 @@
+"""Writing a bag archive, shared by both exporters (SPEC sections 4, 5 and 7).
+
+``BagWriter`` streams members into a deterministic tar, refusing any name or document
+the bundle's reader would refuse, and keeps the payload manifest, Payload-Oxum and the
+progress counts; ``write_bag_archive`` compresses the tar into one zstd frame in a
+temporary file, fsyncs it and links it into place, so nothing is left at the target name
+unless the archive is complete; ``write_tag_files`` writes bagit.txt, bag-info.txt, the
+manifests and the bundle head. The output path and export-time rules both exporters
+apply (``resolve_output``, ``check_not_before``) live here too. What goes into a bundle
+is decided by each exporter, not here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import zstandard
+
+from bundler.archive import bag, bag_reader, names
+from bundler.archive.prefetch import ThreadedSink
+from bundler.archive.reader import MAX_MEMBERS
+from bundler.core import canonical
+from bundler.core.digests import bytes_digest
+from bundler.core.errors import OutputError, StoreError, UsageError
+from bundler.trust.head import (
+    HEAD_FILE,
+    HEAD_SIG_FILE,
+    bag_info_bytes,
+    bundle_head,
+)
+
+DEFAULT_LEVEL = 3
+# libzstd's output is the same for any number of worker threads from one up (not for
+# none); two let one job compress while the next fills, so the bursty producer (case
+# parsing, then payloads) rarely waits.
+ZSTD_WORKERS = 2
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the exporter has done so far; passed to the progress callback.
+
+    ``bytes`` counts the content of the files written into the bag (tar headers and
+    compression aside). ``total_bytes`` is what ``bytes`` will reach: None until the
+    export has decided what goes in, then the bytes written plus the sizes of the files
+    still to come, as their documents and references give them (the small files made at
+    the end, bundle.json and the tag files, are counted as they are written).
+    """
+
+    files: int
+    bytes: int
+    cases: int
+    total_bytes: int | None = None
+
+
+def format_timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_not_before(moment: datetime, earliest: str, what: str, source: str) -> None:
+    """Refuse an export time before ``earliest`` (RFC 3339, from the report or the run).
+
+    Raises UsageError (exit 2) naming ``source`` (the option or variable that gave the
+    time): a bundle cannot be exported before what it holds was issued (SPEC section 7).
+    """
+    try:
+        bound = datetime.fromisoformat(earliest.replace("Z", "+00:00").replace("z", "+00:00"))
+        bound = bound.astimezone(UTC).replace(microsecond=0)
+    except (ValueError, OverflowError):
+        return  # schema-checked already; a time we cannot read is nothing to compare with
+    if moment < bound:
+        raise UsageError(
+            f"{source} {format_timestamp(moment)}: before {what} {earliest}; "
+            "an export cannot predate what it exports"
+        )
+
+
+def resolve_output(out: Path | None, default_name: str) -> Path:
+    """The archive path; refuse an existing file, a symlink, or a missing parent.
+
+    As ``cp`` reads a destination: no ``out`` is ``default_name`` in the current
+    directory, an ``out`` that is an existing directory gets ``default_name`` inside it,
+    and any other ``out`` is the file itself. Raises OutputError (exit 3) for a path that
+    exists or is a symbolic link, or whose directory does not exist.
+    """
+    if out is None:
+        path = Path.cwd() / default_name
+    elif out.is_dir():
+        path = out / default_name
+    else:
+        path = out
+    if path.is_symlink():
+        raise OutputError(f"{path}: is a symlink; refusing to write through it")
+    if path.exists():
+        raise OutputError(f"{path}: already exists; refusing to overwrite")
+    if not path.parent.is_dir():
+        raise OutputError(f"{path.parent}: output directory does not exist")
+    return path
+
+
+class BagWriter:
+    """Streams bag members into a tar; tracks directories, manifests and Payload-Oxum."""
+
+    def __init__(self, tar: Any, top: str, progress: Callable[[Progress], None] | None) -> None:
+        self._tar = tar
+        self.top = top
+        self._dirs: set[str] = set()
+        self.manifest: dict[str, str] = {}
+        self.payload_bytes = 0
+        self._progress = progress
+        self._cases = 0
+        self.content_bytes = 0
+        self._planned: int | None = None  # bytes of planned files not yet written
+        self._folded: dict[str, str] = {}
+        self._kept_bytes = 0
+        self._kept_values = 0
+        self._claim_name(top)
+        tar.add_dir(top)
+        self._dirs.add(top)
+
+    def _claim_name(self, name: str) -> None:
+        """Refuse a member name the reader would refuse (names.py), before writing it."""
+        problem = names.name_problem(name)
+        key = names.folded(name)
+        if problem is None and key in self._folded:
+            problem = f"collides with {self._folded[key]} after NFC and case folding"
+        if problem is None and len(self._folded) >= MAX_MEMBERS:
+            problem = f"a bundle holds at most {MAX_MEMBERS} members"
+        if problem is not None:
+            raise StoreError(
+                f"{name[len(self.top) + 1 :]}: the bundle cannot hold this name ({problem}); "
+                "export refused"
+            )
+        self._folded[key] = name
+
+    def _ensure_dirs(self, relpath: str) -> None:
+        parent = relpath.rpartition("/")[0]
+        if not parent or f"{self.top}/{parent}" in self._dirs:
+            return  # most files go into a directory already written
+        parts = relpath.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            directory = self.top + "/" + "/".join(parts[:i])
+            if directory not in self._dirs:
+                self._claim_name(directory)
+                self._tar.add_dir(directory)
+                self._dirs.add(directory)
+
+    def _check_document(self, relpath: str, data: bytes) -> None:
+        """Refuse a document over the reader's caps, which the verifier would reject."""
+        if not bag_reader.is_kept(relpath, data[: bag_reader.CHUNK], len(data)):
+            return
+        problem = bag_reader.document_problem(
+            relpath, data, self._kept_bytes, values_before=self._kept_values
+        )
+        if problem is not None:
+            raise StoreError(f"{relpath}: {problem}; the verifier would reject it, export refused")
+        self._kept_bytes += len(data)
+        if relpath.endswith((".json", ".jsonl")):
+            self._kept_values += bag_reader.json_values(data)
+
+    def add(
+        self,
+        relpath: str,
+        data: bytes,
+        *,
+        sha256_hex: str | None = None,
+        planned: int | None = None,
+    ) -> str:
+        """Add a file at ``relpath`` (relative to the bag root); returns its sha256 hex.
+
+        ``planned``: the size this file was announced with by ``plan``, now written.
+        Raises StoreError for a name or a document the bundle's reader would refuse.
+        """
+        self._ensure_dirs(relpath)
+        self._claim_name(f"{self.top}/{relpath}")
+        self._check_document(relpath, data)
+        self._tar.add_file(f"{self.top}/{relpath}", data)
+        hex_digest = sha256_hex or hashlib.sha256(data).hexdigest()
+        if relpath.startswith("data/"):
+            self.manifest[relpath] = hex_digest
+            self.payload_bytes += len(data)
+        self.content_bytes += len(data)
+        if planned is not None:
+            self.unplan(planned)
+        else:
+            self._report()
+        return hex_digest
+
+    def plan(self, size: int) -> None:
+        """Announce ``size`` more bytes of files still to be written (for the total)."""
+        self._planned = (self._planned or 0) + size
+        self._report()
+
+    def unplan(self, size: int) -> None:
+        """``size`` announced bytes are written, or will not be (an item left out)."""
+        if self._planned is not None:
+            self._planned -= size
+        self._report()
+
+    def _report(self) -> None:
+        if self._progress is None:
+            return
+        total = None if self._planned is None else self.content_bytes + max(0, self._planned)
+        self._progress(Progress(len(self.manifest), self.content_bytes, self._cases, total))
+
+    def count_cases(self, n: int) -> None:
+        self._cases += n
+
+
+def write_bag_archive(
+    target: Path,
+    *,
+    top: str,
+    level: int,
+    mtime: int,
+    fill: Callable[[BagWriter], T],
+    progress: Callable[[Progress], None] | None = None,
+    before_link: Callable[[T], None] | None = None,
+) -> tuple[T, str, int]:
+    """Write a bag archive at ``target`` atomically; return (fill's result, sha256, size).
+
+    ``fill`` adds every member below the top directory, tag files included. The archive
+    goes to a temporary file in the target's directory, is fsynced, checked by
+    ``before_link`` (which may raise to abandon it) and linked into place: ``os.link``
+    refuses an existing target, so nothing is overwritten, and an interrupted or failed
+    export leaves nothing at the target name.
+    """
+    from bundler.archive.tarwriter import TarWriter
+    from bundler.core.outputs import create_temp
+
+    # 0666 less the umask, like any new file (SPEC 7); mkstemp would give 0600.
+    fd, temp = create_temp(target)
+    try:
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                # Compressed output is hashed and written in its own thread, while zstd's
+                # workers compress and this thread reads and hashes the store's files.
+                sink = ThreadedSink(fh)
+                try:
+                    compressor = zstandard.ZstdCompressor(
+                        level=level, write_checksum=True, threads=ZSTD_WORKERS
+                    )
+                    # ThreadedSink is the write-only file object zstandard needs; its stubs want IO[bytes].
+                    with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:  # type: ignore[arg-type]
+                        tar = TarWriter(zout, mtime=mtime)
+                        result = fill(BagWriter(tar, top, progress))
+                        tar.close()
+                except BaseException:
+                    sink.close(raise_error=False)
+                    raise
+                sink.close()
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            # Store reads raise StoreError; an OSError here is the archive's own file
+            # (disk full, file size limit, I/O error).
+            reason = exc.strerror or str(exc)
+            raise OutputError(
+                f"{target}: cannot write the archive ({reason}); nothing written"
+            ) from exc
+        if before_link is not None:
+            before_link(result)
+        try:
+            os.link(temp, target)
+        except FileExistsError as exc:
+            raise OutputError(f"{target}: appeared during export; refusing to overwrite") from exc
+        _fsync_dir(target.parent)
+    finally:
+        temp.unlink(missing_ok=True)
+    return result, "sha256:" + sink.sha256.hexdigest(), sink.size
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_tag_files(
+    writer: BagWriter,
+    bundle: dict[str, Any],
+    bundle_bytes: bytes,
+    sign: Callable[[bytes], str] | None,
+) -> None:
+    """bagit.txt, bag-info.txt, the manifests and the bundle head, in that order."""
+    bundle_digest = bytes_digest(bundle_bytes)
+    tags: dict[str, str] = {}
+    tags[bag.BAGIT] = writer.add(bag.BAGIT, bag.BAGIT_TXT)
+    info = bag_info_bytes(bundle, bundle_digest, writer.payload_bytes, len(writer.manifest))
+    tags[bag.BAG_INFO] = writer.add(bag.BAG_INFO, info)
+    tags[bag.MANIFEST] = writer.add(bag.MANIFEST, bag.manifest(writer.manifest))
+    head_bytes = canonical.dumps(bundle_head(bundle, bundle_digest))
+    tags[HEAD_FILE] = writer.add(HEAD_FILE, head_bytes)
+    if sign is not None:
+        tags[HEAD_SIG_FILE] = writer.add(HEAD_SIG_FILE, sign(head_bytes).encode("ascii"))
+    writer.add(bag.TAG_MANIFEST, bag.manifest(tags))
