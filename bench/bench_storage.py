@@ -157,7 +157,7 @@ def run(size_mb: int = 500, *, repeats: int = 3, workdir: Path | None = None) ->
             "mb_per_s": {name: size / MB / secs for name, secs in medians.items()},
             "ratio_upload": medians["ours_upload"] / medians["boto3_upload"],
             "ratio_download": medians["ours_download"] / medians["boto3_download"],
-            "full_object_checksum": storage._full_object_crc().name,
+            "full_object_checksum": storage.checksums._full_object_crc().name,
             "load_average_before": load_before,
             "load_average_after": list(os.getloadavg()),
             "config": {

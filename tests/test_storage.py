@@ -49,9 +49,9 @@ SMALL = StorageConfig(multipart_threshold=5 * MiB, part_size=5 * MiB)
 @pytest.fixture(autouse=True)
 def fresh_clients() -> Iterator[None]:
     """Tests patch client construction; none may inherit another test's client."""
-    storage._CONN_CACHE.clear()
+    storage.config._CONN_CACHE.clear()
     yield
-    storage._CONN_CACHE.clear()
+    storage.config._CONN_CACHE.clear()
 
 
 @pytest.fixture
@@ -261,9 +261,9 @@ def _crc64nvme(data: bytes | memoryview, crc: int = 0) -> int:
 )
 def test_crc_combine_matches_crc_of_concatenation(len_a: int, len_b: int) -> None:
     a, b = os.urandom(len_a), os.urandom(len_b)
-    crc32 = storage._Crc("CRC32", 4, 0xEDB88320, zlib.crc32)
+    crc32 = storage.checksums._Crc("CRC32", 4, 0xEDB88320, zlib.crc32)
     assert crc32.combine(zlib.crc32(a), zlib.crc32(b), len_b) == zlib.crc32(a + b)
-    crc64 = storage._Crc("CRC64NVME", 8, _CRC64_POLY, _crc64nvme)
+    crc64 = storage.checksums._Crc("CRC64NVME", 8, _CRC64_POLY, _crc64nvme)
     assert crc64.combine(_crc64nvme(a), _crc64nvme(b), len_b) == _crc64nvme(a + b)
 
 
@@ -274,7 +274,9 @@ def test_multipart_with_crc64nvme(
     """The path taken when awscrt is installed, with a reference CRC in its place."""
     assert _crc64nvme(b"123456789") == 0xAE8B14860A799888
     monkeypatch.setattr(
-        storage, "_full_object_crc", lambda: storage._Crc("CRC64NVME", 8, _CRC64_POLY, _crc64nvme)
+        storage.upload,
+        "_full_object_crc",
+        lambda: storage.checksums._Crc("CRC64NVME", 8, _CRC64_POLY, _crc64nvme),
     )
     path = _archive(tmp_path, 600_000)
     data = path.read_bytes()
@@ -346,7 +348,7 @@ def test_conditional_write_refuses_object_that_appeared(
     size: int,
 ) -> None:
     """Another writer wins the race after our HEAD: If-None-Match stops the write."""
-    real_head = storage._head
+    real_head = storage.objects._head
     calls: list[str] = []
 
     def head_racing(conn: Any, loc: S3Location, action: str) -> Any:
@@ -356,7 +358,7 @@ def test_conditional_write_refuses_object_that_appeared(
             return None
         return real_head(conn, loc, action)
 
-    monkeypatch.setattr(storage, "_head", head_racing)
+    monkeypatch.setattr(storage.upload, "_head", head_racing)
     path = _archive(tmp_path, size)
     with pytest.raises(StorageError, match="refusing to overwrite"):
         _upload(path, bucket, config)
@@ -489,7 +491,7 @@ def test_list_paginates_and_filters(
     raw.put_object(Bucket=bucket, Key=_key("z", prefix="elsewhere"), Body=b"x")
 
     requests: list[int] = []
-    real_connect = storage._connect
+    real_connect = storage.config._connect
 
     def counting_connect(config: StorageConfig) -> Any:
         conn = real_connect(config)
@@ -498,7 +500,7 @@ def test_list_paginates_and_filters(
         )
         return conn
 
-    monkeypatch.setattr(storage, "_connect", counting_connect)
+    monkeypatch.setattr(storage.listing, "_connect", counting_connect)
     listed = list(storage.list_bundles(S3Location(bucket, "archive/"), config=cfg))
     assert {b.bundle_digest: (b.report_id, b.size) for b in listed} == expected
     assert len(requests) >= 3  # 5 bundles + 2 other keys at 2 keys per page
@@ -604,7 +606,7 @@ def test_object_replaced_during_ranged_download(
     versions are never stitched together."""
     path = _archive(tmp_path, 11 * MiB)
     _upload(path, bucket, config)
-    real_fetch = storage._fetch_range
+    real_fetch = storage.download._fetch_range
     replaced: list[bool] = []
 
     def fetch_after_replacing(*args: Any) -> bytes:
@@ -613,7 +615,7 @@ def test_object_replaced_during_ranged_download(
             _replace_behind_our_back(raw, bucket, _key("a"), os.urandom(11 * MiB))
         return real_fetch(*args)
 
-    monkeypatch.setattr(storage, "_fetch_range", fetch_after_replacing)
+    monkeypatch.setattr(storage.download, "_fetch_range", fetch_after_replacing)
     out = tmp_path / "out"
     out.mkdir()
     with pytest.raises(StorageError, match="changed during the download") as info:
@@ -656,13 +658,13 @@ def test_object_without_sha256_metadata_is_not_trusted(
 def _unsigned_payloads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Turn off SigV4 payload signing (as on HTTPS), so only the S3 checksum guards
     the bytes: the test then shows that our checksum is what the server checks."""
-    real = storage._botocore_config
+    real = storage.config._botocore_config
 
     def config(cfg: StorageConfig, *, path_style: bool) -> Config:
         s3 = {"addressing_style": "path", "payload_signing_enabled": False}
         return real(cfg, path_style=path_style).merge(Config(s3=s3))
 
-    monkeypatch.setattr(storage, "_botocore_config", config)
+    monkeypatch.setattr(storage.config, "_botocore_config", config)
 
 
 @pytest.mark.s3
@@ -709,7 +711,7 @@ def test_file_changed_after_hashing_is_refused(
 ) -> None:
     """The checksums sent are those of the hashed bytes (the sha256 metadata), so
     bytes that changed on disk in between never get stored under that metadata."""
-    real_hash = storage._hash_file
+    real_hash = storage.upload._hash_file
 
     def hash_then_change(path: Path, **kw: Any) -> Any:
         hashed = real_hash(path, **kw)
@@ -718,7 +720,7 @@ def test_file_changed_after_hashing_is_refused(
             fh.write(b"X" * 10)
         return hashed
 
-    monkeypatch.setattr(storage, "_hash_file", hash_then_change)
+    monkeypatch.setattr(storage.upload, "_hash_file", hash_then_change)
     path = _archive(tmp_path, size)
     with pytest.raises(StorageError, match="BadDigest") as info:
         _upload(path, bucket, config)

@@ -1,0 +1,123 @@
+"""Listing the bundle archives under a prefix.
+
+``list_bundles`` pages through the keys lazily, keeps those that follow the archive
+layout, and counts each archive's signature objects (which sort right after it) into
+its ``ListedBundle`` without reading them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import botocore.exceptions as bexc
+
+from bundler.core.digests import PREFIX as DIGEST_PREFIX
+from bundler.storage.config import StorageConfig, _Conn, _connect
+from bundler.storage.layout import (
+    _COUNTERSIGNATURE_RE,
+    _IDENTIFIER_RE,
+    ARCHIVE_SUFFIX,
+    SIDECAR_SUFFIX,
+    S3Location,
+    _bundles_prefix,
+    _check_report_id,
+)
+
+
+@dataclass(frozen=True)
+class ListedBundle:
+    """One archive found under a prefix."""
+
+    report_id: str
+    bundle_digest: str
+    key: str
+    size: int
+    last_modified: datetime
+    signature_keys: tuple[str, ...] = ()  # stored beside it; not checked here
+
+    @property
+    def signed(self) -> bool:
+        return bool(self.signature_keys)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "report_id": self.report_id,
+            "bundle_digest": self.bundle_digest,
+            "key": self.key,
+            "size": self.size,
+            "last_modified": self.last_modified.isoformat(),
+            "signed": self.signed,
+            "signatures": len(self.signature_keys),
+            "signature_keys": list(self.signature_keys),
+        }
+
+
+def list_bundles(
+    prefix_loc: S3Location, *, report_id: str | None = None, config: StorageConfig
+) -> Iterator[ListedBundle]:
+    """The archives under ``prefix_loc`` (optionally of one report), in key order.
+
+    Lists ``config.page_size`` keys per request, lazily; keys that do not follow the
+    bundle layout are skipped, and each archive's signature objects (``<key>.sig`` and
+    ``<key>.sig.<hex>``, which sort right after it) are counted into its
+    ``signature_keys`` without being read. Raises UsageError
+    for an invalid report id at once, StorageError while iterating when listing fails.
+    """
+    if report_id is not None:
+        _check_report_id(report_id)
+    prefix = _bundles_prefix(prefix_loc.key, report_id)
+    layout = re.compile(
+        re.escape(_bundles_prefix(prefix_loc.key, None))
+        + r"([^/]+)/([0-9a-f]{64})"
+        + re.escape(ARCHIVE_SUFFIX)
+        + r"\Z"
+    )
+    conn = _connect(config)
+    return _iter_bundles(conn, prefix_loc.bucket, prefix, layout, config.page_size)
+
+
+def _iter_bundles(
+    conn: _Conn, bucket: str, prefix: str, layout: re.Pattern[str], page_size: int
+) -> Iterator[ListedBundle]:
+    url = f"s3://{bucket}/{prefix}"
+    paginator = conn.client.get_paginator("list_objects_v2")
+    pages = paginator.paginate(
+        Bucket=bucket, Prefix=prefix, PaginationConfig={"PageSize": page_size}
+    )
+    # Keys arrive in byte order, so an archive's signatures follow it directly: hold
+    # each archive back until a key that is not one of its signatures.
+    pending: ListedBundle | None = None
+    signatures: list[str] = []
+    try:
+        for page in pages:
+            for item in page.get("Contents", []):
+                key = item.get("Key", "")
+                if pending is not None and key.startswith(pending.key + SIDECAR_SUFFIX):
+                    rest = key[len(pending.key) :]
+                    if rest == SIDECAR_SUFFIX or _COUNTERSIGNATURE_RE.fullmatch(rest):
+                        signatures.append(key)
+                        continue
+                match = layout.match(key)
+                if match is None or _IDENTIFIER_RE.match(match.group(1)) is None:
+                    continue
+                if pending is not None:
+                    yield dataclasses.replace(pending, signature_keys=tuple(signatures))
+                pending, signatures = (
+                    ListedBundle(
+                        report_id=match.group(1),
+                        bundle_digest=DIGEST_PREFIX + match.group(2),
+                        key=key,
+                        size=int(item.get("Size", 0)),
+                        last_modified=item["LastModified"],
+                    ),
+                    [],
+                )
+    except (bexc.ClientError, bexc.BotoCoreError) as exc:
+        raise conn.fail(url, "listing", exc) from exc
+    if pending is not None:
+        yield dataclasses.replace(pending, signature_keys=tuple(signatures))

@@ -1,0 +1,204 @@
+"""The signatures stored beside an archive.
+
+``add_signature`` adds one (a countersignature when the bundle has one) without
+replacing any; ``stored_signatures`` reads every one beside an archive and
+``read_signature`` one named by URL, each checked against its recorded SHA-256
+(``StoredSignature``). Their keys are spelled by ``layout.signature_keys``; the write
+itself is the one ``upload_bundle`` uses for its sidecars (``upload._store_signature``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+import botocore.exceptions as bexc
+
+from bundler.core.digests import PREFIX as DIGEST_PREFIX
+from bundler.core.errors import InputError
+from bundler.storage.config import _DENIED_CODES, StorageConfig, _Conn, _connect, _error_code
+from bundler.storage.layout import (
+    _COUNTERSIGNATURE_RE,
+    META_BUNDLE_DIGEST,
+    META_SHA256,
+    SIDECAR_SUFFIX,
+    S3Location,
+    parse_s3_url,
+)
+from bundler.storage.objects import AlteredAtRest, _get, _head_precise, _open_reader
+from bundler.storage.retention import _retention
+from bundler.storage.upload import MAX_SIDECAR_BYTES, SignatureUpload, _store_signature
+
+MAX_SIGNATURES = 64  # signature objects read beside one archive
+
+
+def add_signature(
+    archive: S3Location,
+    signature: bytes,
+    *,
+    config: StorageConfig,
+    retain_until: datetime | None = None,
+    retention_mode: str | None = None,
+) -> SignatureUpload:
+    """Add a signature (a countersignature, when the bundle has one) beside a stored
+    archive, never replacing any signature there.
+
+    The archive must exist and carry ``bundle-digest`` metadata, which the signature
+    object records too. Checking that the signature is one of this bundle's head is
+    the caller's job (``sign`` verifies the bundle and signs its head). Raises
+    InputError for a signature over 1 MiB, StorageError when the archive is absent or
+    the signature cannot be stored.
+    """
+    if len(signature) > MAX_SIDECAR_BYTES:
+        raise InputError(f"signature larger than {MAX_SIDECAR_BYTES} bytes (not a signature?)")
+    retention = _retention(retain_until, retention_mode)
+    conn = _connect(config)
+    head = _head_precise(conn, archive, "adding a signature")
+    if head is None:
+        raise conn.fail(archive.url, "adding a signature", detail="no such object")
+    meta = {k.lower(): v for k, v in head.get("Metadata", {}).items()}
+    bundle_digest = meta.get(META_BUNDLE_DIGEST)
+    if not isinstance(bundle_digest, str):
+        raise conn.fail(
+            archive.url,
+            "adding a signature",
+            detail="the object has no bundle-digest metadata; it was not stored by upload",
+        )
+    return _store_signature(
+        conn, archive, signature, bundle_digest=bundle_digest, retention=retention
+    )
+
+
+@dataclass(frozen=True)
+class StoredSignature:
+    """One signature object found beside a stored archive.
+
+    ``sha256`` is the SHA-256 of ``data``; ``recorded_sha256`` what the object's
+    ``sha256`` metadata (or, for ``<key>.sig.<hex>``, its key) says it should be.
+    Whether the signature verifies is for the caller to check against the bundle head.
+    """
+
+    bucket: str
+    key: str
+    data: bytes
+    sha256: str
+    recorded_sha256: str | None
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+    @property
+    def suffix(self) -> str:
+        """What follows the archive's name: ``.sig`` or ``.sig.<hex>``."""
+        return SIDECAR_SUFFIX + self.key.rpartition(SIDECAR_SUFFIX)[2]
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace")
+
+    @property
+    def problem(self) -> str | None:
+        """Why these are not the bytes stored (altered at rest), else None."""
+        if self.recorded_sha256 is None or self.recorded_sha256 == self.sha256:
+            return None
+        return (
+            f"altered at rest: its bytes hash to {self.sha256}, but it was stored as "
+            f"{self.recorded_sha256}"
+        )
+
+
+def _signature_object_keys(conn: _Conn, archive: S3Location) -> list[str]:
+    """The signature keys beside ``archive``, ``<key>.sig`` first. Without permission
+    to list, only ``<key>.sig`` is tried."""
+    first = archive.key + SIDECAR_SUFFIX
+    pattern = re.compile(re.escape(first) + r"(\.[0-9a-f]{64})?\Z")
+    paginator = conn.client.get_paginator("list_objects_v2")
+    keys: list[str] = []
+    try:
+        for page in paginator.paginate(Bucket=archive.bucket, Prefix=first):
+            for item in page.get("Contents", []):
+                key = str(item.get("Key", ""))
+                if pattern.match(key) is None:
+                    continue
+                if len(keys) >= MAX_SIGNATURES:
+                    raise InputError(
+                        f"{archive.url}: more than {MAX_SIGNATURES} signatures stored beside it"
+                    )
+                keys.append(key)
+    except bexc.ClientError as exc:
+        code, _, status = _error_code(exc)
+        if code in _DENIED_CODES or status == 403:
+            return [first]
+        raise conn.fail(archive.url, "listing its signatures", exc) from exc
+    except bexc.BotoCoreError as exc:
+        raise conn.fail(archive.url, "listing its signatures", exc) from exc
+    return sorted(keys, key=lambda k: (k != first, k))
+
+
+def _read_signature_object(conn: _Conn, loc: S3Location) -> StoredSignature | None:
+    answer = _get(conn, loc, "reading the signature")
+    if answer is None:
+        return None
+    size = int(answer.get("ContentLength", 0))
+    with _open_reader(conn, loc, answer, None) as reader:
+        if size > MAX_SIDECAR_BYTES:
+            raise InputError(f"{loc.url}: larger than {MAX_SIDECAR_BYTES} bytes (not a signature?)")
+        data = reader.readall()
+    meta = {k.lower(): v for k, v in answer.get("Metadata", {}).items()}
+    named = _COUNTERSIGNATURE_RE.search(loc.key)
+    # A countersignature's key names its bytes; rewriting the object can change its
+    # metadata, not its name.
+    recorded = DIGEST_PREFIX + named.group(1) if named else meta.get(META_SHA256)
+    actual = DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
+    return StoredSignature(loc.bucket, loc.key, data, actual, recorded)
+
+
+def _read_signatures(conn: _Conn, archive: S3Location) -> list[StoredSignature]:
+    found = []
+    for key in _signature_object_keys(conn, archive):
+        signature = _read_signature_object(conn, S3Location(archive.bucket, key))
+        if signature is not None:
+            found.append(signature)
+    return found
+
+
+def stored_signatures(archive: S3Location | str, *, config: StorageConfig) -> list[StoredSignature]:
+    """Every signature stored beside the archive ``archive`` (an ``s3://`` URL or a
+    location), ``<key>.sig`` first, then the countersignatures in key order.
+
+    Each is read whole (at most 1 MiB, at most 64 of them) and checked against its
+    recorded SHA-256; a mismatch is reported in ``problem``, not raised, so that one
+    altered signature does not hide the others. An empty list when there is none.
+    Raises UsageError for a malformed URL, InputError for an oversized signature or too
+    many, StorageError when the service fails.
+    """
+    loc = parse_s3_url(archive) if isinstance(archive, str) else archive
+    return _read_signatures(_connect(config), loc)
+
+
+def read_signature(url: str, *, config: StorageConfig) -> StoredSignature:
+    """The one signature object at ``url`` (for ``--signature s3://...``).
+
+    Raises InputError when it is absent or oversized, AlteredAtRest (exit 1) when its
+    bytes do not match its recorded SHA-256, StorageError when the service fails.
+    """
+    loc = parse_s3_url(url)
+    conn = _connect(config)
+    signature = _read_signature_object(conn, loc)
+    if signature is None:
+        raise InputError(f"{loc.url}: no such signature object")
+    if signature.problem is not None:
+        raise _altered(signature)
+    return signature
+
+
+def _altered(signature: StoredSignature) -> AlteredAtRest:
+    return AlteredAtRest(
+        f"{signature.url}: {signature.problem}",
+        url=signature.url,
+        recorded=str(signature.recorded_sha256),
+        observed=signature.sha256,
+    )
