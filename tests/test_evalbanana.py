@@ -22,6 +22,23 @@ import pytest
 
 from bundler.core.errors import InputError
 from bundler.evalbanana import run as eb
+from bundler.evalbanana.definitions import (
+    DefinitionKeys,
+    DefinitionState,
+    ScriptState,
+    UnsupportedYAML,
+    definition_digest,
+    map_source_path,
+    parse_definition_keys,
+    resolve_definition,
+)
+from bundler.evalbanana.results import (
+    Finding,
+    FindingKind,
+    check_run,
+    recompute_totals,
+    summary_lines,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "eval-banana"
 PROJECT = FIXTURES / "project"
@@ -89,7 +106,7 @@ def _edit_check(run_dir: Path, check_id: str, change: Callable[[dict[str, Any]],
     _edit_json(run_dir / "checks" / f"{eb.check_stem(check_id)}.json", change)
 
 
-def _kinds(findings: list[eb.Finding]) -> list[tuple[eb.FindingKind, str | None]]:
+def _kinds(findings: list[Finding]) -> list[tuple[FindingKind, str | None]]:
     return [(f.kind, f.check_id) for f in findings]
 
 
@@ -106,8 +123,8 @@ def test_digest_inline_lf_yaml_vector() -> None:
         b"\x00\x00\x00\x00\x00\x00\x00\x10"
         b"id: a\nscript: x\n"
     )
-    assert eb.definition_digest(yaml_bytes) == "sha256:" + hashlib.sha256(framed).hexdigest()
-    assert eb.definition_digest(yaml_bytes, None) == eb.definition_digest(yaml_bytes)
+    assert definition_digest(yaml_bytes) == "sha256:" + hashlib.sha256(framed).hexdigest()
+    assert definition_digest(yaml_bytes, None) == definition_digest(yaml_bytes)
 
 
 def test_digest_crlf_yaml_vector_differs_from_lf() -> None:
@@ -119,9 +136,9 @@ def test_digest_crlf_yaml_vector_differs_from_lf() -> None:
         b"\x00\x00\x00\x00\x00\x00\x00\x12"
         b"id: a\r\nscript: x\r\n"
     )
-    crlf = eb.definition_digest(yaml_bytes)
+    crlf = definition_digest(yaml_bytes)
     assert crlf == "sha256:" + hashlib.sha256(framed).hexdigest()
-    assert crlf != eb.definition_digest(b"id: a\nscript: x\n")
+    assert crlf != definition_digest(b"id: a\nscript: x\n")
 
 
 def test_digest_script_path_vector() -> None:
@@ -138,7 +155,7 @@ def test_digest_script_path_vector() -> None:
         b"\x00\x00\x00\x00\x00\x00\x00\x09"
         b"print(1)\n"
     )
-    assert eb.definition_digest(yaml_bytes, script) == (
+    assert definition_digest(yaml_bytes, script) == (
         "sha256:" + hashlib.sha256(framed).hexdigest()
     )
 
@@ -155,10 +172,10 @@ def test_digest_missing_script_vector() -> None:
         b"referenced-script-unavailable"
         b"\x00\x00\x00\x00\x00\x00\x00\x00"
     )
-    unavailable = eb.definition_digest(yaml_bytes, "unavailable")
+    unavailable = definition_digest(yaml_bytes, "unavailable")
     assert unavailable == "sha256:" + hashlib.sha256(framed).hexdigest()
     # An empty script is still a script: the component name keeps them apart.
-    assert unavailable != eb.definition_digest(yaml_bytes, b"")
+    assert unavailable != definition_digest(yaml_bytes, b"")
 
 
 # ---------------------------------------------------------------------------
@@ -182,17 +199,17 @@ def test_recorded_definition_digests_recompute_from_project(run_dir: Path) -> No
         )
         assert hand == check.check_definition_sha256, check.check_id
 
-        definition = eb.resolve_definition(run, check, PROJECT)
-        assert definition.state is eb.DefinitionState.MATCHES, definition.detail
+        definition = resolve_definition(run, check, PROJECT)
+        assert definition.state is DefinitionState.MATCHES, definition.detail
         assert definition.observed_digest == check.check_definition_sha256
         assert definition.yaml_path == rel
         assert definition.script_path == script_rel
         assert definition.yaml_bytes == yaml_bytes
         assert not definition.empty_inline_script
-    states = {c.check_id: eb.resolve_definition(run, c, PROJECT).script_state for c in run.checks}
-    assert states["missing-script"] is eb.ScriptState.UNAVAILABLE
-    assert states["passes"] is eb.ScriptState.PRESENT
-    assert states["judge"] is eb.ScriptState.NONE
+    states = {c.check_id: resolve_definition(run, c, PROJECT).script_state for c in run.checks}
+    assert states["missing-script"] is ScriptState.UNAVAILABLE
+    assert states["passes"] is ScriptState.PRESENT
+    assert states["judge"] is ScriptState.NONE
 
 
 def test_crlf_definition_is_hashed_raw() -> None:
@@ -200,8 +217,8 @@ def test_crlf_definition_is_hashed_raw() -> None:
     assert b"\r\n" in raw
     run = eb.read_run(DEFAULT_RUN)
     recorded = run.check("crlf-inline").check_definition_sha256
-    assert eb.definition_digest(raw) == recorded
-    assert eb.definition_digest(raw.replace(b"\r\n", b"\n")) != recorded
+    assert definition_digest(raw) == recorded
+    assert definition_digest(raw.replace(b"\r\n", b"\n")) != recorded
 
 
 @pytest.mark.parametrize("run_dir", RUNS, ids=["default", "flat"])
@@ -319,15 +336,15 @@ def test_default_layout_run_id_names_its_directory() -> None:
 @pytest.mark.parametrize("run_dir", RUNS, ids=["default", "flat"])
 def test_committed_runs_have_no_findings(run_dir: Path) -> None:
     run = eb.read_run(run_dir)
-    assert eb.check_run(run, run_dir) == []
-    assert eb.check_run(run, run_dir, PROJECT) == []
+    assert check_run(run, run_dir) == []
+    assert check_run(run, run_dir, PROJECT) == []
 
 
 def test_summary_lines_match_eval_banana_console() -> None:
     run = eb.read_run(DEFAULT_RUN)
-    totals = eb.recompute_totals([c.status for c in run.checks], run.pass_threshold)
+    totals = recompute_totals([c.status for c in run.checks], run.pass_threshold)
     console = (FIXTURES / "console" / "default.stdout.txt").read_text(encoding="utf-8")
-    assert eb.summary_lines(run.run_id, totals) == console.splitlines()[:4]
+    assert summary_lines(run.run_id, totals) == console.splitlines()[:4]
 
 
 # ---------------------------------------------------------------------------
@@ -336,7 +353,7 @@ def test_summary_lines_match_eval_banana_console() -> None:
 
 def test_percentage_uses_eval_bananas_float_rounding() -> None:
     statuses = [eb.CheckStatus.PASSED] * 23 + [eb.CheckStatus.FAILED] * 57
-    totals = eb.recompute_totals(statuses, 0.25)
+    totals = recompute_totals(statuses, 0.25)
     # eval-banana rounds the binary value of (23 / 80) * 100, 28.7499999...
     binary = Decimal((23 / 80) * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_EVEN)
     assert totals.percentage == float(binary) == 28.7
@@ -348,10 +365,10 @@ def test_percentage_uses_eval_bananas_float_rounding() -> None:
 
 def test_errored_check_fails_run_that_meets_threshold() -> None:
     statuses = [eb.CheckStatus.PASSED] * 9 + [eb.CheckStatus.ERROR]
-    totals = eb.recompute_totals(statuses, 0.9)
+    totals = recompute_totals(statuses, 0.9)
     assert (totals.points_earned, totals.total_points, totals.percentage) == (9, 10, 90.0)
     assert totals.meets_threshold is True and totals.run_passed is False
-    empty = eb.recompute_totals([], 0.0)
+    empty = recompute_totals([], 0.0)
     assert (empty.percentage, empty.meets_threshold, empty.run_passed) == (0.0, False, False)
 
 
@@ -470,7 +487,7 @@ def test_evidence_files_and_empty_directories_are_listed(tmp_path: Path) -> None
     assert f"checks/{stem}/sub/note.txt" in run.files
     assert f"checks/{eb.check_stem('fails')}" in run.directories
     assert f"checks/{stem}/sub" in run.directories
-    assert eb.check_run(run, run_dir, PROJECT) == []
+    assert check_run(run, run_dir, PROJECT) == []
 
 
 # ---------------------------------------------------------------------------
@@ -483,8 +500,8 @@ def test_check_file_disagreeing_with_report(tmp_path: Path) -> None:
         run_dir / "checks" / f"{eb.check_stem('fails')}.json",
         lambda c: c.update(status="passed", score=1),
     )
-    findings = eb.check_run(eb.read_run(run_dir), run_dir)
-    assert _kinds(findings) == [(eb.FindingKind.CHECK_FILE_MISMATCH, "fails")]
+    findings = check_run(eb.read_run(run_dir), run_dir)
+    assert _kinds(findings) == [(FindingKind.CHECK_FILE_MISMATCH, "fails")]
 
 
 def test_check_file_compares_values_not_bytes(tmp_path: Path) -> None:
@@ -492,22 +509,22 @@ def test_check_file_compares_values_not_bytes(tmp_path: Path) -> None:
     path = run_dir / "checks" / f"{eb.check_stem('passes')}.json"
     value = json.loads(path.read_bytes())
     path.write_text(json.dumps(value, indent=4, sort_keys=True))
-    assert eb.check_run(eb.read_run(run_dir), run_dir) == []
+    assert check_run(eb.read_run(run_dir), run_dir) == []
     # ...but true is not 1.
     value["score"] = True
     path.write_text(json.dumps(value))
-    findings = eb.check_run(eb.read_run(run_dir), run_dir)
-    assert _kinds(findings) == [(eb.FindingKind.CHECK_FILE_MISMATCH, "passes")]
+    findings = check_run(eb.read_run(run_dir), run_dir)
+    assert _kinds(findings) == [(FindingKind.CHECK_FILE_MISMATCH, "passes")]
 
 
 def test_check_file_missing_or_malformed(tmp_path: Path) -> None:
     run_dir = _copy_run(tmp_path)
     (run_dir / "checks" / f"{eb.check_stem('passes')}.json").unlink()
     (run_dir / "checks" / f"{eb.check_stem('fails')}.json").write_text("{not json")
-    findings = eb.check_run(eb.read_run(run_dir), run_dir)
+    findings = check_run(eb.read_run(run_dir), run_dir)
     assert _kinds(findings) == [
-        (eb.FindingKind.CHECK_FILE_MISMATCH, "fails"),
-        (eb.FindingKind.MISSING_FILE, "passes"),
+        (FindingKind.CHECK_FILE_MISMATCH, "fails"),
+        (FindingKind.MISSING_FILE, "passes"),
     ]
 
 
@@ -516,10 +533,10 @@ def test_check_file_under_wrong_stem(tmp_path: Path) -> None:
     right = run_dir / "checks" / f"{eb.check_stem('_inline_')}.json"
     wrong = run_dir / "checks" / f"_inline_-{hashlib.sha256(b'_inline_').hexdigest()}.json"
     right.rename(wrong)
-    findings = eb.check_run(eb.read_run(run_dir), run_dir)
+    findings = check_run(eb.read_run(run_dir), run_dir)
     assert [(f.kind, f.path) for f in findings] == [
-        (eb.FindingKind.MISSING_FILE, f"checks/{right.name}"),
-        (eb.FindingKind.UNEXPECTED_FILE, f"checks/{wrong.name}"),
+        (FindingKind.MISSING_FILE, f"checks/{right.name}"),
+        (FindingKind.UNEXPECTED_FILE, f"checks/{wrong.name}"),
     ]
 
 
@@ -529,8 +546,8 @@ def test_stdout_tail_not_matching_full_file(tmp_path: Path) -> None:
     full = run_dir / eb.stdout_file(eb.check_stem(check_id))
     text = full.read_text(encoding="utf-8")
     full.write_text(text[:-3] + "X\n", encoding="utf-8")
-    findings = eb.check_run(eb.read_run(run_dir), run_dir)
-    assert _kinds(findings) == [(eb.FindingKind.STDOUT_TAIL_MISMATCH, check_id)]
+    findings = check_run(eb.read_run(run_dir), run_dir)
+    assert _kinds(findings) == [(FindingKind.STDOUT_TAIL_MISMATCH, check_id)]
 
 
 def test_stdout_change_before_the_tail_goes_unnoticed(tmp_path: Path) -> None:
@@ -541,37 +558,37 @@ def test_stdout_change_before_the_tail_goes_unnoticed(tmp_path: Path) -> None:
     full = run_dir / eb.stdout_file(eb.check_stem(check_id))
     text = full.read_text(encoding="utf-8")
     full.write_text("Y" + text[1:], encoding="utf-8")
-    assert eb.check_run(eb.read_run(run_dir), run_dir) == []
+    assert check_run(eb.read_run(run_dir), run_dir) == []
 
 
 def test_missing_stdout_file_means_empty_stdout(tmp_path: Path) -> None:
     run_dir = _copy_run(tmp_path)
     (run_dir / eb.stdout_file(eb.check_stem("passes"))).unlink()
-    findings = eb.check_run(eb.read_run(run_dir), run_dir)
-    assert _kinds(findings) == [(eb.FindingKind.STDOUT_TAIL_MISMATCH, "passes")]
+    findings = check_run(eb.read_run(run_dir), run_dir)
+    assert _kinds(findings) == [(FindingKind.STDOUT_TAIL_MISMATCH, "passes")]
     assert "absent, so empty" in findings[0].message
     # With the report saying "no stdout", the absent file is consistent.
     _edit_check(run_dir, "passes", lambda c: c.update(stdout=""))
-    assert eb.check_run(eb.read_run(run_dir), run_dir) == []
+    assert check_run(eb.read_run(run_dir), run_dir) == []
 
 
 def test_stderr_must_match_its_file(tmp_path: Path) -> None:
     run_dir = _copy_run(tmp_path)
     (run_dir / eb.stderr_file(eb.check_stem("fails"))).write_text("edited\n")
     (run_dir / eb.stderr_file(eb.check_stem("passes"))).write_text("appeared\n")
-    findings = eb.check_run(eb.read_run(run_dir), run_dir)
+    findings = check_run(eb.read_run(run_dir), run_dir)
     assert _kinds(findings) == [
-        (eb.FindingKind.STDERR_MISMATCH, "fails"),
-        (eb.FindingKind.STDERR_MISMATCH, "passes"),
+        (FindingKind.STDERR_MISMATCH, "fails"),
+        (FindingKind.STDERR_MISMATCH, "passes"),
     ]
 
 
 def test_run_passed_that_does_not_follow(tmp_path: Path) -> None:
     run_dir = _copy_run(tmp_path)
     _edit_json(run_dir / "report.json", lambda r: r.update(run_passed=True))
-    findings = eb.check_run(eb.read_run(run_dir), run_dir)
+    findings = check_run(eb.read_run(run_dir), run_dir)
     assert [(f.kind, f.field, f.expected, f.observed) for f in findings] == [
-        (eb.FindingKind.TOTALS_MISMATCH, "run_passed", "false", "true")
+        (FindingKind.TOTALS_MISMATCH, "run_passed", "false", "true")
     ]
 
 
@@ -582,22 +599,22 @@ def test_totals_that_do_not_follow(tmp_path: Path) -> None:
         report.update(percentage=66.6, meets_threshold=False, passed_checks=7, total_points=10)
 
     _edit_json(run_dir / "report.json", change)
-    findings = eb.check_run(eb.read_run(run_dir), run_dir)
+    findings = check_run(eb.read_run(run_dir), run_dir)
     assert [f.field for f in findings] == [
         "passed_checks",
         "total_points",
         "percentage",
         "meets_threshold",
     ]
-    assert {f.kind for f in findings} == {eb.FindingKind.TOTALS_MISMATCH}
+    assert {f.kind for f in findings} == {FindingKind.TOTALS_MISMATCH}
 
 
 def test_status_flip_is_caught_by_totals_and_score(tmp_path: Path) -> None:
     run_dir = _copy_run(tmp_path)
     _edit_check(run_dir, "fails", lambda c: c.update(status="passed"))
-    findings = eb.check_run(eb.read_run(run_dir), run_dir)
-    assert (eb.FindingKind.SCORE_MISMATCH, "fails") in _kinds(findings)
-    assert {f.field for f in findings if f.kind is eb.FindingKind.TOTALS_MISMATCH} == {
+    findings = check_run(eb.read_run(run_dir), run_dir)
+    assert (FindingKind.SCORE_MISMATCH, "fails") in _kinds(findings)
+    assert {f.field for f in findings if f.kind is FindingKind.TOTALS_MISMATCH} == {
         "passed_checks",
         "failed_checks",
         "points_earned",
@@ -610,8 +627,8 @@ def test_raw_response_path_must_name_stdout_file(tmp_path: Path) -> None:
     _edit_check(
         run_dir, "judge", lambda c: c["details"].update(raw_response_path="checks/x.stdout.txt")
     )
-    findings = eb.check_run(eb.read_run(run_dir), run_dir)
-    assert _kinds(findings) == [(eb.FindingKind.RAW_RESPONSE_PATH_MISMATCH, "judge")]
+    findings = check_run(eb.read_run(run_dir), run_dir)
+    assert _kinds(findings) == [(FindingKind.RAW_RESPONSE_PATH_MISMATCH, "judge")]
 
 
 def test_unexpected_files_are_reported(tmp_path: Path) -> None:
@@ -620,12 +637,12 @@ def test_unexpected_files_are_reported(tmp_path: Path) -> None:
     (run_dir / "notes.txt").write_text("x")
     (run_dir / eb.prompt_file(eb.check_stem("passes"))).write_text("x")
     (run_dir / "report.md").unlink()
-    findings = eb.check_run(eb.read_run(run_dir), run_dir)
+    findings = check_run(eb.read_run(run_dir), run_dir)
     assert [(f.kind, f.path) for f in findings] == [
-        (eb.FindingKind.MISSING_FILE, "report.md"),
-        (eb.FindingKind.UNEXPECTED_FILE, f"checks/{eb.check_stem('passes')}.prompt.txt"),
-        (eb.FindingKind.UNEXPECTED_FILE, "checks/stray.txt"),
-        (eb.FindingKind.UNEXPECTED_FILE, "notes.txt"),
+        (FindingKind.MISSING_FILE, "report.md"),
+        (FindingKind.UNEXPECTED_FILE, f"checks/{eb.check_stem('passes')}.prompt.txt"),
+        (FindingKind.UNEXPECTED_FILE, "checks/stray.txt"),
+        (FindingKind.UNEXPECTED_FILE, "notes.txt"),
     ]
 
 
@@ -639,13 +656,13 @@ def test_definition_edited_after_the_run(tmp_path: Path) -> None:
         handle.write(b"# edited\n")
     (project / "tools" / "long_output.py").write_text("print('changed')\n")
     run = eb.read_run(DEFAULT_RUN)
-    findings = eb.check_run(run, DEFAULT_RUN, project)
+    findings = check_run(run, DEFAULT_RUN, project)
     assert _kinds(findings) == [
         (
-            eb.FindingKind.DEFINITION_DIGEST_MISMATCH,
+            FindingKind.DEFINITION_DIGEST_MISMATCH,
             "long-output-with-a-very-long-check-identifier-over-forty",
         ),
-        (eb.FindingKind.DEFINITION_DIGEST_MISMATCH, "passes"),
+        (FindingKind.DEFINITION_DIGEST_MISMATCH, "passes"),
     ]
     passes = next(f for f in findings if f.check_id == "passes")
     assert passes.path == "eval_checks/passes.yaml"
@@ -659,19 +676,19 @@ def test_definition_edited_after_the_run(tmp_path: Path) -> None:
 def test_missing_script_that_appeared_later(tmp_path: Path) -> None:
     project = _copy_project(tmp_path)
     (project / "eval_checks" / "scripts" / "does_not_exist.py").write_text("print(1)\n")
-    findings = eb.check_run(eb.read_run(DEFAULT_RUN), DEFAULT_RUN, project)
-    assert _kinds(findings) == [(eb.FindingKind.DEFINITION_DIGEST_MISMATCH, "missing-script")]
+    findings = check_run(eb.read_run(DEFAULT_RUN), DEFAULT_RUN, project)
+    assert _kinds(findings) == [(FindingKind.DEFINITION_DIGEST_MISMATCH, "missing-script")]
 
 
 def test_definition_missing(tmp_path: Path) -> None:
     project = _copy_project(tmp_path)
     (project / "eval_checks" / "judge.yaml").unlink()
     run = eb.read_run(DEFAULT_RUN)
-    definition = eb.resolve_definition(run, run.check("judge"), project)
-    assert definition.state is eb.DefinitionState.MISSING
+    definition = resolve_definition(run, run.check("judge"), project)
+    assert definition.state is DefinitionState.MISSING
     assert definition.yaml_path == "eval_checks/judge.yaml"
-    findings = eb.check_run(run, DEFAULT_RUN, project)
-    assert _kinds(findings) == [(eb.FindingKind.DEFINITION_MISSING, "judge")]
+    findings = check_run(run, DEFAULT_RUN, project)
+    assert _kinds(findings) == [(FindingKind.DEFINITION_MISSING, "judge")]
 
 
 @pytest.mark.parametrize(
@@ -688,11 +705,11 @@ def test_source_path_outside_project_root(tmp_path: Path, source_path: str) -> N
     run_dir = _copy_run(tmp_path)
     _edit_check(run_dir, "passes", lambda c: c.update(source_path=source_path))
     run = eb.read_run(run_dir)
-    definition = eb.resolve_definition(run, run.check("passes"), PROJECT)
-    assert definition.state is eb.DefinitionState.OUTSIDE_PROJECT
+    definition = resolve_definition(run, run.check("passes"), PROJECT)
+    assert definition.state is DefinitionState.OUTSIDE_PROJECT
     assert definition.yaml_bytes is None and definition.observed_digest is None
-    findings = eb.check_run(run, run_dir, PROJECT)
-    assert _kinds(findings) == [(eb.FindingKind.DEFINITION_OUTSIDE_PROJECT, "passes")]
+    findings = check_run(run, run_dir, PROJECT)
+    assert _kinds(findings) == [(FindingKind.DEFINITION_OUTSIDE_PROJECT, "passes")]
 
 
 def test_symlinked_definition_leaving_project_is_not_read(tmp_path: Path) -> None:
@@ -703,7 +720,7 @@ def test_symlinked_definition_leaving_project_is_not_read(tmp_path: Path) -> Non
     (project / "eval_checks" / "passes.yaml").symlink_to(outside)
     run = eb.read_run(DEFAULT_RUN)
     with pytest.raises(InputError, match="is a symbolic link \\(refused, never followed\\)"):
-        eb.resolve_definition(run, run.check("passes"), project)
+        resolve_definition(run, run.check("passes"), project)
 
 
 def test_script_path_leaving_project_is_not_read(tmp_path: Path) -> None:
@@ -712,8 +729,8 @@ def test_script_path_leaving_project_is_not_read(tmp_path: Path) -> None:
     yaml_path = project / "eval_checks" / "passes.yaml"
     yaml_path.write_bytes(yaml_path.read_bytes().replace(b"scripts/passes.py", b"../../evil.py"))
     run = eb.read_run(DEFAULT_RUN)
-    definition = eb.resolve_definition(run, run.check("passes"), project)
-    assert definition.state is eb.DefinitionState.OUTSIDE_PROJECT
+    definition = resolve_definition(run, run.check("passes"), project)
+    assert definition.state is DefinitionState.OUTSIDE_PROJECT
     assert definition.script_bytes is None
     assert "leaves the project root" in (definition.detail or "")
 
@@ -729,8 +746,8 @@ def test_empty_inline_script_beside_script_path(tmp_path: Path) -> None:
     digest = _hand_digest(yaml_bytes, script)
     run_dir = _copy_run(tmp_path)
     _edit_check(run_dir, "fails", lambda c: c.update(check_definition_sha256=digest))
-    findings = eb.check_run(eb.read_run(run_dir), run_dir, project)
-    assert _kinds(findings) == [(eb.FindingKind.EMPTY_INLINE_SCRIPT, "fails")]
+    findings = check_run(eb.read_run(run_dir), run_dir, project)
+    assert _kinds(findings) == [(FindingKind.EMPTY_INLINE_SCRIPT, "fails")]
     assert "eval_checks/scripts/fails.py" in findings[0].message
 
 
@@ -739,14 +756,14 @@ def test_unreadable_definition_yaml(tmp_path: Path) -> None:
     yaml_path = project / "eval_checks" / "passes.yaml"
     yaml_path.write_bytes(yaml_path.read_bytes().replace(b"script_path: ", b"script_path: &a "))
     run = eb.read_run(DEFAULT_RUN)
-    definition = eb.resolve_definition(run, run.check("passes"), project)
-    assert definition.state is eb.DefinitionState.UNREADABLE
-    findings = eb.check_run(run, DEFAULT_RUN, project)
-    assert _kinds(findings) == [(eb.FindingKind.DEFINITION_UNREADABLE, "passes")]
+    definition = resolve_definition(run, run.check("passes"), project)
+    assert definition.state is DefinitionState.UNREADABLE
+    findings = check_run(run, DEFAULT_RUN, project)
+    assert _kinds(findings) == [(FindingKind.DEFINITION_UNREADABLE, "passes")]
 
 
 def test_findings_serialise() -> None:
-    finding = eb.Finding(eb.FindingKind.TOTALS_MISMATCH, "m", path="report.json", field="x")
+    finding = Finding(FindingKind.TOTALS_MISMATCH, "m", path="report.json", field="x")
     assert json.loads(json.dumps(finding.to_dict()))["kind"] == "totals_mismatch"
 
 
@@ -754,8 +771,8 @@ def test_findings_serialise() -> None:
 # The YAML subset
 
 
-def _keys(text: str) -> eb.DefinitionKeys:
-    return eb.parse_definition_keys(text.encode("utf-8"), source="t.yaml")
+def _keys(text: str) -> DefinitionKeys:
+    return parse_definition_keys(text.encode("utf-8"), source="t.yaml")
 
 
 @pytest.mark.parametrize(
@@ -820,20 +837,20 @@ def test_yaml_subset_reads(text: str, expected: tuple[str | None, str, str | Non
     ],
 )
 def test_yaml_subset_refuses(text: str) -> None:
-    with pytest.raises(eb.UnsupportedYAML, match=r"t\.yaml"):
+    with pytest.raises(UnsupportedYAML, match=r"t\.yaml"):
         _keys(text)
 
 
 def test_yaml_subset_refuses_non_utf8() -> None:
-    with pytest.raises(eb.UnsupportedYAML, match="not UTF-8"):
-        eb.parse_definition_keys(b"type: \xff\n", source="t.yaml")
+    with pytest.raises(UnsupportedYAML, match="not UTF-8"):
+        parse_definition_keys(b"type: \xff\n", source="t.yaml")
 
 
 def test_map_source_path() -> None:
-    assert eb.map_source_path("/r/p", "/r/p/a/b.yaml") == "a/b.yaml"
-    assert eb.map_source_path("/r/p/", "/r/p/a.yaml") == "a.yaml"
-    assert eb.map_source_path("/r/p", "/r/pa/b.yaml") is None
-    assert eb.map_source_path("/r/p", "/r/p/../x.yaml") is None
-    assert eb.map_source_path("/r/../p", "/p/x.yaml") is None
-    assert eb.map_source_path("r/p", "r/p/x.yaml") is None
-    assert eb.map_source_path("/r/p", "/r/p") is None
+    assert map_source_path("/r/p", "/r/p/a/b.yaml") == "a/b.yaml"
+    assert map_source_path("/r/p/", "/r/p/a.yaml") == "a.yaml"
+    assert map_source_path("/r/p", "/r/pa/b.yaml") is None
+    assert map_source_path("/r/p", "/r/p/../x.yaml") is None
+    assert map_source_path("/r/../p", "/p/x.yaml") is None
+    assert map_source_path("r/p", "r/p/x.yaml") is None
+    assert map_source_path("/r/p", "/r/p") is None

@@ -2,9 +2,9 @@
 
 The run directory is read strictly (``evalbanana.read_run``: no symbolic link is
 followed, report.json must parse) and must be a consistent eval-banana run
-(``evalbanana.check_run`` finds nothing); otherwise the export is refused with an input
+(``results.check_run`` finds nothing); otherwise the export is refused with an input
 error. Each check's definition is looked up under ``--project`` through the recorded
-``project_root`` (``evalbanana.resolve_definition``): a definition that recomputes to the
+``project_root`` (``definitions.resolve_definition``): a definition that recomputes to the
 recorded ``check_definition_sha256`` is bundled with its referenced script, any other is
 listed under ``unavailable`` and left out.
 
@@ -35,6 +35,14 @@ from bundler.core.digests import json_digest
 from bundler.core.errors import InputError, StrictFailure
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbanana import run as eb
+from bundler.evalbanana.definitions import (
+    Definition,
+    DefinitionState,
+    ScriptState,
+    no_definition_found,
+    resolve_definition,
+)
+from bundler.evalbanana.results import check_run
 from bundler.evalbook.bagwriter import (
     DEFAULT_LEVEL,
     BagWriter,
@@ -146,21 +154,21 @@ class _Plan:
     run_sizes: dict[str, int]  # run-relative path -> its size when planned (for progress)
 
 
-def _listing(definition: eb.Definition) -> dict[str, Any] | None:
+def _listing(definition: Definition) -> dict[str, Any] | None:
     """The unavailable entry for a definition that is not bundled, or None."""
     state = definition.state
-    if state is eb.DefinitionState.MATCHES:
+    if state is DefinitionState.MATCHES:
         return None
-    if state is eb.DefinitionState.DIGEST_MISMATCH:
+    if state is DefinitionState.DIGEST_MISMATCH:
         reason, detail = UnavailableReason.DEFINITION_DIGEST_MISMATCH, definition.observed_digest
-    elif state is eb.DefinitionState.MISSING:
+    elif state is DefinitionState.MISSING:
         reason, detail = UnavailableReason.DEFINITION_MISSING, definition.detail
-    elif state is eb.DefinitionState.OUTSIDE_PROJECT:
+    elif state is DefinitionState.OUTSIDE_PROJECT:
         reason, detail = (
             UnavailableReason.DEFINITION_MISSING,
             f"outside the project: {definition.detail}",
         )
-    elif state is eb.DefinitionState.UNREADABLE:
+    elif state is DefinitionState.UNREADABLE:
         reason, detail = UnavailableReason.DEFINITION_MISSING, f"unreadable: {definition.detail}"
     else:
         assert_never(state)
@@ -195,7 +203,7 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
         raise InputError(f"{project_root}: project root is not a directory")
     run = eb.read_run(run_dir)
     run_sizes = _refuse_what_verify_rejects(run, run_dir)
-    findings = eb.check_run(run, run_dir)
+    findings = check_run(run, run_dir)
     if findings:
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
         raise InputError(
@@ -205,11 +213,11 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
     definitions: dict[str, bytes] = {}
     checks: list[dict[str, Any]] = []
     unavailable: list[dict[str, Any]] = []
-    resolved: list[eb.Definition] = []
+    resolved: list[Definition] = []
     with eb.Beneath(project_root) as project:
         for check in run.checks:
             _plan_check(run, check, project, files, definitions, checks, unavailable, resolved)
-    problem = eb.no_definition_found(run, resolved, project_root)
+    problem = no_definition_found(run, resolved, project_root)
     if problem is not None:
         raise InputError(problem + "; nothing written")
     unavailable.sort(key=lambda e: (e["kind"], e["ref"]))
@@ -224,7 +232,7 @@ def _plan_check(
     definitions: dict[str, bytes],
     checks: list[dict[str, Any]],
     unavailable: list[dict[str, Any]],
-    resolved: list[eb.Definition],
+    resolved: list[Definition],
 ) -> None:
     """One check's entry, and its definition bundled or listed."""
     stem = check.stem
@@ -240,9 +248,9 @@ def _plan_check(
         "definition": None,
         "script": None,
     }
-    definition = eb.resolve_definition(run, check, project)
+    definition = resolve_definition(run, check, project)
     resolved.append(definition)
-    if definition.state is eb.DefinitionState.MATCHES and definition.empty_inline_script:
+    if definition.state is DefinitionState.MATCHES and definition.empty_inline_script:
         raise InputError(
             f"{project.root / (definition.yaml_path or '')}: an empty inline script beside "
             f"script_path {definition.script_path}: eval-banana ran the empty script while "
@@ -257,7 +265,7 @@ def _plan_check(
         entry["definition"] = _keep_definition(
             definitions, definition.yaml_path, definition.yaml_bytes
         )
-        if definition.script_state is eb.ScriptState.PRESENT:
+        if definition.script_state is ScriptState.PRESENT:
             assert definition.script_path is not None and definition.script_bytes is not None
             entry["script"] = _keep_definition(
                 definitions, definition.script_path, definition.script_bytes
