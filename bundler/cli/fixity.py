@@ -1,0 +1,229 @@
+"""fixity: re-check an archive on a schedule and keep the ledger and record (SPEC 13)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from bundler.cli.app import cli
+from bundler.cli.common import (
+    _emit_json,
+    _endpoint_option,
+    _key_option,
+    _ProgressLine,
+    _quiet_option,
+    _say,
+)
+from bundler.core.errors import UsageError
+from bundler.core.textsafe import shown
+
+FIXITY_HELP = """Check that every bundle of an archive still holds its bytes and verifies.
+
+SOURCE is an archive prefix s3://bucket/prefix (every archive under
+<prefix>/reports/bundles/) or a local directory (every *.tar.zst below it, links not
+followed). Each check ends pass, fail (a claim failed, or the bytes, size or key differ
+from what was recorded: altered at rest), missing (a bundle the ledger knew is gone) or
+error (it could not be checked). The ledger keeps every bundle and every check; a run
+that is killed loses only the checks in flight. Exit 0 when every check passed, 1 when
+any failed or is missing, 5 when storage kept some from being checked, 3 when the run
+cannot start (unreadable ledger, bad source) or a bundle could not be read.
+"""
+
+
+@cli.command(
+    help=FIXITY_HELP,
+    examples=[
+        "evalbook-bundle fixity s3://archive/eval --ledger fixity.sqlite",
+        "evalbook-bundle fixity s3://archive/eval --older-than 90d --limit-bytes 500000000000",
+        "evalbook-bundle fixity s3://archive/eval --sample 3/13 --level object",
+        "evalbook-bundle fixity archive/ --record run.jsonl --key ~/.ssh/id_ed25519",
+        "evalbook-bundle fixity s3://archive/eval --upload-record --scheduler tcp://10.0.0.5:8786",
+        "evalbook-bundle fixity --json archive/ | jq '.counts'",
+    ],
+)
+@click.argument("source")
+@click.option(
+    "--level",
+    type=click.Choice(["object", "full"]),
+    default="full",
+    show_default=True,
+    help="object: re-hash and compare with the recorded SHA-256 and size; full: that and "
+    "the whole verification, in the same read.",
+)
+@click.option(
+    "--ledger",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default="evalbook-fixity.sqlite",
+    show_default=True,
+    help="SQLite ledger of bundles and checks (created when absent).",
+)
+@click.option(
+    "--older-than",
+    metavar="DURATION",
+    help="Only bundles whose last check at this level or above is older (12h, 30d, 2w); "
+    "never checked counts as oldest.",
+)
+@click.option(
+    "--sample",
+    metavar="K/N",
+    help="Only the bundles of group K of N (SHA-256 of the key, mod N): runs 0..N-1 "
+    "together check every bundle once.",
+)
+@click.option("--limit", type=click.IntRange(1), help="Check at most N bundles, oldest first.")
+@click.option(
+    "--limit-bytes",
+    type=click.IntRange(1),
+    help="Read at most about N bytes, oldest first (the oldest bundle always runs).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help="Local worker processes (default: the number of cores).",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    envvar="DASK_SCHEDULER_ADDRESS",
+    help="Run the checks on a Dask distributed cluster (tcp://host:8786; default "
+    "$DASK_SCHEDULER_ADDRESS); needs evalbook-bundle[cluster].",
+)
+@click.option(
+    "--allowed-signers",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="OpenSSH allowed_signers file: at level full, some signature of each bundle "
+    "(embedded, or stored beside it) must verify.",
+)
+@click.option(
+    "--record",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write the JSON Lines fixity record here (never over an existing file).",
+)
+@click.option(
+    "--upload-record",
+    is_flag=True,
+    help="Store the record under <prefix>/fixity/<run-id>.jsonl (s3:// SOURCE only; "
+    "never overwritten).",
+)
+@_key_option()
+@click.option("--json", "as_json", is_flag=True, help="The summary as one JSON object on stdout.")
+@_endpoint_option
+@_quiet_option
+def fixity(
+    source: str,
+    level: str,
+    ledger: Path,
+    older_than: str | None,
+    sample: str | None,
+    limit: int | None,
+    limit_bytes: int | None,
+    workers: int | None,
+    scheduler: str | None,
+    allowed_signers: Path | None,
+    record: Path | None,
+    upload_record: bool,
+    key_path: Path | None,
+    as_json: bool,
+    endpoint_url: str | None,
+    quiet: bool,
+) -> None:
+    from bundler.fixity import FixityConfig, Selection, parse_duration, parse_sample, run_fixity
+
+    if upload_record and not source.startswith("s3://"):
+        raise UsageError("--upload-record needs an s3://bucket/prefix SOURCE")
+    if key_path is not None and record is None and not upload_record:
+        raise UsageError("--key signs the record: give --record FILE or --upload-record")
+    if record is not None and os.path.lexists(record):
+        raise UsageError(f"--record: {record} already exists; a record is never overwritten")
+    selection = Selection(
+        sample=None if sample is None else parse_sample(sample),
+        older_than=None if older_than is None else parse_duration(older_than),
+        limit=limit,
+        limit_bytes=limit_bytes,
+    )
+    config = FixityConfig(
+        source=source,
+        level=level,
+        ledger=ledger,
+        selection=selection,
+        workers=workers or os.cpu_count() or 1,
+        scheduler=scheduler or None,
+        endpoint_url=endpoint_url,
+        allowed_signers=allowed_signers,
+        record=record,
+        upload_record=upload_record,
+    )
+    signer = None
+    if key_path is not None:
+        from bundler.fixity.record import SIGNATURE_NAMESPACE
+        from bundler.trust import sshsig
+
+        passphrase = os.environ.get(sshsig.PASSPHRASE_ENV)
+        key = sshsig.load_private_key(
+            key_path, passphrase=passphrase.encode() if passphrase else None
+        )
+        warning = sshsig.key_permissions_warning(key_path)
+        if warning:  # a security warning is shown even with --quiet
+            _say(f"warning: {shown(warning)}\n")
+
+        def signer(data: bytes) -> str:
+            return sshsig.sign(data, key, namespace=SIGNATURE_NAMESPACE)
+
+    line = _ProgressLine(not quiet, "fixity")
+
+    def on_progress(progress: object) -> None:
+        from bundler.fixity.run import Progress
+
+        assert isinstance(progress, Progress)
+        line.set_total(progress.total)
+        line.to(
+            progress.checked,
+            note=f"{progress.bytes_read / 1e6:.1f} MB read, {progress.not_passed} not passed",
+        )
+
+    try:
+        summary = run_fixity(config, on_progress=on_progress, signer=signer)
+    finally:
+        line.done()
+    if as_json:
+        _emit_json(summary.to_json())
+    else:
+        sys.stdout.write(_summary_text(summary))
+        sys.stdout.flush()
+    if not quiet and summary.record_url:
+        _say(f"Record stored at {shown(summary.record_url)}\n")
+    sys.exit(summary.exit_code)
+
+
+def _summary_text(summary: object) -> str:
+    from bundler.fixity.run import Summary
+
+    assert isinstance(summary, Summary)
+    counts = summary.counts
+    checked = sum(counts.values())
+    lines = [
+        f"Source:      {shown(summary.source)}",
+        f"Run:         {summary.run_id} (level {summary.level})",
+        f"Checked:     {checked} ({summary.listed} listed now): {counts['pass']} pass, "
+        f"{counts['fail']} fail, {counts['missing']} missing, {counts['error']} error",
+        f"Bytes read:  {summary.bytes_read}",
+        f"Wall time:   {summary.wall_seconds:.2f} s",
+        "Checked at this level within 30/90/365 days: "
+        + ", ".join(f"{summary.shares[k] * 100:.1f}%" for k in ("30d", "90d", "365d")),
+        f"Ledger:      {shown(summary.ledger)}",
+    ]
+    if summary.record is not None:
+        lines.append(f"Record:      {shown(summary.record)} ({summary.record_sha256})")
+    if summary.signature is not None:
+        lines.append(f"Signature:   {shown(summary.signature)}")
+    if summary.record_url is not None:
+        lines.append(f"Stored:      {shown(summary.record_url)}")
+    if summary.problems:
+        lines.append(f"Not passed:  {len(summary.problems)}")
+        lines += [
+            f"  - {p['outcome']}: {shown(p['key'])}: {shown(p['detail'])}" for p in summary.problems
+        ]
+    return "\n".join(lines) + "\n"

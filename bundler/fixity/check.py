@@ -1,0 +1,349 @@
+"""One fixity check, and ``check_batch``, the one task function every executor runs
+(SPEC section 13).
+
+``check_batch`` takes plain, picklable tasks and settings and returns plain results, so
+the same function runs in this process, in local worker processes and on Dask workers.
+It never writes anything: results go back to the ``fixity`` process, which alone writes
+the ledger. Bytes are read once: at level ``full`` the verifier of section 5 (or 10.2)
+reads the archive through a hashing reader, so re-hashing and verifying share one pass.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import os
+import stat
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, BinaryIO
+
+from bundler import storage
+from bundler.core.digests import PREFIX as DIGEST_PREFIX
+from bundler.core.errors import BundlerError, StorageError
+from bundler.core.textsafe import shown
+
+CHUNK = 1024 * 1024
+FIXITY_NAMESPACE = "evalbook-fixity-v1"
+
+
+def now_iso() -> str:
+    """The current UTC time, in the one fixed-width form the ledger compares as text."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One bundle to check, with what the ledger recorded for it (None: first seen)."""
+
+    key: str
+    size: int  # as listed now
+    recorded_size: int | None = None
+    recorded_sha256: str | None = None
+    recorded_bundle_digest: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every check of one run shares; plain data, so it travels to any worker."""
+
+    source: str  # a local directory, or s3://bucket/prefix
+    level: str  # "object" or "full"
+    endpoint_url: str | None = None
+    allowed_signers: str | None = None  # the allowed_signers file's text
+    allowed_signers_name: str = "allowed_signers"
+    max_bytes: int = 64 * 1024**3
+
+    @property
+    def is_s3(self) -> bool:
+        return self.source.startswith("s3://")
+
+    def location(self, key: str) -> str:
+        if self.is_s3:
+            return f"s3://{storage.parse_s3_url(self.source).bucket}/{key}"
+        return os.path.join(self.source, key)
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of one check: pass, fail, missing or error, with a one-line reason."""
+
+    key: str
+    outcome: str
+    detail: str
+    level: str
+    time: str
+    seconds: float
+    bytes_read: int = 0
+    size: int | None = None
+    sha256: str | None = None  # what the bytes hash to now
+    bundle_digest: str | None = None
+    report_id: str | None = None
+    storage_error: bool = False  # an error because storage refused (exit 5)
+
+
+def check_batch(tasks: list[Task], settings: Settings) -> list[Result]:
+    """Check each task; never raises for one bundle's trouble."""
+    return [check_one(task, settings) for task in tasks]
+
+
+def missing(task: Task, settings: Settings) -> Result:
+    """The result for a bundle the ledger knew that the source no longer lists."""
+    return Result(
+        task.key,
+        "missing",
+        f"{settings.location(task.key)}: gone: the ledger knew it "
+        f"({task.recorded_size} bytes, {task.recorded_sha256 or 'no SHA-256 recorded'})",
+        settings.level,
+        now_iso(),
+        0.0,
+    )
+
+
+class _Hashing(io.RawIOBase):
+    """A raw stream that hashes and counts what passes through it."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        super().__init__()
+        self._inner = inner
+        self.sha = hashlib.sha256()
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self._inner.read(len(view))
+        self.sha.update(data)
+        self.count += len(data)
+        view[: len(data)] = data
+        return len(data)
+
+    def drain(self) -> None:
+        while data := self._inner.read(CHUNK):
+            self.sha.update(data)
+            self.count += len(data)
+
+    @property
+    def sha256(self) -> str:
+        return DIGEST_PREFIX + self.sha.hexdigest()
+
+
+def check_one(task: Task, settings: Settings) -> Result:
+    """Check one bundle at ``settings.level``."""
+    started = time.monotonic()
+    when = now_iso()
+    base = Result(task.key, "error", "", settings.level, when, 0.0, size=task.size)
+    try:
+        if settings.is_s3:
+            result = _check_stored(task, settings, base)
+        else:
+            result = _check_local(task, settings, base)
+    except StorageError as exc:
+        result = replace(base, detail=exc.message, storage_error=True)
+    except BundlerError as exc:
+        result = replace(base, detail=exc.message)
+    except OSError as exc:
+        result = replace(base, detail=f"{settings.location(task.key)}: {exc.strerror or exc}")
+    return replace(result, seconds=round(time.monotonic() - started, 6))
+
+
+def _check_local(task: Task, settings: Settings, base: Result) -> Result:
+    path = settings.location(task.key)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return replace(base, outcome="missing", detail=f"{path}: gone since it was listed")
+        raise
+    with os.fdopen(fd, "rb") as raw:
+        info = os.fstat(raw.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return replace(base, detail=f"{path}: not a regular file")
+        hashing = _Hashing(raw)
+        verification = _verify(path, hashing, settings, _local_signatures(path, settings))
+        hashing.drain()
+    return _judge(task, settings, base, path, hashing.sha256, hashing.count, verification)
+
+
+def _check_stored(task: Task, settings: Settings, base: Result) -> Result:
+    url = settings.location(task.key)
+    config = storage.StorageConfig(endpoint_url=settings.endpoint_url)
+    try:
+        with storage.open_verified(storage.parse_s3_url(url), config=config) as stream:
+            if task.recorded_sha256 and stream.expected_sha256 != task.recorded_sha256:
+                return replace(
+                    base,
+                    outcome="fail",
+                    detail=f"{url}: altered at rest: the object's sha256 metadata records "
+                    f"{stream.expected_sha256}, the ledger recorded {task.recorded_sha256}",
+                    bytes_read=0,
+                )
+            signatures = (
+                [(s.url, s.text, s.problem) for s in storage.stored_signatures(url, config=config)]
+                if settings.allowed_signers is not None and settings.level == "full"
+                else []
+            )
+            hashing = _Hashing(stream)
+            try:
+                verification = _verify(url, hashing, settings, signatures)
+                hashing.drain()
+            except storage.AlteredAtRest as exc:
+                return replace(base, outcome="fail", detail=exc.message, bytes_read=hashing.count)
+    except StorageError as exc:
+        if "no sha256 metadata" in exc.message and task.recorded_sha256:
+            # The metadata cannot go without the object being rewritten: altered at rest.
+            return replace(
+                base,
+                outcome="fail",
+                detail=f"{url}: altered at rest: the object's sha256 metadata is gone; the "
+                f"ledger recorded {task.recorded_sha256}",
+            )
+        raise
+    result = _judge(task, settings, base, url, hashing.sha256, hashing.count, verification)
+    named = storage.key_names(task.key)
+    if (
+        result.outcome == "pass"
+        and verification is not None
+        and named is not None
+        and named != (verification.report_id, verification.bundle_digest)
+    ):
+        return replace(
+            result,
+            outcome="fail",
+            detail=f"{url}: altered at rest: the key names bundle {named[1]} of {named[0]}, "
+            f"but the archive holds bundle {verification.bundle_digest} of "
+            f"{verification.report_id}",
+        )
+    return result
+
+
+def _verify(
+    location: str,
+    raw: _Hashing,
+    settings: Settings,
+    signatures: list[tuple[str, str, str | None]],
+) -> Any:
+    """The verification of section 5 over ``raw`` at level full; None at level object."""
+    if settings.level != "full":
+        return None
+    from bundler.bundles.verify import read_and_verify
+    from bundler.core.claims import VerifyOptions
+
+    options = VerifyOptions(max_bytes=settings.max_bytes)
+    if settings.allowed_signers is not None:
+        options = replace(options, check_signature=_signature_check(settings, signatures))
+    stream = io.BufferedReader(raw, buffer_size=CHUNK)
+    result, _ = read_and_verify(location, options, stream=stream)
+    # What the buffer holds but the verifier left unread is counted by draining raw.
+    return result
+
+
+def _judge(
+    task: Task,
+    settings: Settings,
+    base: Result,
+    where: str,
+    sha256: str,
+    count: int,
+    verification: Any,
+) -> Result:
+    """The outcome from what was read: the bytes first, then the verdict."""
+    seen = replace(base, bytes_read=count, size=count, sha256=sha256)
+    if task.recorded_sha256 is not None and sha256 != task.recorded_sha256:
+        return replace(
+            seen,
+            outcome="fail",
+            detail=f"{where}: altered at rest: the bytes hash to {sha256}, the ledger "
+            f"recorded {task.recorded_sha256}",
+        )
+    if task.recorded_size is not None and count != task.recorded_size:
+        return replace(
+            seen,
+            outcome="fail",
+            detail=f"{where}: altered at rest: {count} bytes, the ledger recorded "
+            f"{task.recorded_size}",
+        )
+    if verification is None:
+        return replace(seen, outcome="pass", detail="the bytes match what was recorded")
+    found = replace(
+        seen, bundle_digest=verification.bundle_digest, report_id=verification.report_id
+    )
+    if verification.verdict.value == "error":
+        return replace(found, detail=shown(verification.error or "the archive cannot be read"))
+    if (
+        task.recorded_bundle_digest is not None
+        and verification.bundle_digest != task.recorded_bundle_digest
+    ):
+        return replace(
+            found,
+            outcome="fail",
+            detail=f"{where}: holds bundle {verification.bundle_digest}, the ledger recorded "
+            f"{task.recorded_bundle_digest}",
+        )
+    failures = verification.failures()
+    if failures:
+        first = failures[0]
+        reason = (
+            first.detail or f"{first.subject}: expected {first.expected}, observed {first.observed}"
+        )
+        more = f" (and {len(failures) - 1} more failed claims)" if len(failures) > 1 else ""
+        return replace(found, outcome="fail", detail=shown(f"{reason}{more}"))
+    counts = verification.counts()
+    return replace(
+        found,
+        outcome="pass",
+        detail=f"verified: {counts['proven']} proven, {counts['unprovable']} unprovable",
+    )
+
+
+def _local_signatures(path: str, settings: Settings) -> list[tuple[str, str, str | None]]:
+    """``ARCHIVE.sig`` beside a local archive, when signatures are checked."""
+    if settings.allowed_signers is None or settings.level != "full":
+        return []
+    from bundler.trust.proof import MAX_SIGNATURE_BYTES, read_bounded
+
+    sidecar = path + ".sig"
+    if not os.path.lexists(sidecar):
+        return []
+    try:
+        data = read_bounded(sidecar, limit=MAX_SIGNATURE_BYTES, what="signature")
+    except BundlerError as exc:
+        return [(sidecar, "", exc.message)]
+    return [(sidecar, data.decode("utf-8", "replace"), None)]
+
+
+def _signature_check(settings: Settings, signatures: list[tuple[str, str, str | None]]) -> Any:
+    """A ``VerifyOptions.check_signature``: passes when at least one signature (embedded
+    or beside the archive) verifies against the allowed signers (SPEC 6)."""
+    from bundler.trust import sshsig
+
+    allowed = sshsig.parse_allowed_signers(
+        settings.allowed_signers or "", source=settings.allowed_signers_name
+    )
+
+    def check(head: bytes, embedded: str | None) -> str:
+        found = list(signatures)
+        if embedded is not None:
+            found.insert(0, ("bundle-head.json.sig", embedded, None))
+        if not found:
+            raise sshsig.SignatureError("no signature: neither bundle-head.json.sig nor a sidecar")
+        problems = []
+        for source, text, problem in found:
+            if problem is not None:
+                problems.append(f"{source}: {problem}")
+                continue
+            try:
+                verified = sshsig.verify(head, text, allowed, identity=None, source=source)
+            except BundlerError as exc:
+                problems.append(exc.message)
+                continue
+            return f"{verified.principal}, key {verified.fingerprint}"
+        raise sshsig.SignatureError(
+            f"none of {len(found)} signature(s) verifies: " + "; ".join(problems)
+        )
+
+    return check

@@ -1,0 +1,454 @@
+"""Running a fixity pass (SPEC section 13): select, check in batches (in this process,
+local processes or a Dask cluster), write the ledger and the record, summarise.
+
+Work goes out in batches of about a second each, with at most a few batches per worker
+in flight; results come back here, and this process alone writes the ledger, one
+transaction per batch, so a run killed at any point loses at most the batches in flight.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import secrets
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bundler import storage
+from bundler.core.errors import StorageError, UsageError
+from bundler.core.version import TOOL_NAME, __version__
+from bundler.fixity.check import Result, Settings, Task, check_batch, missing, now_iso
+from bundler.fixity.ledger import Event, Ledger
+from bundler.fixity.record import CHECK_SCHEMA, FOOTER_SCHEMA, RUN_SCHEMA, RecordWriter
+from bundler.fixity.select import Candidate, Selection, list_source, select
+
+SUMMARY_SCHEMA = "evalbook.fixity_summary.v1"
+OUTCOMES = ("pass", "fail", "missing", "error")
+TARGET_BATCH_SECONDS = 1.0
+MAX_BATCH = 256
+IN_FLIGHT_PER_WORKER = 2
+SHARE_WINDOWS = (("30d", 30), ("90d", 90), ("365d", 365))
+
+
+@dataclass(frozen=True)
+class FixityConfig:
+    """One run of ``fixity``, as the command line gives it."""
+
+    source: str
+    level: str = "full"
+    ledger: Path = Path("evalbook-fixity.sqlite")
+    selection: Selection = field(default_factory=Selection)
+    workers: int = 1
+    scheduler: str | None = None
+    endpoint_url: str | None = None
+    allowed_signers: Path | None = None
+    record: Path | None = None
+    upload_record: bool = False
+
+
+@dataclass
+class Progress:
+    """What the progress line shows: checked of total, bytes, failures so far."""
+
+    total: int = 0
+    checked: int = 0
+    bytes_read: int = 0
+    not_passed: int = 0
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The result of a run, as stdout shows it (``to_json`` for --json)."""
+
+    run_id: str
+    source: str
+    level: str
+    selection: dict[str, object]
+    started: str
+    finished: str
+    wall_seconds: float
+    listed: int
+    counts: dict[str, int]
+    bytes_read: int
+    problems: list[dict[str, str]]
+    shares: dict[str, float]
+    ledger: str
+    record: str | None
+    record_sha256: str | None
+    record_url: str | None
+    signature: str | None
+    storage_errors: int
+
+    @property
+    def exit_code(self) -> int:
+        """0 every check passed; 1 any failed or is missing; 5 storage kept some from
+        being checked; 3 some could not be read for another reason."""
+        if self.counts["fail"] or self.counts["missing"]:
+            return 1
+        if self.storage_errors:
+            return 5
+        return 3 if self.counts["error"] else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SUMMARY_SCHEMA,
+            "tool": {"name": TOOL_NAME, "version": __version__},
+            **{k: v for k, v in asdict(self).items() if k != "storage_errors"},
+            "checked": sum(self.counts.values()),
+        }
+
+
+def normalise_source(source: str) -> str:
+    """The source as the ledger keys it: an absolute local path, or the s3:// prefix
+    without a trailing slash. UsageError for an s3:// URL that is no prefix."""
+    if source.startswith("s3://"):
+        loc = storage.parse_s3_url(source)
+        return f"s3://{loc.bucket}/{loc.key.strip('/')}".rstrip("/")
+    return os.path.abspath(source)
+
+
+def run_fixity(
+    config: FixityConfig,
+    *,
+    on_progress: Callable[[Progress], None] | None = None,
+    signer: Callable[[bytes], str] | None = None,
+) -> Summary:
+    """Check the bundles ``config`` selects; the ledger and the record hold every
+    finished check. Raises InputError (exit 3) when the run cannot start (unreadable
+    ledger or bad source), StorageError (exit 5) when the source cannot be listed."""
+    source = normalise_source(config.source)
+    settings = Settings(
+        source=source,
+        level=config.level,
+        endpoint_url=config.endpoint_url,
+        allowed_signers=_read_text(config.allowed_signers),
+        allowed_signers_name=str(config.allowed_signers or "allowed_signers"),
+    )
+    ledger = Ledger(config.ledger, tool_version=__version__)
+    started_clock = time.monotonic()
+    started = now_iso()
+    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(4)
+    record = RecordWriter(config.record) if config.record or config.upload_record else None
+    try:
+        listed = list(list_source(source, config.endpoint_url))
+        chosen = select(
+            listed, ledger.known(source), config.selection, config.level, datetime.now(UTC)
+        )
+        selection = config.selection.describe()
+        ledger.start_run(run_id, source, config.level, orjson.dumps(selection).decode(), started)
+        if record is not None:
+            record.write(
+                {
+                    "schema": RUN_SCHEMA,
+                    "run_id": run_id,
+                    "tool": {"name": TOOL_NAME, "version": __version__},
+                    "source": source,
+                    "level": config.level,
+                    "selection": selection,
+                    "started": started,
+                    "selected": len(chosen),
+                }
+            )
+        progress = Progress(total=len(chosen))
+        counts = dict.fromkeys(OUTCOMES, 0)
+        problems: list[dict[str, str]] = []
+        storage_errors = 0
+
+        def take(results: list[Result]) -> None:
+            nonlocal storage_errors
+            ledger.record(source, run_id, [_event(r) for r in results])
+            for r in results:
+                counts[r.outcome] += 1
+                progress.checked += 1
+                progress.bytes_read += r.bytes_read
+                storage_errors += r.storage_error
+                if r.outcome != "pass":
+                    progress.not_passed += 1
+                    problems.append({"key": r.key, "outcome": r.outcome, "detail": r.detail})
+                if record is not None:
+                    record.write(_check_line(r))
+            if on_progress is not None:
+                on_progress(progress)
+
+        gone = [c for c in chosen if c.gone]
+        if gone:
+            take([missing(_task(c), settings) for c in gone])
+        present = [c for c in chosen if not c.gone]
+        if present:
+            execute(present, settings, config, take)
+        finished = now_iso()
+        now = datetime.now(UTC)
+        shares = ledger.shares(
+            source,
+            config.level,
+            [(name, _iso(now - timedelta(days=days))) for name, days in SHARE_WINDOWS],
+        )
+        bytes_read = progress.bytes_read
+        record_bytes: bytes | None = None
+        record_sha = None
+        if record is not None:
+            record_sha = record.sha256
+            record.write(
+                {
+                    "schema": FOOTER_SCHEMA,
+                    "run_id": run_id,
+                    "counts": counts,
+                    "bytes_read": bytes_read,
+                    "finished": finished,
+                    "preceding_sha256": record_sha,
+                }
+            )
+            record_bytes = record.finish()
+        ledger.finish_run(run_id, finished, orjson.dumps(counts).decode())
+    except BaseException:
+        if record is not None:
+            record.abandon()
+        raise
+    finally:
+        ledger.close()
+    signature_path = None
+    record_url = None
+    if record is not None and (signer is not None or config.upload_record):
+        data = record_bytes if record_bytes is not None else Path(str(config.record)).read_bytes()
+        signature = signer(data) if signer is not None else None
+        if signature is not None and config.record is not None:
+            from bundler.fixity.record import write_signature
+
+            signature_path = str(write_signature(config.record, signature))
+        if config.upload_record:
+            record_url = upload_record(source, run_id, data, signature, config.endpoint_url)
+    return Summary(
+        run_id=run_id,
+        source=source,
+        level=config.level,
+        selection=selection,
+        started=started,
+        finished=finished,
+        wall_seconds=round(time.monotonic() - started_clock, 3),
+        listed=len(listed),
+        counts=counts,
+        bytes_read=bytes_read,
+        problems=problems,
+        shares=shares,
+        ledger=str(config.ledger),
+        record=None if config.record is None else str(config.record),
+        record_sha256=record_sha,
+        record_url=record_url,
+        signature=signature_path,
+        storage_errors=storage_errors,
+    )
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _read_text(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    from bundler.trust import sshsig
+
+    sshsig.load_allowed_signers(path)  # a malformed file is refused before any work
+    return path.read_text(encoding="utf-8")
+
+
+def _task(c: Candidate) -> Task:
+    k = c.known
+    return Task(
+        key=c.key,
+        size=c.size,
+        recorded_size=None if k is None else k.size,
+        recorded_sha256=None if k is None else k.sha256,
+        recorded_bundle_digest=None if k is None else k.bundle_digest,
+    )
+
+
+def _event(r: Result) -> Event:
+    return Event(
+        key=r.key,
+        time=r.time,
+        level=r.level,
+        outcome=r.outcome,
+        detail=r.detail,
+        size=r.size,
+        sha256=r.sha256,
+        bundle_digest=r.bundle_digest,
+        report_id=r.report_id,
+    )
+
+
+def _check_line(r: Result) -> dict[str, Any]:
+    return {
+        "schema": CHECK_SCHEMA,
+        "key": r.key,
+        "time": r.time,
+        "level": r.level,
+        "outcome": r.outcome,
+        "detail": r.detail,
+        "size": r.size,
+        "bytes_read": r.bytes_read,
+        "sha256": r.sha256,
+        "bundle_digest": r.bundle_digest,
+        "report_id": r.report_id,
+        "seconds": r.seconds,
+    }
+
+
+# ---------------------------------------------------------------------------- execution
+
+
+class _Batches:
+    """Cuts the work into batches of about ``TARGET_BATCH_SECONDS`` each, from the
+    throughput measured so far (bytes per second and seconds per bundle)."""
+
+    def __init__(self, candidates: list[Candidate]) -> None:
+        self._queue = [_task(c) for c in candidates]
+        self._queue.reverse()
+        self._seconds = 0.0
+        self._bytes = 0
+        self._count = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._queue)
+
+    def learn(self, results: list[Result]) -> None:
+        for r in results:
+            self._seconds += r.seconds
+            self._bytes += r.bytes_read
+            self._count += 1
+
+    def next(self) -> list[Task]:
+        batch: list[Task] = []
+        estimate = 0.0
+        per_item = self._seconds / self._count if self._count else None
+        per_byte = self._seconds / self._bytes if self._bytes else None
+        while self._queue and len(batch) < MAX_BATCH:
+            if per_item is None and batch:
+                break  # nothing measured yet: one bundle per batch to learn the rate
+            task = self._queue[-1]
+            cost = (per_byte * task.size) if per_byte else (per_item or 0.0)
+            if batch and estimate + cost > TARGET_BATCH_SECONDS:
+                break
+            batch.append(self._queue.pop())
+            estimate += cost
+        return batch
+
+
+def execute(
+    candidates: list[Candidate],
+    settings: Settings,
+    config: FixityConfig,
+    take: Callable[[list[Result]], None],
+) -> None:
+    """Run ``check_batch`` over every candidate; ``take`` receives each batch's results
+    in this process, as they arrive."""
+    batches = _Batches(candidates)
+    if config.scheduler is not None:
+        _execute_dask(batches, settings, config.scheduler, take)
+    elif config.workers <= 1:
+        while batches:
+            results = check_batch(batches.next(), settings)
+            batches.learn(results)
+            take(results)
+    else:
+        _execute_local(batches, settings, config.workers, take)
+
+
+def _execute_local(
+    batches: _Batches, settings: Settings, workers: int, take: Callable[[list[Result]], None]
+) -> None:
+    # spawn: the workers open their own storage connections, never a forked copy of ours.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        pending: set[Future[list[Result]]] = set()
+        try:
+            while batches or pending:
+                while batches and len(pending) < workers * IN_FLIGHT_PER_WORKER:
+                    pending.add(pool.submit(check_batch, batches.next(), settings))
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    results = future.result()
+                    batches.learn(results)
+                    take(results)
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+
+
+def _execute_dask(
+    batches: _Batches, settings: Settings, address: str, take: Callable[[list[Result]], None]
+) -> None:
+    try:
+        # Optional (the cluster extra), and untyped: imported only for --scheduler.
+        distributed: Any = importlib.import_module("distributed")
+    except ImportError as exc:
+        raise UsageError(
+            "--scheduler needs the Dask distributed client: pip install 'evalbook-bundle[cluster]'"
+        ) from exc
+    try:
+        client = distributed.Client(address, timeout=15, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise StorageError(
+            f"--scheduler {address}: cannot reach the Dask scheduler ({exc})"
+        ) from exc
+    try:
+        workers = max(1, len(client.scheduler_info().get("workers", {})))
+        settings_future = client.scatter(settings, broadcast=True)
+        pending = distributed.as_completed()
+        in_flight = 0
+        # The scheduler re-runs the batch of a worker that died on another worker.
+        while batches or in_flight:
+            while batches and in_flight < workers * IN_FLIGHT_PER_WORKER:
+                pending.add(client.submit(check_batch, batches.next(), settings_future, pure=False))
+                in_flight += 1
+            future = next(pending)
+            in_flight -= 1
+            results = future.result()
+            batches.learn(results)
+            take(results)
+    finally:
+        client.close()
+
+
+def upload_record(
+    source: str, run_id: str, data: bytes, signature: str | None, endpoint_url: str | None
+) -> str:
+    """Store the record under ``<prefix>/fixity/<run-id>.jsonl`` (and its signature
+    beside it as ``.sig``), never over an existing object. Returns the record's URL."""
+    import base64
+    import hashlib
+
+    if not source.startswith("s3://"):
+        raise UsageError("--upload-record needs an s3://bucket/prefix SOURCE")
+    loc = storage.parse_s3_url(source)
+    prefix = loc.key.strip("/")
+    key = f"{prefix}/fixity/{run_id}.jsonl" if prefix else f"fixity/{run_id}.jsonl"
+    client = storage.make_client(storage.StorageConfig(endpoint_url=endpoint_url))
+    objects = [(key, data)]
+    if signature is not None:
+        objects.append((key + ".sig", signature.encode("ascii")))
+    for name, body in objects:
+        digest = hashlib.sha256(body).digest()
+        url = f"s3://{loc.bucket}/{name}"
+        try:
+            client.put_object(
+                Bucket=loc.bucket,
+                Key=name,
+                Body=body,
+                ContentType="application/x-ndjson",
+                ChecksumAlgorithm="SHA256",
+                ChecksumSHA256=base64.b64encode(digest).decode("ascii"),
+                IfNoneMatch="*",
+                Metadata={"sha256": "sha256:" + digest.hex()},
+            )
+        except Exception as exc:
+            raise StorageError(f"{url}: storing the fixity record failed: {exc}") from exc
+    return f"s3://{loc.bucket}/{key}"

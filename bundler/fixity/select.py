@@ -1,0 +1,157 @@
+"""Which bundles a fixity run checks (SPEC section 13): listing the source, the stable
+sample groups, ``--older-than``, and the caps, oldest checked first."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bundler import storage
+from bundler.core.errors import InputError, UsageError
+from bundler.fixity.ledger import KnownBundle
+
+ARCHIVE_SUFFIX = ".tar.zst"
+_DURATION_RE = re.compile(r"\A([1-9][0-9]{0,8})([smhdw])\Z")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SAMPLE_RE = re.compile(r"\A(0|[1-9][0-9]{0,8})/([1-9][0-9]{0,8})\Z")
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A bundle the source holds now."""
+
+    key: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The options that narrow a run, as the record and the ledger name them."""
+
+    sample: tuple[int, int] | None = None  # (K, N)
+    older_than: timedelta | None = None
+    limit: int | None = None
+    limit_bytes: int | None = None
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "sample": None if self.sample is None else f"{self.sample[0]}/{self.sample[1]}",
+            "older_than_seconds": None
+            if self.older_than is None
+            else int(self.older_than.total_seconds()),
+            "limit": self.limit,
+            "limit_bytes": self.limit_bytes,
+        }
+
+
+def parse_duration(text: str, *, option: str = "--older-than") -> timedelta:
+    """``12h``, ``30d``, ``2w`` (also ``s`` and ``m``); UsageError otherwise."""
+    match = _DURATION_RE.match(text)
+    if match is None:
+        raise UsageError(f"{option}: {text!r} is not a duration such as 12h, 30d or 2w")
+    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+
+
+def parse_sample(text: str) -> tuple[int, int]:
+    """``K/N`` with 0 <= K < N; UsageError otherwise."""
+    match = _SAMPLE_RE.match(text)
+    if match is None or int(match.group(1)) >= int(match.group(2)):
+        raise UsageError(f"--sample: {text!r} is not K/N with 0 <= K < N (e.g. 0/7)")
+    return int(match.group(1)), int(match.group(2))
+
+
+def group_of(key: str, n: int) -> int:
+    """The sample group of a key: the first 8 bytes of SHA-256(key), big-endian, mod n.
+
+    Depends on the key alone, so a bundle stays in its group and runs K = 0..n-1
+    together check every bundle exactly once.
+    """
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % n
+
+
+def list_source(source: str, endpoint_url: str | None) -> Iterator[Listed]:
+    """The bundles under ``source`` now: ``*.tar.zst`` below a local directory (links not
+    followed) or under ``<prefix>/reports/bundles/``. InputError for a bad source."""
+    if source.startswith("s3://"):
+        loc = storage.parse_s3_url(source)
+        storage.check_archive_prefix(loc)
+        config = storage.StorageConfig(endpoint_url=endpoint_url)
+        for listed in storage.list_bundles(loc, config=config):
+            yield Listed(listed.key, listed.size)
+        return
+    try:
+        info = os.stat(source, follow_symlinks=False)
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read the source directory ({exc.strerror})") from exc
+    if not stat.S_ISDIR(info.st_mode):
+        raise InputError(f"{source}: not a directory or an s3://bucket/prefix archive prefix")
+    yield from _walk(source, "")
+
+
+def _walk(root: str, relative: str) -> Iterator[Listed]:
+    where = os.path.join(root, relative) if relative else root
+    try:
+        entries = sorted(os.scandir(where), key=lambda e: e.name)
+    except OSError as exc:
+        raise InputError(f"{where}: cannot list ({exc.strerror})") from exc
+    for entry in entries:
+        name = f"{relative}/{entry.name}" if relative else entry.name
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(root, name)
+        elif entry.is_file(follow_symlinks=False) and entry.name.endswith(ARCHIVE_SUFFIX):
+            yield Listed(name, entry.stat(follow_symlinks=False).st_size)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A bundle the run may check: listed now, or known to the ledger and gone."""
+
+    key: str
+    size: int
+    known: KnownBundle | None
+    gone: bool
+
+
+def select(
+    listed: list[Listed],
+    known: dict[str, KnownBundle],
+    selection: Selection,
+    level: str,
+    now: datetime,
+) -> list[Candidate]:
+    """The bundles to check, oldest checked first (never checked first of all)."""
+    present = {item.key for item in listed}
+    candidates = [Candidate(item.key, item.size, known.get(item.key), False) for item in listed]
+    candidates += [
+        Candidate(key, row.size, row, True)
+        for key, row in sorted(known.items())
+        if key not in present
+    ]
+    if selection.sample is not None:
+        k, n = selection.sample
+        candidates = [c for c in candidates if group_of(c.key, n) == k]
+    if selection.older_than is not None:
+        cutoff = (now - selection.older_than).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        candidates = [
+            c for c in candidates if c.known is None or (c.known.last_at(level) or "") < cutoff
+        ]
+    candidates.sort(key=lambda c: ((c.known.last_at(level) or "") if c.known else "", c.key))
+    if selection.limit is not None:
+        candidates = candidates[: selection.limit]
+    if selection.limit_bytes is not None:
+        capped: list[Candidate] = []
+        total = 0
+        for c in candidates:
+            cost = 0 if c.gone else c.size
+            # The oldest always runs, so a bundle bigger than the cap is not stuck forever.
+            if capped and total + cost > selection.limit_bytes:
+                break
+            capped.append(c)
+            total += cost
+        candidates = capped
+    return candidates
