@@ -28,7 +28,9 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from statsmodels.stats.proportion import proportion_confint
 
 from bundler.bundles.audit import audit_bundle
+from bundler.bundles.verify import read_and_verify
 from bundler.core import canonical
+from bundler.core.claims import Verdict, Verification, VerifyOptions
 from bundler.core.digests import json_digest
 from bundler.core.textsafe import shown_md
 from bundler.evalbook.audit import Audit, AuditVerdict, Field, Outcome
@@ -37,7 +39,6 @@ from bundler.evalbook.derive import derive_check, derive_report
 from bundler.evalbook.export import ExportConfig, export_bundle
 from bundler.evalbook.stats import bootstrap_interval
 from bundler.evalbook.verdicts import DerivedCheck, Interval, NotRederivable
-from bundler.evalbook.verify import Verdict, Verification, VerifyOptions, read_and_verify
 from bundler.report.audit import audit_markdown, audit_text
 from bundler.testing import fixtures_audit
 from bundler.testing.fixturegen import CaseSpec, CheckSpec, StoreBuilder, build_large_store
@@ -252,7 +253,7 @@ def test_clean_report_derived_values_match_independent_computation(
 def test_an_extracted_bag_directory_audits_like_the_archive(
     bundles: dict[str, Path], tmp_path: Path, clean_audits: dict[str, Audit]
 ) -> None:
-    from bundler.evalbook.verify import extract_bundle
+    from bundler.bundles.extract import extract_bundle
 
     target = tmp_path / "bag"
     assert extract_bundle(str(bundles["rpt-clean/alice"]), target, OPTIONS).exit_code == 0

@@ -38,7 +38,9 @@ import repack
 from conftest import EXPORTED_AT
 
 from bundler.bundles.audit import audit_bundle
+from bundler.bundles.verify import read_and_verify
 from bundler.core import canonical
+from bundler.core.claims import Verdict, Verification, VerifyOptions
 from bundler.core.digests import json_digest
 from bundler.evalbook.audit import (
     Audit,
@@ -60,7 +62,6 @@ from bundler.evalbook.export import MAX_CASES as EXPORT_MAX_CASES
 from bundler.evalbook.export import ExportConfig, export_bundle
 from bundler.evalbook.stats import MAX_LEVEL, MAX_RESAMPLES, bootstrap_interval, wilson_interval
 from bundler.evalbook.verdicts import Problem, ProblemCode
-from bundler.evalbook.verify import Verdict, Verification, VerifyOptions, read_and_verify
 from bundler.report.audit import audit_markdown, audit_text
 from bundler.testing.fixturegen import build_large_store
 from bundler.testing.fixtures_audit import build_audit_store

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import CLI
 
-from bundler.evalbook.verify import State, VerifyOptions, verify_bundle
+from bundler.bundles.verify import verify_bundle
+from bundler.core.claims import State, VerifyOptions
 
 
 @pytest.fixture

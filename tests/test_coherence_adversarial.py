@@ -29,9 +29,10 @@ from typing import Any
 import pytest
 import repack
 
+from bundler.bundles.verify import verify_bundle
 from bundler.core import canonical
+from bundler.core.claims import State, Verdict, Verification, VerifyOptions
 from bundler.core.digests import json_digest
-from bundler.evalbook.verify import State, Verdict, Verification, VerifyOptions, verify_bundle
 
 CLI = [sys.executable, "-m", "bundler"]
 INLINE_MAX = 262_144

@@ -47,9 +47,11 @@ from test_export_eb import (
 )
 
 from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES
+from bundler.bundles.verify import verify_bundle
+from bundler.core.claims import Verdict, VerifyOptions
 from bundler.core.errors import InputError
 from bundler.evalbanana import run as eb
-from bundler.evalbook.verify import Verdict, VerifyOptions, verify_bundle
+from bundler.evalbanana.results import recompute_totals
 from bundler.report.render import export_eb_text as export_text
 
 LONG = "long-output-with-a-very-long-check-identifier-over-forty"
@@ -203,7 +205,7 @@ def test_script_named_by_bundle_json_for_an_inline_check_fails(bag: Path) -> Non
 
 def test_prove_reads_result_files_by_the_stem_rule(bag: Path) -> None:
     from bundler.archive.bag_reader import open_members, read_bag
-    from bundler.evalbanana.verify import case_leaves
+    from bundler.bundles.proof import case_leaves
 
     contents = read_bag(open_members(str(bag)), source=str(bag))
     bundle = json.loads(contents.kept["data/bundle.json"])
@@ -476,7 +478,7 @@ def _many_checks(run: Path, count: int, *, files: bool = True) -> None:
                 json.dumps(check), encoding="utf-8"
             )
     report["checks"] = checks
-    totals = eb.recompute_totals([eb.CheckStatus.ERROR] * count, report["pass_threshold"])
+    totals = recompute_totals([eb.CheckStatus.ERROR] * count, report["pass_threshold"])
     report.update(
         total_checks=totals.total_checks,
         passed_checks=totals.passed_checks,

@@ -37,18 +37,14 @@ from test_export_eb import (
 )
 
 from bundler.archive.bag_reader import open_members, read_bag
+from bundler.bundles.inspect import inspect_facts
+from bundler.bundles.proof import case_leaves
+from bundler.bundles.verify import verify_bundle
 from bundler.core import schemas
+from bundler.core.claims import Claim, State, Verdict, Verification, VerifyOptions
 from bundler.core.errors import UsageError
 from bundler.evalbanana import run as eb
-from bundler.evalbanana.verify import case_leaves, inspect_facts, verify_run_dir
-from bundler.evalbook.verify import (
-    Claim,
-    State,
-    Verdict,
-    Verification,
-    VerifyOptions,
-    verify_bundle,
-)
+from bundler.evalbanana.verify import verify_run_dir
 
 LONG = "long-output-with-a-very-long-check-identifier-over-forty"
 

@@ -30,7 +30,8 @@ import rfc8785
 import zstandard
 from conftest import CLI, EXPORTED_AT, SCENARIOS, run_cli
 
-from bundler.evalbook.verify import VerifyOptions, verify_bundle
+from bundler.bundles.verify import verify_bundle
+from bundler.core.claims import VerifyOptions
 from bundler.testing.fixturegen import build_large_store
 
 EXPORTED_AT_TEXT = "2026-11-30T00:00:00Z"

@@ -26,10 +26,11 @@ import pytest
 import zstandard
 from conftest import run_cli
 
+from bundler.bundles.verify import verify_bundle
+from bundler.core.claims import State, Verdict, VerifyOptions
 from bundler.core.errors import InputError, OutputError, StrictFailure
 from bundler.evalbanana import run as eb
 from bundler.evalbanana.export import EbExportConfig, EbExportResult, export_eb_bundle
-from bundler.evalbook.verify import State, Verdict, VerifyOptions, verify_bundle
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "eval-banana"
 PROJECT = FIXTURES / "project"

@@ -32,11 +32,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from bundler.bundles.verify import verify_bundle
 from bundler.core import canonical
+from bundler.core.claims import Verdict, VerifyOptions
 from bundler.core.digests import SCORER_TAG, framed_digest, json_digest
 from bundler.core.errors import BundlerError
 from bundler.evalbook.export import ExportConfig, export_bundle
-from bundler.evalbook.verify import Verdict, VerifyOptions, verify_bundle
 from bundler.testing.fixturegen import CaseSpec, CheckSpec, StoreBuilder
 
 INLINE_MAX = 262_144

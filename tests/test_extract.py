@@ -17,8 +17,9 @@ import pytest
 import repack
 from conftest import run_cli
 
+from bundler.bundles.extract import extract_bundle
+from bundler.core.claims import Verdict, VerifyOptions
 from bundler.core.errors import OutputError
-from bundler.evalbook.verify import Verdict, VerifyOptions, extract_bundle
 
 KEY = "rpt-every-reason/alice"
 

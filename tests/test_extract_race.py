@@ -26,11 +26,12 @@ from typing import Any, BinaryIO
 import pytest
 import repack
 
-import bundler.evalbook.verify as verify_module
+import bundler.bundles.extract as verify_module
 from bundler.archive.bag_reader import Extractor
+from bundler.bundles.extract import extract_bundle
+from bundler.core.claims import Verdict, VerifyOptions
 from bundler.core.errors import OutputError
 from bundler.evalbook.export import ExportConfig, export_bundle
-from bundler.evalbook.verify import Verdict, VerifyOptions, extract_bundle
 from bundler.testing.fixturegen import build_large_store
 
 CLEAN = "rpt-clean/alice"

@@ -245,8 +245,12 @@ def _first_case_id(eb: repack.EditableBag) -> str:
 def run_library_commands(archive: Path, case_id: str, work: Path) -> dict[str, str]:
     """verify, inspect, extract, prove, audit on ``archive``; each one's outcome."""
     from bundler.bundles.audit import audit_bundle
-    from bundler.evalbook.verify import VerifyOptions, extract_bundle, inspect_bundle, verify_bundle
-    from bundler.trust.proof import check_proof, proof_file_bytes, prove_case
+    from bundler.bundles.extract import extract_bundle
+    from bundler.bundles.inspect import inspect_bundle
+    from bundler.bundles.proof import prove_case
+    from bundler.bundles.verify import verify_bundle
+    from bundler.core.claims import VerifyOptions
+    from bundler.trust.proof import check_proof, proof_file_bytes
 
     options = VerifyOptions()
     outcomes: dict[str, str] = {}
@@ -285,7 +289,7 @@ def bases(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def clean_proof(bundles: dict[str, Path]) -> dict[str, Any]:
-    from bundler.trust.proof import prove_case
+    from bundler.bundles.proof import prove_case
 
     return prove_case(str(bundles["rpt-evidence-manifest/alice"]), "accuracy-00000")
 

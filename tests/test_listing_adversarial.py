@@ -29,9 +29,10 @@ from typing import Any
 import pytest
 import repack
 
+from bundler.bundles.verify import verify_bundle
 from bundler.core import canonical
+from bundler.core.claims import State, Verdict, Verification, VerifyOptions
 from bundler.core.errors import BundlerError
-from bundler.evalbook.verify import State, Verdict, Verification, VerifyOptions, verify_bundle
 
 UNAVAILABLE = (
     "payload_at_sso",
@@ -835,7 +836,7 @@ def first_case_id(path: Path) -> str:
 def test_non_ascii_version_digits_crash_nothing_in_process(
     bundles: dict[str, Path], tmp_path: Path, key: str, kind: str, ref: str, name: str
 ) -> None:
-    from bundler.trust.proof import prove_case
+    from bundler.bundles.proof import prove_case
 
     path = respelled_bundle(bundles, tmp_path, key, kind, ref, name)
     assert_fails(run_verify(path))

@@ -172,7 +172,8 @@ def hostile_bundles(base_bundle: Path, tmp_path_factory: pytest.TempPathFactory)
 
 
 def _verify_in_process(path: Path) -> Any:
-    from bundler.evalbook.verify import VerifyOptions, verify_bundle
+    from bundler.bundles.verify import verify_bundle
+    from bundler.core.claims import VerifyOptions
 
     return verify_bundle(str(path), VerifyOptions())
 

@@ -27,12 +27,13 @@ from typing import Any
 import pytest
 from conftest import SCENARIOS, run_cli
 
+from bundler.bundles.proof import prove_case
 from bundler.core import canonical
 from bundler.evalbook.export import ExportConfig, export_bundle
 from bundler.testing.fixturegen import build_large_store
 from bundler.trust import sshsig
 from bundler.trust.merkle import TreeBuilder
-from bundler.trust.proof import NotProven, check_proof, prove_case
+from bundler.trust.proof import NotProven, check_proof
 
 SSH_KEYGEN = "/usr/bin/ssh-keygen"
 EXPORTED_AT = datetime(2026, 11, 30, tzinfo=UTC)

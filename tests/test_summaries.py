@@ -24,20 +24,13 @@ import pytest
 from conftest import REPO, run_cli
 
 import bundler
+from bundler.bundles.verify import read_and_verify
 from bundler.core import schemas
+from bundler.core.claims import GROUPS, Claim, State, Verdict, Verification, VerifyOptions
 from bundler.core.textsafe import shown_md
 from bundler.evalbanana.export import UnavailableReason
 from bundler.evalbook.export import Reason
 from bundler.evalbook.listing import REASON_EXPLANATIONS, REASONS
-from bundler.evalbook.verify import (
-    GROUPS,
-    Claim,
-    State,
-    Verdict,
-    Verification,
-    VerifyOptions,
-    read_and_verify,
-)
 from bundler.report.render import verification_markdown, verification_text
 
 STORE = REPO / "fixtures" / "stores" / "main"

@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bundler.archive.tarwriter import BLOCK
+from bundler.bundles.verify import verify_bundle
 from bundler.core import canonical
-from bundler.evalbook.verify import State, Verdict, Verification, VerifyOptions, verify_bundle
+from bundler.core.claims import State, Verdict, Verification, VerifyOptions
 
 PROPERTY_BUNDLE = "rpt-clean/alice"
 SWEEP_BUNDLE = "rpt-retention/bob"

@@ -28,10 +28,11 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from pytest_socket import SocketBlockedError, disable_socket, enable_socket
 
 from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES
+from bundler.bundles.verify import verify_bundle
 from bundler.core import schemas
+from bundler.core.claims import State, Verdict, VerifyOptions
 from bundler.core.errors import SchemaError
 from bundler.evalbook.listing import REASON_EXPLANATIONS
-from bundler.evalbook.verify import State, Verdict, VerifyOptions, verify_bundle
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "schemas" / "verification.schema.json").read_text("utf-8"))

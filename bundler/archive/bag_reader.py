@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from bundler.archive.reader import DEFAULT_MAX_BYTES, MAX_CASES, ArchiveTap, Member, iter_archive
+from bundler.archive.reader import MAX_CASES, ArchiveTap, Member, iter_archive
 from bundler.archive.safe_extract import SafeExtractor
 from bundler.core import canonical
 from bundler.core.errors import ArchiveError, InputError
+from bundler.core.limits import DEFAULT_MAX_BYTES
 
 # Reader caps (docs/format.md, "Reader caps"). Each derives from the contract's limits
 # and is one the exporter checks before it writes (``document_problem``), so no bundle

@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 import orjson
 
-from bundler.archive.reader import DEFAULT_MAX_BYTES
 from bundler.cli.app import cli
 from bundler.cli.common import (
     _bytes_progress,
@@ -27,6 +26,7 @@ from bundler.cli.signatures import (
 )
 from bundler.cli.stored import _bundle_stream
 from bundler.core.errors import UsageError
+from bundler.core.limits import DEFAULT_MAX_BYTES
 from bundler.core.textsafe import shown
 
 AUDIT_HELP = """Re-derive an issued report's verdict from a bundle (SPEC section 12).

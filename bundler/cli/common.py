@@ -15,12 +15,12 @@ from typing import Any, BinaryIO, TypeVar
 import click
 import orjson
 
-from bundler.archive.reader import DEFAULT_MAX_BYTES
 from bundler.core.errors import (
     BundlerError,
     InputError,
     UsageError,
 )
+from bundler.core.limits import DEFAULT_MAX_BYTES
 from bundler.core.textsafe import shown
 
 # --------------------------------------------------------------------------- plumbing
@@ -334,8 +334,8 @@ def _verify_options(
     identity: str | None = None,
     signature: Path | None = None,
 ) -> Any:
+    from bundler.core.claims import VerifyOptions
     from bundler.core.digests import parse_digest
-    from bundler.evalbook.verify import VerifyOptions
 
     for flag, value in (
         ("--expect-bundle-digest", expect_bundle_digest),

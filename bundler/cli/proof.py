@@ -56,7 +56,8 @@ def sign(
     `verify --allowed-signers`. For an s3:// BUNDLE the signature is stored beside the
     archive, as a countersignature when one is there already (none is replaced).
     """
-    from bundler.trust.proof import sign_bundle, write_sidecar
+    from bundler.bundles.proof import sign_bundle
+    from bundler.trust.proof import write_sidecar
 
     if isinstance(bundle, str):
         info = _sign_stored(bundle, key_path, endpoint_url, quiet)
@@ -134,7 +135,8 @@ def prove(
     A bundle that does not verify exits 1, one that cannot be read 3. The proof is one
     line of canonical JSON.
     """
-    from bundler.trust.proof import proof_file_bytes, prove_case
+    from bundler.bundles.proof import prove_case
+    from bundler.trust.proof import proof_file_bytes
 
     target = None if out is None else _out_in_directory(out, f"{case_id}.proof.json", "--out")
     sidecar = _first_sidecar(bundle, endpoint_url)

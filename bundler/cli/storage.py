@@ -47,7 +47,8 @@ def _upload(
     read at all.
     """
     from bundler import storage
-    from bundler.evalbook.verify import Verdict, VerifyOptions, read_and_verify
+    from bundler.bundles.verify import read_and_verify
+    from bundler.core.claims import Verdict, VerifyOptions
 
     location = storage.parse_s3_url(destination)
     storage.check_archive_prefix(location)
@@ -94,7 +95,8 @@ def _sign_stored(url: str, key_path: Path, endpoint_url: str | None, quiet: bool
     """``sign s3://...``: verify the stored bundle, sign its head, and add the signature
     beside the archive (a countersignature when it is signed already)."""
     from bundler import storage
-    from bundler.evalbook.verify import Verdict, VerifyOptions, read_and_verify
+    from bundler.bundles.verify import read_and_verify
+    from bundler.core.claims import Verdict, VerifyOptions
     from bundler.trust.proof import head_of
 
     location = storage.parse_s3_url(url)

@@ -54,7 +54,7 @@ def _bundle_stream(location: str, endpoint_url: str | None) -> Iterator[BinaryIO
 
 def _altered_result(location: str, exc: Any, strict: bool) -> Any:
     """A failed verification for an archive altered at rest (SPEC section 6)."""
-    from bundler.evalbook.verify import Claim, State, Verdict, Verification
+    from bundler.core.claims import Claim, State, Verdict, Verification
 
     claim = Claim(
         2,
@@ -71,7 +71,7 @@ def _check_stored_key(location: str, result: Any) -> Any:
     """``result`` with a claim that the archive's key names the bundle it holds."""
 
     from bundler import storage
-    from bundler.evalbook.verify import Claim, State, Verdict
+    from bundler.core.claims import Claim, State, Verdict
 
     named = storage.key_names(storage.parse_s3_url(location).key)
     if named is None or result.bundle_digest is None:

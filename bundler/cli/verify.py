@@ -225,7 +225,8 @@ def _verify_one(
     from dataclasses import replace
 
     from bundler import storage
-    from bundler.evalbook.verify import Verdict, Verification, verify_bundle
+    from bundler.bundles.verify import verify_bundle
+    from bundler.core.claims import Verdict, Verification
 
     if project_root is not None:
         from bundler.evalbanana import verify as ebverify
@@ -313,7 +314,7 @@ def inspect(
     bundle: str, as_json: bool, max_bytes: int, endpoint_url: str | None, quiet: bool
 ) -> None:
     """Show what a bundle holds, read through the safe reader, without the proof."""
-    from bundler.evalbook.verify import inspect_bundle
+    from bundler.bundles.inspect import inspect_bundle
     from bundler.report.render import inspect_text
 
     with _bundle_stream(bundle, endpoint_url) as stream:
@@ -382,7 +383,7 @@ def extract(
     following links and with fixed modes; unless the bundle verifies, everything written
     is removed again.
     """
-    from bundler.evalbook.verify import extract_bundle
+    from bundler.bundles.extract import extract_bundle
     from bundler.report.render import verification_text
 
     options = _verify_options(

@@ -1,9 +1,10 @@
 """Verification of eval-banana bundles and run directories (SPEC section 10.2).
 
-``verify_eb_bundle`` is called by ``verify.verify_contents`` for bundles whose schema is
-``evalbook.eval_banana_bundle.v1``; ``verify_run_dir`` checks a run directory in place
-against a project root, without an archive. Both return claims in the groups of SPEC
-section 5 (proven / unprovable / failed) and never raise for a bad run:
+``verify_eb_bundle`` is called by ``bundler.bundles.verify.verify_contents`` for
+bundles whose schema is ``evalbook.eval_banana_bundle.v1``; ``verify_run_dir`` checks a
+run directory in place against a project root, without an archive. Both return claims
+in the groups of SPEC section 5 (proven / unprovable / failed) and never raise for a
+bad run:
 
 - 1 bagit and 2 bundle.json (bundles only): BagIt manifests, Payload-Oxum, bag-info,
   the top directory's name; bundle.json stored canonical, the bundle head.
@@ -37,10 +38,26 @@ from pathlib import Path
 from typing import Any
 
 from bundler.archive.bag_reader import BagContents
-from bundler.core import canonical
+from bundler.core.claims import (
+    Anchor,
+    Claims,
+    State,
+    Verdict,
+    Verification,
+    VerifyOptions,
+    apply_strict,
+)
 from bundler.core.digests import is_digest
-from bundler.core.errors import BundlerError, CanonicalJSONError, InputError, UsageError
+from bundler.core.errors import BundlerError, InputError, UsageError
 from bundler.evalbanana import run as eb
+from bundler.evalbanana.bundled_definitions import bundled_definition, expected_definition_member
+from bundler.evalbanana.definitions import (
+    Definition,
+    DefinitionState,
+    ScriptState,
+    no_definition_found,
+    resolve_definition,
+)
 from bundler.evalbanana.export import (
     DEFINITION_KIND,
     DEFINITIONS_PREFIX,
@@ -50,36 +67,34 @@ from bundler.evalbanana.export import (
     result_member,
     top_directory,
 )
-from bundler.evalbook.verify import (
-    Anchor,
-    Claims,
-    State,
-    Verdict,
-    Verification,
-    VerifyOptions,
-    apply_strict,
-    check_bag_frame,
+from bundler.evalbanana.results import (
+    Finding,
+    FindingKind,
+    check_run,
+    recompute_totals,
+    summary_lines,
 )
+from bundler.evalbook.bagcheck import check_bag_frame
 from bundler.trust.merkle import TreeBuilder
 
 MODE_BUNDLE = "bundle"
 MODE_RUN_DIRECTORY = "run_directory"
 IN_PLACE_NOTE = "run directory in place; claims 1 (BagIt) and 2 (bundle.json) do not apply"
 
-_FINDING_GROUPS: dict[eb.FindingKind, int] = {
-    eb.FindingKind.MISSING_FILE: 7,
-    eb.FindingKind.UNEXPECTED_FILE: 10,
-    eb.FindingKind.CHECK_FILE_MISMATCH: 7,
-    eb.FindingKind.SCORE_MISMATCH: 7,
-    eb.FindingKind.TOTALS_MISMATCH: 3,
-    eb.FindingKind.STDOUT_TAIL_MISMATCH: 8,
-    eb.FindingKind.STDERR_MISMATCH: 8,
-    eb.FindingKind.RAW_RESPONSE_PATH_MISMATCH: 7,
-    eb.FindingKind.DEFINITION_MISSING: 7,
-    eb.FindingKind.DEFINITION_DIGEST_MISMATCH: 7,
-    eb.FindingKind.DEFINITION_OUTSIDE_PROJECT: 7,
-    eb.FindingKind.DEFINITION_UNREADABLE: 7,
-    eb.FindingKind.EMPTY_INLINE_SCRIPT: 7,
+_FINDING_GROUPS: dict[FindingKind, int] = {
+    FindingKind.MISSING_FILE: 7,
+    FindingKind.UNEXPECTED_FILE: 10,
+    FindingKind.CHECK_FILE_MISMATCH: 7,
+    FindingKind.SCORE_MISMATCH: 7,
+    FindingKind.TOTALS_MISMATCH: 3,
+    FindingKind.STDOUT_TAIL_MISMATCH: 8,
+    FindingKind.STDERR_MISMATCH: 8,
+    FindingKind.RAW_RESPONSE_PATH_MISMATCH: 7,
+    FindingKind.DEFINITION_MISSING: 7,
+    FindingKind.DEFINITION_DIGEST_MISMATCH: 7,
+    FindingKind.DEFINITION_OUTSIDE_PROJECT: 7,
+    FindingKind.DEFINITION_UNREADABLE: 7,
+    FindingKind.EMPTY_INLINE_SCRIPT: 7,
 }
 
 
@@ -122,9 +137,9 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         if project_root.is_symlink() or not project_root.is_dir():
             raise InputError(f"{project_root}: project root is not a directory")
         run = eb.read_run(run_dir)
-        findings = eb.check_run(run, run_dir)
+        findings = check_run(run, run_dir)
         with eb.Beneath(project_root) as project:
-            definitions = [eb.resolve_definition(run, check, project) for check in run.checks]
+            definitions = [resolve_definition(run, check, project) for check in run.checks]
         tree = _tree_of(_read_results(run, run_dir))
     except BundlerError as exc:
         return Verification(
@@ -148,7 +163,7 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
     checker.add_finding_claims()
     for check, definition in zip(run.checks, definitions, strict=True):
         _definition_in_place(claims, check, definition)
-    not_found = eb.no_definition_found(run, definitions, project_root)
+    not_found = no_definition_found(run, definitions, project_root)
     if not_found is not None:
         claims.unprovable(
             7,
@@ -182,98 +197,17 @@ def run_result(summary: dict[str, Any]) -> str:
     return "pass" if summary["recomputed"]["run_passed"] else "fail"
 
 
-def case_leaves(contents: BagContents, bundle: dict[str, Any]) -> list[bytes]:
-    """The leaves of the case tree: the bytes of each ``checks/<stem>.json`` in report order.
-
-    Each file is found by the stem rule from its check id (never at the path bundle.json
-    names); the order is bundle.json's, which verify has proven to be report.json's.
-    Raises InputError when the bag does not hold a check's result file.
-    """
-    leaves = []
-    for entry in bundle["checks"]:
-        member = result_member(eb.check_stem(entry["check_id"]))
-        data = contents.kept.get(member)
-        if data is None:
-            raise InputError(f"{contents.source}: {member}: missing from the bag")
-        leaves.append(data)
-    return leaves
-
-
-def inspect_facts(contents: BagContents, bundle: dict[str, Any]) -> dict[str, Any]:
-    """What ``inspect`` shows for an eval-banana bundle: recorded values, no proof.
-
-    Keys: ``report_id`` (run id), ``report_digest``, ``run_passed`` (as recorded),
-    ``project_root``, ``counts`` and ``labels`` (Run ID, Score, Percentage, Passed as
-    report.json records them, then checks and definitions).
-    """
-    run = bundle["run"]
-    recorded: dict[str, Any] = {}
-    data = contents.kept.get(REPORT_MEMBER)
-    if data is not None:
-        try:
-            value = canonical.loads(data, source=REPORT_MEMBER)
-        except CanonicalJSONError:
-            value = None
-        if isinstance(value, dict):
-            recorded = value
-    paths = [f["path"] for f in bundle["files"]]
-    statuses = [c["status"] for c in bundle["checks"]]
-    counts = {
-        "checks": len(bundle["checks"]),
-        "passed": statuses.count("passed"),
-        "failed": statuses.count("failed"),
-        "error": statuses.count("error"),
-        "run_files": sum(1 for p in paths if p.startswith(RUN_PREFIX)),
-        "definition_files": sum(1 for p in paths if p.startswith(DEFINITIONS_PREFIX)),
-        "definitions_unavailable": len(bundle["unavailable"]),
-    }
-    percentage = recorded.get("percentage")
-    labels = [
-        ["Run ID", run["run_id"]],
-        [
-            "Score",
-            f"{recorded.get('points_earned', '?')}/{recorded.get('total_points', '?')} (recorded)",
-        ],
-        [
-            "Percentage",
-            f"{percentage:.1f}% (recorded)"
-            if isinstance(percentage, int | float) and not isinstance(percentage, bool)
-            else "? (recorded)",
-        ],
-        ["Passed", ("yes" if run["run_passed"] else "no") + " (recorded)"],
-        ["Project", run["project_root"]],
-        [
-            "Checks",
-            f"{counts['checks']} ({counts['passed']} passed, {counts['failed']} failed, "
-            f"{counts['error']} error)",
-        ],
-        [
-            "Definitions",
-            f"{counts['definition_files']} files bundled, "
-            f"{counts['definitions_unavailable']} unavailable",
-        ],
-    ]
-    return {
-        "report_id": run["run_id"],
-        "report_digest": run["digest"],
-        "run_passed": run["run_passed"],
-        "project_root": run["project_root"],
-        "counts": counts,
-        "labels": labels,
-    }
-
-
 # --------------------------------------------------------------------------- shared claims
 
 
 def recomputed_labels(run: eb.Run) -> list[list[str]]:
     """eval-banana's console labels (Run ID, Score, Percentage, Passed) as recomputed."""
-    totals = eb.recompute_totals([c.status for c in run.checks], run.pass_threshold)
-    return [line.split(": ", 1) for line in eb.summary_lines(run.run_id, totals)]
+    totals = recompute_totals([c.status for c in run.checks], run.pass_threshold)
+    return [line.split(": ", 1) for line in summary_lines(run.run_id, totals)]
 
 
 def _summary(run: eb.Run, mode: str, tree: dict[str, Any] | None) -> dict[str, Any]:
-    totals = eb.recompute_totals([c.status for c in run.checks], run.pass_threshold)
+    totals = recompute_totals([c.status for c in run.checks], run.pass_threshold)
     labels = recomputed_labels(run)
     if mode == MODE_RUN_DIRECTORY:
         labels.insert(0, ["Checked", IN_PLACE_NOTE])
@@ -327,19 +261,19 @@ class _RunClaims:
     """
 
     def __init__(
-        self, claims: Claims, run: eb.Run, findings: Sequence[eb.Finding], *, prefix: str
+        self, claims: Claims, run: eb.Run, findings: Sequence[Finding], *, prefix: str
     ) -> None:
         self.claims = claims
         self.run = run
         self.findings = list(findings)
         self.prefix = prefix
 
-    def _group(self, finding: eb.Finding) -> int:
-        if finding.kind is eb.FindingKind.MISSING_FILE and finding.check_id is None:
+    def _group(self, finding: Finding) -> int:
+        if finding.kind is FindingKind.MISSING_FILE and finding.check_id is None:
             return 3
         return _FINDING_GROUPS[finding.kind]
 
-    def _fail(self, finding: eb.Finding, subject: str) -> None:
+    def _fail(self, finding: Finding, subject: str) -> None:
         self.claims.failed(
             self._group(finding),
             subject,
@@ -351,8 +285,8 @@ class _RunClaims:
 
     def add_finding_claims(self) -> None:
         """Groups 3, 7, 8 and 10 from the findings, per check in report order."""
-        per_check: dict[str, list[eb.Finding]] = {}
-        general: list[eb.Finding] = []
+        per_check: dict[str, list[Finding]] = {}
+        general: list[Finding] = []
         for finding in self.findings:
             if finding.check_id is None:
                 general.append(finding)
@@ -379,7 +313,7 @@ class _RunClaims:
                     f"check {check.check_id}: stdout tail and stderr match their files",
                     path=self.prefix + eb.stdout_file(check.stem),
                 )
-        totals = [f for f in general if f.kind is eb.FindingKind.TOTALS_MISMATCH]
+        totals = [f for f in general if f.kind is FindingKind.TOTALS_MISMATCH]
         for finding in totals:
             self._fail(finding, f"report.json {finding.field}")
         if not totals:
@@ -389,39 +323,39 @@ class _RunClaims:
                 path=self.prefix + "report.json",
             )
         for finding in general:
-            if finding.kind is eb.FindingKind.TOTALS_MISMATCH:
+            if finding.kind is FindingKind.TOTALS_MISMATCH:
                 continue
             subject = (
                 "every run file belongs to eval-banana's run layout"
-                if finding.kind is eb.FindingKind.UNEXPECTED_FILE
+                if finding.kind is FindingKind.UNEXPECTED_FILE
                 else f"run file {finding.path}"
             )
             self._fail(finding, subject)
-        if not any(f.kind is eb.FindingKind.UNEXPECTED_FILE for f in general):
+        if not any(f.kind is FindingKind.UNEXPECTED_FILE for f in general):
             self.claims.proven(
                 10, f"{len(self.run.files)} run files, none outside eval-banana's run layout"
             )
 
 
 def _empty_inline_script(
-    claims: Claims, check: eb.CheckRecord, definition: eb.Definition, path: str | None
+    claims: Claims, check: eb.CheckRecord, definition: Definition, path: str | None
 ) -> None:
     if definition.empty_inline_script:
         claims.failed(
             7,
-            f"check {check.check_id}: {eb.FindingKind.EMPTY_INLINE_SCRIPT.value}",
+            f"check {check.check_id}: {FindingKind.EMPTY_INLINE_SCRIPT.value}",
             f"{definition.yaml_path} has an empty inline script and a script_path; eval-banana ran "
             f"the empty script while the digest covers {definition.script_path}",
             path=path,
         )
 
 
-def _definition_in_place(claims: Claims, check: eb.CheckRecord, definition: eb.Definition) -> None:
+def _definition_in_place(claims: Claims, check: eb.CheckRecord, definition: Definition) -> None:
     """Group 7 for a definition under the project root (run directory mode)."""
     subject = f"check {check.check_id}: check_definition_sha256 recomputes from its definition"
     path = definition.yaml_path
     state = definition.state
-    if state is eb.DefinitionState.MATCHES:
+    if state is DefinitionState.MATCHES:
         claims.proven(
             7,
             subject,
@@ -429,7 +363,7 @@ def _definition_in_place(claims: Claims, check: eb.CheckRecord, definition: eb.D
             expected=definition.recorded_digest,
             observed=definition.observed_digest,
         )
-    elif state is eb.DefinitionState.DIGEST_MISMATCH:
+    elif state is DefinitionState.DIGEST_MISMATCH:
         claims.unprovable(
             7,
             subject,
@@ -449,56 +383,6 @@ def _definition_in_place(claims: Claims, check: eb.CheckRecord, definition: eb.D
             detail=definition.detail,
         )
     _empty_inline_script(claims, check, definition, path)
-
-
-# --------------------------------------------------------------------------- definitions in memory
-
-
-def bundled_definition(
-    run: eb.Run, check: eb.CheckRecord, kept: Mapping[str, bytes]
-) -> eb.Definition:
-    """Re-hash ``check``'s bundled definition from the bytes the bag reader kept.
-
-    Every byte is found where the contract puts it, never where bundle.json points: the
-    YAML at the recorded ``source_path`` mapped through the recorded ``project_root``
-    under ``data/definitions/``, and the script at the path that YAML's own
-    ``script_path`` names (``evalbanana.script_location``, the exporter's rule); a
-    script absent from the bag gives the ``referenced-script-unavailable`` component.
-    Never raises: the state says what was found (``yaml_path``/``script_path`` are bag
-    paths here).
-    """
-    rel = eb.map_source_path(run.project_root, check.source_path)
-    member = None if rel is None else DEFINITIONS_PREFIX + rel
-    yaml_bytes = None if member is None else kept.get(member)
-    if rel is None or yaml_bytes is None:
-        return eb.Definition(
-            check_id=check.check_id,
-            state=eb.DefinitionState.OUTSIDE_PROJECT if rel is None else eb.DefinitionState.MISSING,
-            recorded_digest=check.check_definition_sha256,
-            observed_digest=None,
-            yaml_path=member,
-            script_path=None,
-            script_state=eb.ScriptState.NONE,
-            empty_inline_script=False,
-            detail=(
-                f"source_path {check.source_path!r} is not under project_root {run.project_root!r}"
-                if rel is None
-                else f"{member}: not in the bag"
-            ),
-        )
-    return eb.definition_of(
-        check,
-        rel,
-        yaml_bytes,
-        lambda script_rel: kept.get(DEFINITIONS_PREFIX + script_rel),
-        where=DEFINITIONS_PREFIX,
-    )
-
-
-def expected_definition_member(run_project_root: str, source_path: str) -> str | None:
-    """Where the exporter bundles a check's YAML, or None when it lies outside the project."""
-    rel = eb.map_source_path(run_project_root, source_path)
-    return None if rel is None else DEFINITIONS_PREFIX + rel
 
 
 # --------------------------------------------------------------------------- bundles
@@ -602,7 +486,7 @@ class _BundleVerifier:
         with _materialised_run(self.c) as root:
             try:
                 run = eb.read_run(root)
-                findings = eb.check_run(run, root)
+                findings = check_run(run, root)
             except InputError as exc:
                 message = exc.message.replace(str(root), RUN_PREFIX.rstrip("/"))
                 self.claims.failed(
@@ -710,7 +594,7 @@ class _BundleVerifier:
                 continue
             definition = bundled_definition(run, check, self.c.kept)
             self.check_script_entry(check, entry, definition)
-            if definition.state is eb.DefinitionState.MATCHES:
+            if definition.state is DefinitionState.MATCHES:
                 self.claims.proven(
                     7,
                     subject,
@@ -718,7 +602,7 @@ class _BundleVerifier:
                     expected=definition.recorded_digest,
                     observed=definition.observed_digest,
                 )
-            elif definition.state is eb.DefinitionState.DIGEST_MISMATCH:
+            elif definition.state is DefinitionState.DIGEST_MISMATCH:
                 self.claims.failed(
                     7,
                     subject,
@@ -738,10 +622,10 @@ class _BundleVerifier:
             _empty_inline_script(self.claims, check, definition, definition.yaml_path)
 
     def check_script_entry(
-        self, check: eb.CheckRecord, entry: dict[str, Any], definition: eb.Definition
+        self, check: eb.CheckRecord, entry: dict[str, Any], definition: Definition
     ) -> None:
         """bundle.json's ``script`` must be the file the check's own YAML names."""
-        want = definition.script_path if definition.script_state is eb.ScriptState.PRESENT else None
+        want = definition.script_path if definition.script_state is ScriptState.PRESENT else None
         subject = f"check {check.check_id}: bundle.json's script is the one its YAML names"
         if entry["script"] == want:
             if want is not None:

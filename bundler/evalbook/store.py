@@ -22,8 +22,9 @@ from typing import Any, BinaryIO, Protocol
 
 from bundler.archive import bag_reader
 from bundler.core import canonical, schemas
-from bundler.core.digests import SCORER_TAG, FramedHasher, bytes_digest
+from bundler.core.digests import bytes_digest
 from bundler.core.errors import CanonicalJSONError, InputError, StoreError
+from bundler.evalbook.scorers import scorer_file_order, scorer_version_digest
 
 IDENTIFIER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 INLINE_PAYLOAD_MAX_BYTES = 262_144
@@ -512,18 +513,19 @@ class Store:
             return None
         where = self.source.describe(f"{base}/scorer.json")
         paths = [check_relative_path(p, source=where) for p in desc.value["files"]]
-        hasher = FramedHasher(SCORER_TAG)
-        hasher.add("scorer.json", desc.data)
         files: list[ScorerFile] = []
         missing: str | None = None
-        for path in sorted(paths, key=lambda p: p.encode("utf-8")):
+        for path in scorer_file_order(paths):
             data = self.source.read_bytes(f"{base}/files/{path}", max_size=MAX_DOCUMENT_BYTES)
             if data is None:
                 missing = f"files/{path}"
                 break
-            hasher.add(f"files/{path}", data)
             files.append(ScorerFile(f"files/{path}", data))
-        digest = None if missing else hasher.digest()
+        digest = (
+            None
+            if missing
+            else scorer_version_digest(desc.data, [(f.relpath, f.data) for f in files])
+        )
         return ScorerVersion(scorer_id, version, desc, tuple(files), digest, missing)
 
     def dataset_manifest(self, dataset_id: str, version: int) -> Document | None:

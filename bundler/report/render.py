@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bundler.core.claims import GROUPS, Claim, State, Verification
 from bundler.core.textsafe import shown, shown_md
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbook.listing import explain_reason
-from bundler.evalbook.verify import GROUPS, Claim, State, Verification
 
 Escape = Callable[[Any], str]
 

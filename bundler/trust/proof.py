@@ -1,9 +1,9 @@
-"""Signing bundle heads and proving single cases (SPEC sections 11.3 and 11.4).
+"""Single-case proofs (SPEC sections 11.3 and 11.4): building one, its file, checking it.
 
-``sign_bundle`` verifies an archive, then signs its ``bundle-head.json`` into a sidecar.
-``prove_case`` verifies a bundle and builds an ``evalbook.case_proof.v1`` for one case:
-the head, its signature, the case and its RFC 6962 audit path. ``check_proof`` checks
-such a proof without the bundle.
+``build_proof`` makes an ``evalbook.case_proof.v1`` for one case of a verified bundle:
+the head, its signature, the case and its RFC 6962 audit path (reading and verifying
+the bundle first is ``bundler.bundles.proof``'s). ``check_proof`` checks such a proof
+without the bundle; ``write_sidecar`` writes a head signature beside an archive.
 
 A proof file is untrusted input, read in one place, ``CaseProof.from_bytes``, which
 refuses (``InputError``, exit 3) before any hash is computed:
@@ -35,10 +35,10 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 from bundler.archive.reader import MAX_CASES, MAX_MEMBERS
 from bundler.core import canonical, schemas
@@ -47,7 +47,6 @@ from bundler.core.errors import (
     CanonicalJSONError,
     InputError,
     SchemaError,
-    VerificationFailed,
 )
 from bundler.core.textsafe import shown
 from bundler.trust.merkle import InclusionError, TreeBuilder, verify_inclusion
@@ -55,10 +54,8 @@ from bundler.trust.merkle import leaf_hash as hash_leaf
 
 if TYPE_CHECKING:
     from bundler.archive.bag_reader import BagContents
-    from bundler.evalbook.verify import Verification, VerifyOptions
 
 PROOF_SCHEMA = "evalbook.case_proof.v1"
-EVALBOOK_BUNDLE_SCHEMA = "evalbook.reproducibility_bundle.v1"
 
 # A case tree has one leaf per exported case: at most 20,000 in an EvalBook bundle
 # (SPEC 4.3), and one per check file in an eval-banana bundle (SPEC 11.1), each a member
@@ -384,7 +381,7 @@ def _anchor(
     return anchor, signer
 
 
-# ----------------------------------------------------------------------------- prove
+# ----------------------------------------------------------------------------- build
 
 
 def head_of(contents: BagContents) -> bytes:
@@ -396,120 +393,25 @@ def head_of(contents: BagContents) -> bytes:
     return head
 
 
-def sign_bundle(
-    location: str, sign: Callable[[bytes], str], *, options: VerifyOptions | None = None
-) -> tuple[str, Verification]:
-    """Verify the archive and return the armored signature of its head (for a sidecar)."""
-    from bundler.evalbook.verify import VerifyOptions, read_verified
-
-    result, contents = read_verified(location, options or VerifyOptions(), action="sign")
-    return sign(head_of(contents)), result
-
-
-def read_verified_bundle(
-    location: str, options: VerifyOptions, *, action: str, stream: BinaryIO | None = None
-) -> tuple[Verification, BagContents]:
-    """Read and verify a bundle for a command that acts only on a verified one.
-
-    Raises VerificationFailed (exit 1) when a claim fails, InputError (exit 3) when the
-    bundle cannot be read or checked at all (SPEC 8).
-    """
-    from bundler.evalbook.verify import Verdict, read_and_verify
-
-    result, contents = read_and_verify(location, options, stream=stream)
-    if result.verdict is Verdict.VERIFIED and contents is not None:
-        return result, contents
-    if result.verdict is Verdict.FAILED:
-        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
-        raise VerificationFailed(
-            f"{shown(location)}: bundle does not verify ({shown(detail)}); refusing to {action}"
-        )
-    raise InputError(
-        f"{shown(location)}: bundle cannot be read ({shown(result.error)}); refusing to {action}"
-    )
-
-
-def _lines(data: bytes) -> Iterator[tuple[int, int]]:
-    """(start, end) of each newline-terminated line, without copying ``data``."""
-    start = 0
-    while (end := data.find(b"\n", start)) >= 0:
-        yield start, end
-        start = end + 1
-
-
-def _find_leaf(
-    contents: BagContents, bundle: dict[str, Any], case_id: str, location: str
-) -> tuple[int, bytes, TreeBuilder]:
-    """The index and bytes of the one leaf whose case (or check) id is ``case_id``, and
-    the tree of every leaf hash. Raises InputError when there is none or more than one."""
-    tree = TreeBuilder(keep_leaves=True)
-    found: list[tuple[int, bytes]] = []
-    if bundle["schema"] == EVALBOOK_BUNDLE_SCHEMA:
-        # Case lines of a verified bundle are canonical (claim 8), so the id appears
-        # spelled exactly so; only the lines holding it are parsed.
-        needle = b'"case_id":' + canonical.dumps(case_id)
-        for entry in bundle["checks"]:
-            path = entry["cases"]["path"]
-            if path is None:
-                continue
-            data = contents.kept[path]
-            view = memoryview(data)
-            for start, end in _lines(data):
-                index = tree.append(view[start:end])
-                if data.find(needle, start, end) >= 0:
-                    line = data[start:end]
-                    value = canonical.loads(line, source=f"{path}: line {index}")
-                    if isinstance(value, dict) and value.get("case_id") == case_id:
-                        found.append((index, line))
-    else:
-        from bundler.evalbanana import verify as ebverify
-
-        leaves = ebverify.case_leaves(contents, bundle)
-        tree.extend(leaves)
-        for index, entry in enumerate(bundle["checks"]):
-            if entry["check_id"] == case_id:
-                value = canonical.loads(leaves[index], source=entry["result"])
-                if not (isinstance(value, dict) and value.get("check_id") == case_id):
-                    raise InputError(
-                        f"{shown(location)}: {shown(entry['result'])} does not hold check "
-                        f"'{shown(case_id)}' that bundle.json maps to it"
-                    )
-                found.append((index, leaves[index]))
-    if not found:
-        raise InputError(f"{shown(location)}: no exported case with id '{shown(case_id)}'")
-    if len(found) > 1:
-        raise InputError(
-            f"{shown(location)}: case id '{shown(case_id)}' occurs more than once; a proof "
-            "needs one leaf"
-        )
-    index, leaf = found[0]
-    return index, leaf, tree
-
-
-def prove_case(
-    location: str,
-    case_id: str,
+def build_proof(
+    contents: BagContents,
+    index: int,
+    leaf: bytes,
+    tree: TreeBuilder,
     *,
-    options: VerifyOptions | None = None,
-    stream: BinaryIO | None = None,
+    case_id: str,
+    location: str,
     sidecar_signature: str | None = None,
 ) -> dict[str, Any]:
-    """The case proof object for ``case_id`` in a verified bundle.
+    """The case proof object for the leaf ``index`` (``leaf``, its bytes) of a verified
+    bundle's case tree ``tree``, with the head and signature ``contents`` holds (or
+    ``sidecar_signature``).
 
-    The proof is one that ``check_proof`` accepts: a case too large for a proof file is
-    refused here. Raises VerificationFailed (exit 1) when the bundle does not verify,
-    InputError (exit 3) when it cannot be read, holds no such case, or the case cannot
-    be written as a proof.
+    Raises InputError (exit 3) when the case or the head signature is too large for a
+    proof file. Check the result with ``refuse_unreadable`` before writing it.
     """
-    from bundler.evalbook.verify import VerifyOptions
     from bundler.trust.head import HEAD_SIG_FILE
 
-    _, contents = read_verified_bundle(
-        location, options or VerifyOptions(), action="prove", stream=stream
-    )
-    bundle = canonical.loads(contents.kept["data/bundle.json"], source="data/bundle.json")
-    index, leaf, tree = _find_leaf(contents, bundle, case_id, location)
-    del bundle
     if len(leaf) > MAX_PROOF_BYTES:
         raise InputError(
             f"{shown(location)}: case '{shown(case_id)}' is {len(leaf)} bytes; a proof holds "
@@ -533,11 +435,9 @@ def prove_case(
         "leaf_index": index,
         "audit_path": [h.hex() for h in tree.inclusion_proof(index)],
     }
-    del contents, tree
     if leaf != canonical.dumps(case):
         # eval-banana leaves are the verbatim check files (SPEC 11.1), not JCS bytes.
         proof["case_bytes"] = base64.b64encode(leaf).decode("ascii")
-    _refuse_unreadable(proof, case_id, location)
     return proof
 
 
@@ -546,7 +446,7 @@ def proof_file_bytes(proof: dict[str, Any]) -> bytes:
     return canonical.dumps(proof) + b"\n"
 
 
-def _refuse_unreadable(proof: dict[str, Any], case_id: str, location: str) -> None:
+def refuse_unreadable(proof: dict[str, Any], case_id: str, location: str) -> None:
     """Refuse (exit 3) a proof that ``CaseProof.from_bytes`` would not read, so `prove`
     never writes a file `check-proof` calls malformed."""
     try:
