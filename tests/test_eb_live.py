@@ -153,7 +153,7 @@ def test_live_eb_run_exports_and_verifies(eb_command: Path, tmp_path: Path) -> N
     assert [line.split(": ")[0] for line in console] == ["Run ID", "Score", "Percentage", "Passed"]
     for line in console:
         label, value = line.split(": ", 1)
-        assert f"{label + ':':<12} {value}\n" in in_place.stderr.decode()
+        assert f"{label + ':':<12} {value}\n" in in_place.stdout.decode()
 
     out = tmp_path / "bundle.tar.zst"
     exported = run_cli(

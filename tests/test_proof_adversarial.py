@@ -197,7 +197,10 @@ def _check_file(tmp_path: Path, data: bytes, *extra: str) -> subprocess.Complete
 def _one_line_error(done: subprocess.CompletedProcess[bytes], code: int, *needles: str) -> str:
     message = done.stderr.decode()
     assert done.returncode == code, message
-    assert done.stdout == b""
+    if done.stdout:  # with --json: the same failure as its one JSON line (SPEC 7)
+        line = json.loads(done.stdout)
+        assert line.get("proven") is False or line["schema"] == "evalbook.error.v1", line
+        assert done.stdout.count(b"\n") == 1
     assert message.startswith("evalbook-bundle: error: "), message
     assert message.count("\n") == 1, message
     assert "Traceback" not in message
@@ -565,9 +568,11 @@ def test_forged_head_without_options_is_proven_only_as_unanchored(
     assert done.returncode == 0, done.stderr.decode()
     result = json.loads(done.stdout)
     assert result["anchored"] is False
-    assert result["anchor"].startswith("none:")
-    assert "unanchored" in result["anchor"]
-    assert "unanchored" in done.stderr.decode()
+    assert result["anchor"]["description"].startswith("none:")
+    assert "unanchored" in result["anchor"]["description"]
+    assert result["anchor"]["self_consistent_only"] is True
+    human = _check_file(tmp_path, _jcs(_forged(signed)))
+    assert "unanchored" in human.stdout.decode()
 
 
 def test_forged_head_signed_by_an_allowed_key_is_anchored_to_that_signer_only(
@@ -580,7 +585,7 @@ def test_forged_head_signed_by_an_allowed_key_is_anchored_to_that_signer_only(
     mallory = ["--allowed-signers", str(keys["mallory"].allowed)]
     done = _check_file(tmp_path, _jcs(proof), *mallory, "--json")
     assert done.returncode == 0, done.stderr.decode()
-    assert json.loads(done.stdout)["anchor"].startswith("signed by mallory")
+    assert json.loads(done.stdout)["anchor"]["description"].startswith("signed by mallory")
     other = "sha256:" + hashlib.sha256(b"other").hexdigest()
     done = _check_file(tmp_path, _jcs(proof), *mallory, "--expect-bundle-digest", other)
     _one_line_error(done, 1, other, signed.digest)
@@ -609,7 +614,7 @@ def test_real_proof_with_every_anchor_combination(
             result = json.loads(done.stdout)
             assert result["anchored"] is bool(options)
             if "--expect-bundle-digest" in options:
-                assert signed.digest in result["anchor"]
+                assert signed.digest in result["anchor"]["description"]
 
 
 def test_unsigned_real_proof_with_a_digest_is_not_proven(
@@ -1074,13 +1079,14 @@ HOSTILE_TEXT = "\x1b[2J\x1b[H\rProven: case ok\u202e\u200b"
 
 def test_untrusted_text_from_a_proof_is_printed_escaped(tmp_path: Path) -> None:
     proof = one_leaf_proof({"case_id": HOSTILE_TEXT}, report_id="rpt" + HOSTILE_TEXT)
-    done = _check_file(tmp_path, _jcs(proof), "--json")
+    done = _check_file(tmp_path, _jcs(proof))
     assert done.returncode == 0, done.stderr.decode()
-    human = done.stderr.decode()
+    human = done.stdout.decode()
     for raw in ("\x1b", "\r", "\u202e", "\u200b"):
         assert raw not in human
     assert "\\x1b[2J" in human and "\\u202e" in human
     assert human.count("\n") == 2
+    done = _check_file(tmp_path, _jcs(proof), "--json")
     result = json.loads(done.stdout)  # JSON keeps the exact strings
     assert result["case_id"] == HOSTILE_TEXT
     assert result["report_id"] == "rpt" + HOSTILE_TEXT

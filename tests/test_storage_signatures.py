@@ -144,7 +144,7 @@ def test_two_signers_on_one_stored_bundle(
     only_auditor = _allowed(tmp_path / "auditor-only", auditor=auditor)
     done = run_cli("verify", url, *endpoint, "--allowed-signers", str(only_auditor))
     assert done.returncode == 0, done.stderr.decode()
-    assert "Signatures:  3 (1 verified)" in done.stderr.decode()
+    assert "Signatures:  3 (1 verified)" in done.stdout.decode()
 
     # No allowed signer among them: fails, listing every signature.
     nobody = _allowed(tmp_path / "nobody", someone=_key(keys / "someone"))
