@@ -396,3 +396,24 @@ def test_unreachable_storage_exits_5(tmp_path: Path, s3_env: None) -> None:
     )
     assert done.returncode == 5, done.stderr
     assert b"Traceback" not in done.stderr
+
+
+def test_scheduler_without_distributed_names_the_extra(
+    tmp_path: Path, bundles: dict[str, Path]
+) -> None:
+    root = _archive(tmp_path, bundles, n=1)
+    blocker = tmp_path / "blocker" / "distributed"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('not installed')\n")
+    done = run_cli(
+        "fixity",
+        str(root),
+        "--ledger",
+        str(tmp_path / "l.sqlite"),
+        "--scheduler",
+        "tcp://127.0.0.1:8786",
+        env={"PYTHONPATH": str(blocker.parent)},
+    )
+    assert done.returncode == 2
+    assert b"pip install 'evalbook-bundle[cluster]'" in done.stderr
+    assert done.stderr.count(b"\n") == 1

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 from bundler import storage
 from bundler.core.digests import PREFIX as DIGEST_PREFIX
 from bundler.core.errors import BundlerError, StorageError
+from bundler.core.limits import DEFAULT_MAX_BYTES
 from bundler.core.textsafe import shown
 
 CHUNK = 1024 * 1024
@@ -54,7 +55,7 @@ class Settings:
     endpoint_url: str | None = None
     allowed_signers: str | None = None  # the allowed_signers file's text
     allowed_signers_name: str = "allowed_signers"
-    max_bytes: int = 64 * 1024**3
+    max_bytes: int = DEFAULT_MAX_BYTES
 
     @property
     def is_s3(self) -> bool:

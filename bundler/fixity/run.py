@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from bundler import storage
-from bundler.core.errors import StorageError, UsageError
+from bundler.core.errors import BundlerError, StorageError, UsageError
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.fixity.check import Result, Settings, Task, check_batch, missing, now_iso
 from bundler.fixity.ledger import Event, Ledger
@@ -394,20 +394,26 @@ def _execute_dask(
             "--scheduler needs the Dask distributed client: pip install 'evalbook-bundle[cluster]'"
         ) from exc
     try:
-        client = distributed.Client(address, timeout=15, set_as_default=False)
-    except (OSError, TimeoutError) as exc:
-        raise StorageError(
+        client = distributed.Client(address, timeout=10, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        # The run cannot start (exit 3): nothing was checked.
+        raise BundlerError(
             f"--scheduler {address}: cannot reach the Dask scheduler ({exc})"
         ) from exc
     try:
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         settings_future = client.scatter(settings, broadcast=True)
-        pending = distributed.as_completed()
-        in_flight = 0
+
+        def submit() -> Any:
+            return client.submit(check_batch, batches.next(), settings_future, pure=False)
+
+        first = [submit() for _ in range(workers * IN_FLIGHT_PER_WORKER) if batches]
+        pending = distributed.as_completed(first, loop=client.loop)
+        in_flight = len(first)
         # The scheduler re-runs the batch of a worker that died on another worker.
-        while batches or in_flight:
+        while in_flight:
             while batches and in_flight < workers * IN_FLIGHT_PER_WORKER:
-                pending.add(client.submit(check_batch, batches.next(), settings_future, pure=False))
+                pending.add(submit())
                 in_flight += 1
             future = next(pending)
             in_flight -= 1
