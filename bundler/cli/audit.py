@@ -11,8 +11,11 @@ import orjson
 
 from bundler.cli.app import cli
 from bundler.cli.common import (
+    _anchor_options,
     _bytes_progress,
     _emit_json,
+    _endpoint_option,
+    _max_bytes_option,
     _ProgressLine,
     _say,
     _verify_options,
@@ -26,7 +29,6 @@ from bundler.cli.signatures import (
 )
 from bundler.cli.stored import _bundle_stream
 from bundler.core.errors import UsageError
-from bundler.core.limits import DEFAULT_MAX_BYTES
 from bundler.core.textsafe import shown
 
 AUDIT_HELP = """Re-derive an issued report's verdict from a bundle (SPEC section 12).
@@ -57,24 +59,7 @@ with --allowed-signers the result shows self-consistency only, and the Anchor li
     ],
 )
 @click.argument("bundle")
-@click.option(
-    "--expect-bundle-digest", help="Trust anchor: the bundle digest you expect (sha256:...)."
-)
-@click.option(
-    "--expect-report-digest", help="Trust anchor: the report digest you expect (sha256:...)."
-)
-@click.option(
-    "--allowed-signers",
-    type=click.Path(path_type=Path),
-    help="OpenSSH allowed_signers file: check the head signature.",
-)
-@click.option("--identity", help="Signer identity to require (with --allowed-signers).")
-@click.option(
-    "--signature",
-    help="A signature file or s3:// object to check instead of the bundle's own "
-    "(default: embedded, <archive>.sig and its countersignatures, or those stored beside "
-    "an s3:// bundle).",
-)
+@_anchor_options
 @click.option(
     "--strict",
     is_flag=True,
@@ -86,18 +71,8 @@ with --allowed-signers the result shows self-consistency only, and the Anchor li
     type=click.Path(path_type=Path),
     help="Write audit.json and audit.md here (absent or empty).",
 )
-@click.option(
-    "--max-bytes",
-    type=click.IntRange(1),
-    default=DEFAULT_MAX_BYTES,
-    show_default="64 GiB",
-    metavar="BYTES",
-    help="Refuse archives that decompress to more than BYTES (a guard against "
-    "decompression bombs).",
-)
-@click.option(
-    "--endpoint-url", help="S3 endpoint for s3:// bundles (default $AWS_ENDPOINT_URL_S3)."
-)
+@_max_bytes_option
+@_endpoint_option
 @click.option(
     "-q",
     "--quiet",

@@ -268,6 +268,36 @@ def _sign_key_option(command: F) -> F:
     )(command)
 
 
+def _anchor_options(command: F) -> F:
+    """The trust anchors of verify and audit: expected digests and head signatures."""
+    for option in reversed(
+        [
+            click.option(
+                "--expect-bundle-digest",
+                help="Trust anchor: the bundle digest you expect (sha256:...).",
+            ),
+            click.option(
+                "--expect-report-digest",
+                help="Trust anchor: the report digest you expect (sha256:...).",
+            ),
+            click.option(
+                "--allowed-signers",
+                type=click.Path(path_type=Path),
+                help="OpenSSH allowed_signers file: check the head signature.",
+            ),
+            click.option("--identity", help="Signer identity to require (with --allowed-signers)."),
+            click.option(
+                "--signature",
+                help="A signature file or s3:// object to check instead of the bundle's own "
+                "(default: embedded, <archive>.sig and its countersignatures, or those stored "
+                "beside an s3:// bundle).",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
 def _endpoint_option(command: F) -> F:
     return click.option(
         "--endpoint-url",

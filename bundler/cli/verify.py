@@ -14,6 +14,7 @@ import orjson
 
 from bundler.cli.app import cli
 from bundler.cli.common import (
+    _anchor_options,
     _bytes_progress,
     _emit_json,
     _endpoint_option,
@@ -65,24 +66,7 @@ self-consistency only. For eval-banana run directories, pass RUN_DIR with --proj
     ],
 )
 @click.argument("bundles", nargs=-1, required=True)
-@click.option(
-    "--expect-bundle-digest", help="Trust anchor: the bundle digest you expect (sha256:...)."
-)
-@click.option(
-    "--expect-report-digest", help="Trust anchor: the report digest you expect (sha256:...)."
-)
-@click.option(
-    "--allowed-signers",
-    type=click.Path(path_type=Path),
-    help="OpenSSH allowed_signers file: check the head signature.",
-)
-@click.option("--identity", help="Signer identity to require (with --allowed-signers).")
-@click.option(
-    "--signature",
-    help="A signature file or s3:// object to check instead of the bundle's own "
-    "(default: embedded, <archive>.sig and its countersignatures, or those stored beside "
-    "an s3:// bundle).",
-)
+@_anchor_options
 @click.option(
     "--project",
     "project_root",
