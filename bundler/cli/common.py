@@ -53,7 +53,9 @@ class _ProgressLine:
     pay for it. Without a known total it shows bytes and rate only.
     """
 
-    def __init__(self, enabled: bool, label: str, total: int | None = None) -> None:
+    def __init__(
+        self, enabled: bool, label: str, total: int | None = None, *, unit: str = "bytes"
+    ) -> None:
         self.enabled = enabled and sys.stderr.isatty()
         self.label = label
         self._done = 0
@@ -65,19 +67,26 @@ class _ProgressLine:
         from rich.progress import (
             BarColumn,
             DownloadColumn,
+            MofNCompleteColumn,
             Progress,
+            ProgressColumn,
             TaskProgressColumn,
             TextColumn,
             TimeRemainingColumn,
             TransferSpeedColumn,
         )
 
+        # Bytes show size and transfer rate; counted items (bundles checked) show "N/M".
+        amount: list[ProgressColumn] = (
+            [DownloadColumn(binary_units=True), TransferSpeedColumn()]
+            if unit == "bytes"
+            else [MofNCompleteColumn()]
+        )
         self._bar = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             TaskProgressColumn(),
-            DownloadColumn(binary_units=True),
-            TransferSpeedColumn(),
+            *amount,
             TimeRemainingColumn(),
             TextColumn("{task.fields[note]}"),
             console=Console(file=sys.stderr),

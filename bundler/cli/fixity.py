@@ -172,7 +172,7 @@ def fixity(
         def signer(data: bytes) -> str:
             return sshsig.sign(data, key, namespace=SIGNATURE_NAMESPACE)
 
-    line = _ProgressLine(not quiet, "fixity")
+    line = _ProgressLine(not quiet, "fixity", unit="bundles")
 
     def on_progress(progress: object) -> None:
         from bundler.fixity.run import Progress
