@@ -257,7 +257,7 @@ MAIN_OPTIONS = {
     "reports": ["--store", "--json", "--endpoint-url", "--quiet"],
     "export": ["--store", "--report", "--principal", "--out", "--exported-at", "--level", "--strict", "--upload"],
     "verify": ["--expect-bundle-digest", "--expect-report-digest", "--strict", "--json", "--output-dir",
-               "--max-bytes"],
+               "--max-bytes", "--html"],
     "inspect": ["--json"],
     "extract": ["--expect-bundle-digest", "--expect-report-digest", "--strict", "--max-bytes"],
     "upload": ["--retain-until"],
@@ -267,7 +267,8 @@ MAIN_OPTIONS = {
     "sign": ["--key"],
     "prove": ["--case", "--out"],
     "check-proof": ["--allowed-signers", "--expect-bundle-digest"],
-    "audit": ["--json", "--output-dir"],
+    "audit": ["--json", "--output-dir", "--html"],
+    "render": ["--html", "--json", "--quiet"],
     "digest": ["--canonical", "--json", "--raw", "--framed"],
     "canonicalize": [],
 }

@@ -20,6 +20,7 @@ from bundler.cli.common import (
     _say,
     _verify_options,
 )
+from bundler.cli.render import _html_option, refuse_existing, write_page
 from bundler.cli.signatures import (
     _explicit_signature,
     _list_signatures,
@@ -71,6 +72,7 @@ with --allowed-signers the result shows self-consistency only, and the Anchor li
     type=click.Path(path_type=Path),
     help="Write audit.json and audit.md here (absent or empty).",
 )
+@_html_option("Write the auditor's page of the audit to FILE (never overwritten).")
 @_max_bytes_option
 @_endpoint_option
 @click.option(
@@ -89,6 +91,7 @@ def audit(
     strict: bool,
     as_json: bool,
     output_dir: Path | None,
+    html: Path | None,
     max_bytes: int,
     endpoint_url: str | None,
     quiet: bool,
@@ -99,6 +102,7 @@ def audit(
 
     if signature is not None and allowed_signers is None:
         raise UsageError("--identity and --signature need --allowed-signers")
+    refuse_existing(html)
     if bundle.startswith("s3://"):
         from bundler import storage
 
@@ -151,6 +155,10 @@ def audit(
         )
         if not quiet:
             _say(f"Wrote:       {shown(str(output_dir / 'audit.json'))} and audit.md\n")
+    if html is not None:
+        write_page(html, result.to_json())
+        if not quiet:
+            _say(f"Wrote:       {shown(str(html))} (audit page)\n")
     sys.exit(result.exit_code)
 
 

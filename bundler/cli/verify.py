@@ -25,6 +25,7 @@ from bundler.cli.common import (
     _storage_config,
     _verify_options,
 )
+from bundler.cli.render import _html_option, refuse_existing, write_page
 from bundler.cli.signatures import (
     _explicit_signature,
     _list_signatures,
@@ -85,6 +86,7 @@ self-consistency only. For eval-banana run directories, pass RUN_DIR with --proj
     type=click.Path(path_type=Path),
     help="Write verification.json and verification.md here (absent or empty).",
 )
+@_html_option("Write the auditor's page of the result to FILE (one BUNDLE; never overwritten).")
 @_max_bytes_option
 @_endpoint_option
 @_quiet_option
@@ -99,6 +101,7 @@ def verify(
     strict: bool,
     as_json: bool,
     output_dir: Path | None,
+    html: Path | None,
     max_bytes: int,
     endpoint_url: str | None,
     quiet: bool,
@@ -108,6 +111,9 @@ def verify(
 
     if output_dir is not None and len(bundles) > 1:
         raise UsageError("--output-dir takes a single BUNDLE")
+    if html is not None and len(bundles) > 1:
+        raise UsageError("--html takes a single BUNDLE")
+    refuse_existing(html)
     if signature is not None and allowed_signers is None:
         raise UsageError("--identity and --signature need --allowed-signers")
     for location in bundles:
@@ -165,6 +171,10 @@ def verify(
                     "verification.md": verification_markdown(result).encode("utf-8"),
                 },
             )
+        if html is not None:
+            write_page(html, result.to_json())
+            if not quiet:
+                _say(f"Wrote:       {shown(str(html))} (verification page)\n")
     if len(bundles) > 1:
         order = ("verified", "failed", "altered", "error", "storage")
         words = {
