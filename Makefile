@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint fixtures bench eb-fixtures clean
+.PHONY: demo test lint fixtures bench eb-fixtures clean screenshot
 
 # The stamp also follows the C source: an editable install compiles bundler/core/_jcs.c once,
 # so a changed source needs a new install to take effect.
@@ -30,6 +30,14 @@ lint: $(STAMP)
 fixtures: $(STAMP)
 	$(PY) -m bundler.testing.fixturegen fixtures/stores --force
 	$(PY) -m bundler.testing.fixtures_audit fixtures/stores --force
+
+# The README's picture of the auditor's page: the demo's page of its tampered bundle, in
+# headless Chromium with the network off.
+screenshot: $(STAMP)
+	test -f out/demo/page-tampered.html || $(PY) scripts/demo.py
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
+	  --proxy-server=127.0.0.1:9 --window-size=1100,1900 \
+	  --screenshot=$(CURDIR)/docs/page-verify.png file://$(CURDIR)/out/demo/page-tampered.html
 
 bench: $(STAMP)
 	$(PY) bench/run.py

@@ -166,6 +166,15 @@ def main() -> None:
     tamper(OUT / "rpt-clean.tar.zst", OUT / "tampered.tar.zst")
     run("verify", "tampered.tar.zst", expect=1)
 
+    banner("The auditor's page: one self-contained HTML file per result (open it, print it)")
+    run("verify", "rpt-clean.tar.zst", "--expect-bundle-digest", expected, "--html",
+        "page-verified.html", show=False)
+    run("verify", "tampered.tar.zst", "--output-dir", "tampered-result", "--html",
+        "page-tampered.html", expect=1, show=False)
+    run("render", "tampered-result/verification.json", "--html", "page-tampered-rendered.html")
+    sh("cmp", "page-tampered.html", "page-tampered-rendered.html")
+    print("  (render of the saved record gives the same bytes as verify --html)", flush=True)
+
     banner("Several bundles at once: each is checked; a tampered one is never hidden by an unreadable one")
     (OUT / "not-a-bundle.tar.zst").write_bytes(b"this is not an archive\n")
     print("  (not-a-bundle.tar.zst holds a line of text)")
@@ -252,6 +261,7 @@ def eb_demo() -> None:
     run("export-eb", str(run_dir), "--project", str(eb_dir / "project"),
         "--exported-at", EB_EXPORTED_AT, "--out", "eb-run.tar.zst")
     run("verify", "eb-run.tar.zst")
+    run("verify", "eb-run.tar.zst", "--html", "page-eval-banana.html", show=False)
     import zstandard
 
     data = zstandard.ZstdDecompressor().stream_reader((OUT / "eb-run.tar.zst").read_bytes()).read()
@@ -269,6 +279,7 @@ def audit_demo() -> None:
     run("export", "--store", str(audit_store), "--report", "rpt-audit-pass-below-threshold",
         "--principal", "alice", "--exported-at", EXPORTED_AT, "--out", "audit-inconsistent.tar.zst", "--quiet")
     run("audit", "audit-inconsistent.tar.zst", expect=1)
+    run("audit", "audit-inconsistent.tar.zst", "--html", "page-audit.html", expect=1, show=False)
 
 
 def storage_demo() -> None:
