@@ -271,6 +271,9 @@ MAIN_OPTIONS = {
     "render": ["--html", "--json", "--quiet"],
     "digest": ["--canonical", "--json", "--raw", "--framed"],
     "canonicalize": [],
+    "fixity": ["--level", "--ledger", "--sample", "--older-than", "--limit", "--limit-bytes",
+               "--workers", "--scheduler", "--record", "--key", "--json"],
+    "render": ["--html"],
 }
 
 

@@ -158,7 +158,7 @@ def test_two_signers_on_one_stored_bundle(
         "verify", url, *endpoint, "--allowed-signers", str(only_auditor), "--signature", counter[0]
     )
     assert done.returncode == 0, done.stderr.decode()
-    assert "Signatures:  1 (1 verified)" in done.stderr.decode()
+    assert "Signatures:  1 (1 verified)" in done.stdout.decode()
     done = run_cli(
         "verify",
         url,
@@ -180,7 +180,7 @@ def test_two_signers_on_one_stored_bundle(
     )
     done = run_cli("verify", str(out / name), "--allowed-signers", str(allowed))
     assert done.returncode == 0, done.stderr.decode()
-    assert "Signatures:  3 (2 verified)" in done.stderr.decode()
+    assert "Signatures:  3 (2 verified)" in done.stdout.decode()
 
     # The countersignature is a plain SSHSIG file: ssh-keygen checks it as README says.
     bag = tmp_path / "bag"
