@@ -294,3 +294,18 @@ def test_twenty_thousand_case_page_under_two_megabytes(tmp_path: Path) -> None:
     size = page.stat().st_size
     assert size < 2 * 1024 * 1024, size
     assert_inert(page.read_bytes())
+
+
+def test_many_failed_claims_stay_under_two_megabytes(results: Results) -> None:
+    """Per-claim detail is bounded: 25,000 failed and unprovable claims, a small page."""
+    record = load(results.tampered)
+    failed = next(c for c in record["claims"] if c["state"] == "failed")
+    unprovable = dict(failed, state="unprovable", reason="payload_at_sso", detail=None)
+    record["claims"] = [dict(failed, subject=f"payload {i:064x}") for i in range(20_000)] + [
+        dict(unprovable, subject=f"payload {i:064x}") for i in range(5_000)
+    ]
+    page = verification_page(record)
+    assert len(page) < 2 * 1024 * 1024, len(page)
+    text = " ".join(assert_inert(page).text)
+    assert "and 19000 more failed claims" in text
+    assert "and 5000 more unprovable claims" in text

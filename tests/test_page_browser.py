@@ -260,6 +260,22 @@ def test_failing_page_prints_whole(
     assert "Commands that reproduce this result" in text  # the end of the page printed too
 
 
+def test_print_opens_collapsed_sections(
+    browser: Browser, pages: dict[str, Path], tmp_path: Path
+) -> None:
+    pdftotext = _need("pdftotext")
+    session = browser.open(pages["audit"].as_uri())
+    closed = browser.evaluate(session, "document.querySelectorAll('details:not([open])').length")
+    assert closed >= 1  # the per-field tables start collapsed on screen
+    pdf = browser.call("Page.printToPDF", session)
+    path = tmp_path / "audit.pdf"
+    path.write_bytes(base64.b64decode(pdf["data"]))
+    text = subprocess.run(
+        [pdftotext, str(path), "-"], capture_output=True, check=True, text=True
+    ).stdout
+    assert "aggregation" in text  # a row only inside the collapsed section
+
+
 @pytest.mark.parametrize("name", list(VERDICTS))
 def test_axe_finds_no_serious_violation(
     browser: Browser, pages: dict[str, Path], name: str
