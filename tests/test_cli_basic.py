@@ -273,7 +273,6 @@ MAIN_OPTIONS = {
     "canonicalize": [],
     "fixity": ["--level", "--ledger", "--sample", "--older-than", "--limit", "--limit-bytes",
                "--workers", "--scheduler", "--record", "--key", "--json"],
-    "render": ["--html"],
 }
 
 
