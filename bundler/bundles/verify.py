@@ -172,6 +172,7 @@ def verify_contents(contents: BagContents, options: VerifyOptions) -> Verificati
         claims=tuple(final),
         summary=facts.get("summary", {}),
         report_result=facts.get("report_result"),
+        report_issued_at=facts.get("report_issued_at"),
         envelope=facts.get("envelope"),
     )
 

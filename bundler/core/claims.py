@@ -149,6 +149,9 @@ class Verification:
     # The report's own result (EvalBook: the body's ``result``; eval-banana: pass or fail
     # as ``run_passed`` recomputes), None when the report could not be read.
     report_result: str | None = None
+    # When the report was issued (EvalBook: the body's ``issued_at``; eval-banana: the run's
+    # ``completed_at``), None when it could not be read.
+    report_issued_at: str | None = None
     envelope: Envelope | None = None  # EvalBook bundles whose envelope is schema-valid
     archive: ArchiveFacts | None = None  # None for a bag directory or a run directory
     verified_at: str = field(default_factory=_now)
@@ -198,6 +201,7 @@ class Verification:
             "report_id": self.report_id,
             "report_digest": self.report_digest,
             "report_result": self.report_result,
+            "report_issued_at": self.report_issued_at,
             "envelope": None if self.envelope is None else self.envelope.to_json(),
             "anchor": {
                 "expected_bundle_digest": self.anchor.expected_bundle_digest,

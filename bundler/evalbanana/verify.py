@@ -189,6 +189,7 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         claims=tuple(final),
         summary=summary,
         report_result=run_result(summary),
+        report_issued_at=run.completed_at,
     )
 
 
@@ -446,6 +447,7 @@ class _BundleVerifier:
         if self.run is not None:
             facts["summary"] = _summary(self.run, MODE_BUNDLE, self.bundle["cases_tree"])
             facts["report_result"] = run_result(facts["summary"])
+            facts["report_issued_at"] = self.run.completed_at
         else:
             facts["summary"] = {
                 "mode": MODE_BUNDLE,

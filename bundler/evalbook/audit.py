@@ -24,6 +24,7 @@ from typing import Any
 
 from bundler.core import canonical
 from bundler.core.claims import Anchor, Verdict, Verification
+from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbook.derive import WILSON_METHOD
 from bundler.evalbook.stats import DEFAULT_RESAMPLES
 from bundler.evalbook.verdicts import (
@@ -370,6 +371,10 @@ class Audit:
                 "counts": v.counts(),
             },
             "anchor": _anchor_json(self.anchor),
+            # The audit reads the bundle once, in its verification: the same time and bytes.
+            "tool": {"name": TOOL_NAME, "version": __version__},
+            "audited_at": None if v is None else v.verified_at,
+            "archive": None if v is None or v.archive is None else v.archive.to_json(),
             "tolerance": {"value": TOLERANCE, "rule": TOLERANCE_RULE},
             "counts": self.counts(),
             "report": None if self.report is None else self.report.to_json(),

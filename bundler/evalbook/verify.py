@@ -57,5 +57,6 @@ class _EvalBookVerifier(DocumentClaims, CaseClaims, CoherenceClaims):
             "report_id": self.bundle["report"]["report_id"],
             "report_digest": self.bundle["report"]["digest"],
             "report_result": None if self.report is None else self.report["result"],
+            "report_issued_at": None if self.report is None else self.report.get("issued_at"),
             "envelope": self.envelope,
         }
