@@ -20,7 +20,12 @@ demo: $(STAMP)
 	$(PY) scripts/demo.py
 
 # Two workers (the machines have two cores); the adversarial suites are large.
-test: $(STAMP)
+# axe-core, for the accessibility check of the auditor's page (a test-only npm package).
+AXE := tests/.node/node_modules/axe-core/axe.min.js
+$(AXE):
+	npm install --prefix tests/.node --no-audit --no-fund --silent axe-core
+
+test: $(STAMP) $(AXE)
 	$(PY) -m pytest -q -n 2
 
 lint: $(STAMP)
