@@ -417,3 +417,38 @@ def test_scheduler_without_distributed_names_the_extra(
     assert done.returncode == 2
     assert b"pip install 'evalbook-bundle[cluster]'" in done.stderr
     assert done.stderr.count(b"\n") == 1
+
+
+def test_a_sidecar_signature_replaced_by_another_keys_fails(
+    tmp_path: Path, bundles: dict[str, Path]
+) -> None:
+    """The archive's bytes are intact but its signature is now a stranger's: at level
+    full with --allowed-signers that is a failed check, not a pass."""
+    keygen = shutil.which("ssh-keygen")
+    assert keygen is not None, "ssh-keygen is needed (openssh-client; .ci/run installs it)"
+    keys = {}
+    for name in ("alice", "mallory"):
+        key = tmp_path / name
+        subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
+        keys[name] = key
+    key_type, blob = (tmp_path / "alice.pub").read_text().split()[:2]
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(f'alice namespaces="evalbook-bundle-head-v1" {key_type} {blob}\n')
+    root = _archive(tmp_path, bundles, n=2)
+    archives = sorted(root.rglob("*.tar.zst"))
+    for archive in archives:
+        assert run_cli("sign", str(archive), "--key", str(keys["alice"]), "-q").returncode == 0
+    ledger = tmp_path / "ledger.sqlite"
+    code, summary, _ = _fixity(str(root), "--ledger", str(ledger), "--allowed-signers", str(allowed))
+    assert (code, summary["counts"]["pass"]) == (0, 2)
+
+    # Replace the first archive's sidecar with mallory's signature of the same head.
+    victim = archives[0]
+    Path(f"{victim}.sig").unlink()
+    assert run_cli("sign", str(victim), "--key", str(keys["mallory"]), "-q").returncode == 0
+    code, summary, _ = _fixity(str(root), "--ledger", str(ledger), "--allowed-signers", str(allowed))
+    assert code == 1
+    assert summary["counts"] == {"pass": 1, "fail": 1, "missing": 0, "error": 0}
+    (problem,) = summary["problems"]
+    assert problem["key"] == str(victim.relative_to(root)) and problem["outcome"] == "fail"
+    assert "signature" in problem["detail"]
