@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     runs, then the exit code is 143 (SIGINT: 130).
     """
     args = sys.argv[1:] if argv is None else argv
+    _INVOKED.clear()  # an embedding caller may run main more than once
     verbose = "--verbose" in args
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
