@@ -10,6 +10,7 @@ times (median and range, wall clock; peak RSS from /usr/bin/time):
 - bagit.py --validate --processes 2 on the extracted bag, as a peer
 - canonical.dumps MB/s      vs  orjson.dumps
 - audit                     vs  verify (when the audit command exists)
+- with --fixity: fixity over --fixity-bundles stored bundles (bench/bench_fixity.py)
 
 Prints a table of ratios and writes the same figures as JSON (bench/results.json, or
 --json-out PATH). Machines here are noisy: compare ratios, not seconds.
@@ -149,7 +150,20 @@ def main() -> None:
     parser.add_argument("--level", type=int, default=3)
     parser.add_argument("--json-out", type=Path, default=REPO / "bench" / "results.json")
     parser.add_argument("--skip-bagit", action="store_true")
+    parser.add_argument(
+        "--fixity", action="store_true", help="Also measure fixity (bench/bench_fixity.py)."
+    )
+    parser.add_argument("--fixity-bundles", type=int, default=1000)
+    parser.add_argument(
+        "--fixity-only", action="store_true", help="Measure fixity alone (implies --fixity)."
+    )
     args = parser.parse_args()
+    if args.fixity_only:
+        args.fixity = True
+        results = {"machine": machine(), "fixity": fixity_part(args.fixity_bundles)}
+        args.json_out.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"\nfigures written to {args.json_out}")
+        return
     for tool in ("zstd", "tar", "sha256sum", TIME):
         if shutil.which(tool) is None:
             raise SystemExit(f"bench: {tool} is needed (apt-get install zstd time)")
@@ -158,11 +172,7 @@ def main() -> None:
     warm_cache(store)
     work = Path(tempfile.mkdtemp(prefix="evalbook-bench-"))
     results: dict[str, Any] = {
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
+        "machine": machine(),
         "params": {
             "payload_gb": args.payload_gb,
             "cases": args.cases,
@@ -288,9 +298,34 @@ def main() -> None:
         )
         for key, value in ratios.items()
     }
+    if args.fixity:
+        results["fixity"] = fixity_part(args.fixity_bundles)
     args.json_out.write_text(json.dumps(results, indent=2) + "\n")
     print_table(results)
+    if "fixity" in results:
+        import bench_fixity
+
+        bench_fixity.print_table(results["fixity"])
     print(f"\nfigures written to {args.json_out}")
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def fixity_part(bundles: int) -> dict[str, Any]:
+    """bench/bench_fixity.py over ``bundles`` stored bundles; prints its table."""
+    print(f"fixity ({bundles} bundles on a local SeaweedFS)", flush=True)
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_fixity
+
+    figures: dict[str, Any] = bench_fixity.run(bundles)
+    bench_fixity.print_table(figures)
+    return figures
 
 
 def print_table(r: dict[str, Any]) -> None:
