@@ -26,7 +26,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -132,79 +131,13 @@ def _fixity(
     return result
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
 @contextlib.contextmanager
 def _cluster(work: Path, env: dict[str, str]) -> Iterator[str]:
-    """A Dask scheduler and two single-threaded workers on 127.0.0.1, no dashboards."""
-    env = {**env, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
-    scheduler_file = work / "scheduler.json"
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        with (work / "scheduler.log").open("wb") as log:
-            procs.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "distributed.cli.dask_scheduler",
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        "0",
-                        "--no-dashboard",
-                        "--scheduler-file",
-                        str(scheduler_file),
-                    ],
-                    stdout=log,
-                    stderr=log,
-                    env=env,
-                )
-            )
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        address = json.loads(scheduler_file.read_text())["address"]
-        for i in range(2):
-            with (work / f"worker-{i}.log").open("wb") as log:
-                procs.append(
-                    subprocess.Popen(
-                        [
-                            sys.executable,
-                            "-m",
-                            "distributed.cli.dask_worker",
-                            address,
-                            "--host",
-                            "127.0.0.1",
-                            "--no-dashboard",
-                            "--no-nanny",
-                            "--nthreads",
-                            "1",
-                            "--name",
-                            f"w{i}",
-                        ],
-                        stdout=log,
-                        stderr=log,
-                        env=env,
-                        cwd=work,
-                    )
-                )
-        from distributed import Client
+    """A Dask scheduler and two single-threaded workers on 127.0.0.1 (tests/dask_cluster.py)."""
+    from dask_cluster import local_cluster
 
-        with Client(address, timeout=30) as client:
-            client.wait_for_workers(2, timeout=60)
+    with local_cluster(work, env) as (address, _):
         yield address
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
 
 
 def _ledger_writes(work: Path, index: list[dict[str, Any]]) -> dict[str, Any]:

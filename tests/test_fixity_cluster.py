@@ -3,13 +3,11 @@ started on loopback, and a worker killed mid-run loses no check."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,91 +15,18 @@ from pathlib import Path
 import orjson
 import pytest
 from conftest import CLI, run_cli
+from dask_cluster import local_cluster
 
 from bundler.core.schemas import validator_for
 
 pytest.importorskip("distributed")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
-    """A scheduler and two single-threaded workers, every listener on 127.0.0.1, no
-    dashboards, no nannies (a killed worker stays dead); stopped by PID."""
-    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
-    scheduler_file = tmp_path / "scheduler.json"
-    with (tmp_path / "scheduler.log").open("wb") as log:
-        scheduler = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "distributed.cli.dask_scheduler",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--no-dashboard",
-                "--scheduler-file",
-                str(scheduler_file),
-            ],
-            stdout=log,
-            stderr=log,
-            env=env,
-        )
-    procs = [scheduler]
-    try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        address = json.loads(scheduler_file.read_text())["address"]
-        assert address.startswith("tcp://127.0.0.1:")
-        workers = []
-        for i in range(2):
-            with (tmp_path / f"worker-{i}.log").open("wb") as wlog:
-                workers.append(
-                    subprocess.Popen(
-                        [
-                            sys.executable,
-                            "-m",
-                            "distributed.cli.dask_worker",
-                            address,
-                            "--host",
-                            "127.0.0.1",
-                            "--no-dashboard",
-                            "--no-nanny",
-                            "--nthreads",
-                            "1",
-                            "--name",
-                            f"w{i}",
-                        ],
-                        stdout=wlog,
-                        stderr=wlog,
-                        env=env,
-                        cwd=tmp_path,
-                    )
-                )
-        procs += workers
-        _wait_for_workers(address, 2)
+    """A scheduler and two single-threaded workers on loopback (tests/dask_cluster.py)."""
+    with local_cluster(tmp_path, dict(os.environ)) as (address, workers):
         yield address, workers
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
-
-
-def _wait_for_workers(address: str, n: int) -> None:
-    from distributed import Client
-
-    with Client(address, timeout=30) as client:
-        client.wait_for_workers(n, timeout=60)
 
 
 def _events(ledger: Path) -> list[str]:
