@@ -69,9 +69,24 @@ class PermissionDenied(BundlerError):
 
 
 class StorageError(BundlerError):
-    """Object storage unreachable, refused, or returned bytes that do not check (exit 5)."""
+    """Object storage unreachable, refused, or returned bytes that do not check (exit 5).
+
+    ``kind`` says what a caller that retries needs to know: ``transient`` (throttled,
+    a 5xx answer, a connection refused, reset or timed out: the same request may work
+    later), ``not_found`` (no such object), ``unverifiable`` (the object has no valid
+    ``sha256`` metadata) or ``refused`` (anything else: denied, bad credentials, no
+    such bucket; retrying will not help).
+    """
 
     exit_code = 5
+
+    def __init__(self, message: str, *, kind: str = "refused") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+    @property
+    def transient(self) -> bool:
+        return self.kind == "transient"
 
 
 class VerificationFailed(BundlerError):

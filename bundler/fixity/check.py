@@ -14,6 +14,7 @@ import errno
 import hashlib
 import io
 import os
+import random
 import stat
 import time
 from dataclasses import dataclass, replace
@@ -28,6 +29,13 @@ from bundler.core.textsafe import shown
 
 CHUNK = 1024 * 1024
 FIXITY_NAMESPACE = "evalbook-fixity-v1"
+# A check that storage refused transiently (throttled, 5xx, a connection reset or cut
+# short) starts again from a fresh request, up to CHECK_ATTEMPTS times in all, waiting
+# RETRY_BASE_SECONDS * 2**n (with jitter) between; botocore has already retried each
+# request. What the bytes say (a digest mismatch) is final and never retried.
+CHECK_ATTEMPTS = 3
+RETRY_BASE_SECONDS = 0.5
+RETRY_CAP_SECONDS = 8.0
 
 
 def now_iso() -> str:
@@ -90,6 +98,20 @@ def check_batch(tasks: list[Task], settings: Settings) -> list[Result]:
     return [check_one(task, settings) for task in tasks]
 
 
+def died(task: Task, settings: Settings, why: str) -> Result:
+    """The result for a bundle whose check killed the process checking it, twice: it
+    is reported, never retried for ever and never taken for a pass."""
+    return Result(
+        task.key,
+        "error",
+        f"{settings.location(task.key)}: the process checking it died ({why})",
+        settings.level,
+        now_iso(),
+        0.0,
+        size=task.size,
+    )
+
+
 def missing(task: Task, settings: Settings) -> Result:
     """The result for a bundle the ledger knew that the source no longer lists."""
     return Result(
@@ -134,22 +156,42 @@ class _Hashing(io.RawIOBase):
 
 
 def check_one(task: Task, settings: Settings) -> Result:
-    """Check one bundle at ``settings.level``."""
+    """Check one bundle at ``settings.level``, starting again when storage failed
+    transiently (see CHECK_ATTEMPTS)."""
     started = time.monotonic()
-    when = now_iso()
-    base = Result(task.key, "error", "", settings.level, when, 0.0, size=task.size)
+    attempt = 1
+    while True:
+        result, transient = _attempt(task, settings)
+        if not transient or attempt >= CHECK_ATTEMPTS:
+            break
+        time.sleep(
+            min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2 ** (attempt - 1))
+            * random.uniform(0.5, 1.0)
+        )
+        attempt += 1
+    if transient:
+        result = replace(result, detail=f"{result.detail} (gave up after {attempt} attempts)")
+    return replace(result, seconds=round(time.monotonic() - started, 6))
+
+
+def _attempt(task: Task, settings: Settings) -> tuple[Result, bool]:
+    """One try at checking ``task``; True beside an error worth trying again."""
+    base = Result(task.key, "error", "", settings.level, now_iso(), 0.0, size=task.size)
     try:
         if settings.is_s3:
-            result = _check_stored(task, settings, base)
-        else:
-            result = _check_local(task, settings, base)
+            return _check_stored(task, settings, base), False
+        return _check_local(task, settings, base), False
     except StorageError as exc:
-        result = replace(base, detail=exc.message, storage_error=True)
+        if exc.kind == "not_found":
+            where = settings.location(task.key)
+            return replace(
+                base, outcome="missing", detail=f"{where}: gone since it was listed"
+            ), False
+        return replace(base, detail=exc.message, storage_error=True), exc.transient
     except BundlerError as exc:
-        result = replace(base, detail=exc.message)
+        return replace(base, detail=exc.message), False
     except OSError as exc:
-        result = replace(base, detail=f"{settings.location(task.key)}: {exc.strerror or exc}")
-    return replace(result, seconds=round(time.monotonic() - started, 6))
+        return replace(base, detail=f"{settings.location(task.key)}: {exc.strerror or exc}"), False
 
 
 def _check_local(task: Task, settings: Settings, base: Result) -> Result:
@@ -195,7 +237,7 @@ def _check_stored(task: Task, settings: Settings, base: Result) -> Result:
             except storage.AlteredAtRest as exc:
                 return replace(base, outcome="fail", detail=exc.message, bytes_read=hashing.count)
     except StorageError as exc:
-        if "no sha256 metadata" in exc.message and task.recorded_sha256:
+        if exc.kind == "unverifiable" and task.recorded_sha256:
             # The metadata cannot go without the object being rewritten: altered at rest.
             return replace(
                 base,

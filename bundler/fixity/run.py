@@ -14,6 +14,7 @@ import secrets
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from multiprocessing import get_context
@@ -25,7 +26,7 @@ import orjson
 from bundler import storage
 from bundler.core.errors import BundlerError, StorageError, UsageError
 from bundler.core.version import TOOL_NAME, __version__
-from bundler.fixity.check import Result, Settings, Task, check_batch, missing, now_iso
+from bundler.fixity.check import Result, Settings, Task, check_batch, died, missing, now_iso
 from bundler.fixity.ledger import Event, Ledger
 from bundler.fixity.record import CHECK_SCHEMA, FOOTER_SCHEMA, RUN_SCHEMA, RecordWriter
 from bundler.fixity.select import Candidate, Selection, list_source, select
@@ -35,6 +36,7 @@ OUTCOMES = ("pass", "fail", "missing", "error")
 TARGET_BATCH_SECONDS = 1.0
 MAX_BATCH = 256
 IN_FLIGHT_PER_WORKER = 2
+GUIDED_SHARE = 8
 SHARE_WINDOWS = (("30d", 30), ("90d", 90), ("365d", 365))
 
 
@@ -307,11 +309,18 @@ def _check_line(r: Result) -> dict[str, Any]:
 
 class _Batches:
     """Cuts the work into batches of about ``TARGET_BATCH_SECONDS`` each, from the
-    throughput measured so far (bytes per second and seconds per bundle)."""
+    throughput measured so far (bytes per second and seconds per bundle).
 
-    def __init__(self, candidates: list[Candidate]) -> None:
+    Towards the end batches shrink (to an eighth of the work left per worker, as
+    guided scheduling does), so no worker is left with a long last batch while the
+    others idle.
+    """
+
+    def __init__(self, candidates: list[Candidate], workers: int = 1) -> None:
         self._queue = [_task(c) for c in candidates]
         self._queue.reverse()
+        self._left_bytes = sum(t.size for t in self._queue)
+        self.workers = max(1, workers)
         self._seconds = 0.0
         self._bytes = 0
         self._count = 0
@@ -330,14 +339,17 @@ class _Batches:
         estimate = 0.0
         per_item = self._seconds / self._count if self._count else None
         per_byte = self._seconds / self._bytes if self._bytes else None
+        left = per_byte * self._left_bytes if per_byte else (per_item or 0.0) * len(self._queue)
+        budget = min(TARGET_BATCH_SECONDS, left / (GUIDED_SHARE * self.workers))
         while self._queue and len(batch) < MAX_BATCH:
             if per_item is None and batch:
                 break  # nothing measured yet: one bundle per batch to learn the rate
             task = self._queue[-1]
             cost = (per_byte * task.size) if per_byte else (per_item or 0.0)
-            if batch and estimate + cost > TARGET_BATCH_SECONDS:
+            if batch and estimate + cost > budget:
                 break
             batch.append(self._queue.pop())
+            self._left_bytes -= task.size
             estimate += cost
         return batch
 
@@ -350,7 +362,7 @@ def execute(
 ) -> None:
     """Run ``check_batch`` over every candidate; ``take`` receives each batch's results
     in this process, as they arrive."""
-    batches = _Batches(candidates)
+    batches = _Batches(candidates, config.workers)
     if config.scheduler is not None:
         _execute_dask(batches, settings, config.scheduler, take)
     elif config.workers <= 1:
@@ -365,22 +377,100 @@ def execute(
 def _execute_local(
     batches: _Batches, settings: Settings, workers: int, take: Callable[[list[Result]], None]
 ) -> None:
-    # spawn: the workers open their own storage connections, never a forked copy of ours.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        pending: set[Future[list[Result]]] = set()
-        try:
-            while batches or pending:
-                while batches and len(pending) < workers * IN_FLIGHT_PER_WORKER:
-                    pending.add(pool.submit(check_batch, batches.next(), settings))
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    results = future.result()
-                    batches.learn(results)
-                    take(results)
-        except BaseException:
-            for future in pending:
-                future.cancel()
-            raise
+    """``workers`` checkers: this process and ``workers - 1`` helper processes.
+
+    This process has already imported the verifier and opened a storage client (for
+    the listing), so it checks batches itself between collecting the helpers' results
+    rather than idling while one more interpreter starts; a result waits at most one
+    batch (about a second) before the ledger records it. A helper that dies (killed,
+    out of memory, crashed by what it read) loses no check: see ``_Helpers``.
+    """
+    helpers = _Helpers(settings, workers - 1)
+    try:
+        while batches or helpers.busy:
+            while batches and helpers.has_room:
+                helpers.submit(batches.next())
+            if batches:
+                results = check_batch(batches.next(), settings)
+                batches.learn(results)
+                take(results)
+            for results in helpers.collect(block=not batches):
+                batches.learn(results)
+                take(results)
+    finally:
+        helpers.close()
+
+
+class _Helpers:
+    """Helper processes that check batches, at most IN_FLIGHT_PER_WORKER each.
+
+    When a helper dies, every batch in flight is lost (the pool breaks); a new pool
+    takes over and the lost bundles are checked again one at a time, alone in the
+    pool, so a bundle that kills its checker again is known for certain and reported
+    as an error rather than retried for ever.
+    """
+
+    def __init__(self, settings: Settings, count: int) -> None:
+        self._settings = settings
+        self._count = count
+        self._pool = self._new_pool()
+        self._pending: dict[Future[list[Result]], list[Task]] = {}
+        self._suspects: list[Task] = []  # lost with a dead helper, to check alone
+        self._suspect: Future[list[Result]] | None = None
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        # spawn: a helper opens its own storage connections, never a forked copy of ours.
+        return ProcessPoolExecutor(max_workers=self._count, mp_context=get_context("spawn"))
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._pending or self._suspects)
+
+    @property
+    def has_room(self) -> bool:
+        return not self._suspects and len(self._pending) < self._count * IN_FLIGHT_PER_WORKER
+
+    def submit(self, batch: list[Task]) -> None:
+        self._pending[self._pool.submit(check_batch, batch, self._settings)] = batch
+
+    def collect(self, *, block: bool) -> list[list[Result]]:
+        """The results of the batches finished so far (waiting for one when ``block``)."""
+        if self._suspects and self._suspect is None:
+            task = self._suspects.pop()
+            self._suspect = self._pool.submit(check_batch, [task], self._settings)
+            self._pending[self._suspect] = [task]
+        if not self._pending:
+            return []
+        done, _ = wait(self._pending, timeout=None if block else 0, return_when=FIRST_COMPLETED)
+        finished: list[list[Result]] = []
+        lost: list[Task] = []
+        broken = False
+        for future in done:
+            batch = self._pending.pop(future)
+            try:
+                finished.append(future.result())
+            except BrokenProcessPool:
+                broken = True
+                if future is self._suspect:
+                    finished.append([died(batch[0], self._settings, "checked alone, again")])
+                else:
+                    lost.extend(batch)
+            if future is self._suspect:
+                self._suspect = None
+        if broken:
+            # Every future of a broken pool fails; gather the rest of them too.
+            for future, batch in list(self._pending.items()):
+                self._pending.pop(future)
+                lost.extend(batch)
+            self._suspect = None
+            self._suspects.extend(lost)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = self._new_pool()
+        return finished
+
+    def close(self) -> None:
+        # Waits for the helpers to exit: none outlives the run.
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _execute_dask(
@@ -402,6 +492,7 @@ def _execute_dask(
         ) from exc
     try:
         workers = max(1, len(client.scheduler_info().get("workers", {})))
+        batches.workers = workers
         settings_future = client.scatter(settings, broadcast=True)
 
         def submit() -> Any:

@@ -61,6 +61,36 @@ _CORRUPT_CODES = frozenset(
 _PRECONDITION_CODES = frozenset({"PreconditionFailed", "412"})
 _LOCK_MISSING_CODES = frozenset({"ObjectLockConfigurationNotFoundError", "InvalidBucketState"})
 _UNSUPPORTED_CODES = frozenset({"NotImplemented", "MethodNotAllowed", "501", "405"})
+# Answers that say "not now": throttling (S3's SlowDown and the names other services
+# use) and server-side failures; botocore's standard retry mode treats them alike.
+_TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "ProvisionedThroughputExceededException",
+        "ServiceUnavailable",
+        "InternalError",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+    }
+)
+_TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+# Transport failures: the connection was refused, reset, timed out or cut short.
+_TRANSIENT_TRANSPORT: tuple[type[BaseException], ...] = (
+    bexc.ConnectionError,
+    bexc.IncompleteReadError,
+    bexc.ResponseStreamingError,
+    bexc.ReadTimeoutError,
+    OSError,
+)
 
 
 @dataclass(frozen=True)
@@ -119,11 +149,20 @@ class _Conn:
         return " ".join(text.split())
 
     def fail(
-        self, url: str, action: str, exc: BaseException | None = None, detail: str = ""
+        self,
+        url: str,
+        action: str,
+        exc: BaseException | None = None,
+        detail: str = "",
+        *,
+        kind: str | None = None,
     ) -> StorageError:
-        """A one-line StorageError for ``action`` on ``url``; chain it with ``from exc``."""
+        """A one-line StorageError for ``action`` on ``url``; chain it with ``from exc``.
+        Its ``kind`` is ``kind`` when given, else what ``exc`` says (``failure_kind``)."""
         reason = detail or (_explain(exc, self.endpoint, url) if exc is not None else "failed")
-        return StorageError(self.scrub(f"{url}: {action} failed: {reason}"))
+        if kind is None:
+            kind = failure_kind(exc) if exc is not None else "refused"
+        return StorageError(self.scrub(f"{url}: {action} failed: {reason}"), kind=kind)
 
 
 def _configured_endpoint(config: StorageConfig) -> str | None:
@@ -301,6 +340,22 @@ def _explain(exc: BaseException, endpoint: str, url: str) -> str:
     if isinstance(exc, OSError):
         return f"{type(exc).__name__}: {exc.strerror or exc}"
     return type(exc).__name__
+
+
+def failure_kind(exc: BaseException) -> str:
+    """``transient`` for what may work when asked again (throttling, 5xx, a request
+    timeout, a connection refused, reset or cut short), ``not_found`` for a missing
+    key, else ``refused``; the ``kind`` of StorageError."""
+    if isinstance(exc, bexc.ClientError):
+        code, _, status = _error_code(exc)
+        if code in _TRANSIENT_CODES or status in _TRANSIENT_STATUSES:
+            return "transient"
+        return "not_found" if _is_not_found(exc) else "refused"
+    if isinstance(exc, bexc.SSLError):
+        return "refused"  # a certificate or TLS setup problem does not pass by itself
+    if isinstance(exc, _TRANSIENT_TRANSPORT):
+        return "transient"
+    return "refused"
 
 
 def _is_not_found(exc: bexc.ClientError) -> bool:

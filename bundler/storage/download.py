@@ -103,7 +103,7 @@ def open_verified(src: S3Location, *, config: StorageConfig) -> Iterator[Verifie
     conn = _connect(config)
     answer = _get(conn, src, "opening")
     if answer is None:
-        raise conn.fail(src.url, "opening", detail="no such object")
+        raise conn.fail(src.url, "opening", detail="no such object", kind="not_found")
     try:
         expected = _expected_sha256(conn, src, answer)
     except StorageError:
@@ -376,7 +376,7 @@ def download_bundle(
 
     head = _head_precise(conn, src, "download")
     if head is None:
-        raise conn.fail(src.url, "download", detail="no such object")
+        raise conn.fail(src.url, "download", detail="no such object", kind="not_found")
     if on_size is not None:
         on_size(int(head.get("ContentLength", 0)))
     expected = _expected_sha256(conn, src, head)
@@ -435,7 +435,7 @@ def stream_bundle(
     conn = _connect(config)
     head = _head_precise(conn, src, "download")
     if head is None:
-        raise conn.fail(src.url, "download", detail="no such object")
+        raise conn.fail(src.url, "download", detail="no such object", kind="not_found")
     if on_size is not None:
         on_size(int(head.get("ContentLength", 0)))
     expected = _expected_sha256(conn, src, head)

@@ -131,6 +131,7 @@ class _BodyReader(io.RawIOBase):
                 self._url,
                 "reading",
                 detail=f"the object ended after {self._count} of {self._size} bytes",
+                kind="transient",  # the connection ended early; the object may be whole
             )
         if self._sha is not None:
             self.check_sha256(DIGEST_PREFIX + self._sha.hexdigest())
@@ -239,10 +240,18 @@ def _expected_sha256(conn: _Conn, loc: S3Location, answer: Mapping[str, Any]) ->
     value = meta.get(META_SHA256)
     if value is None:
         raise conn.fail(
-            loc.url, "verifying", detail="no sha256 metadata; the object cannot be verified"
+            loc.url,
+            "verifying",
+            detail="no sha256 metadata; the object cannot be verified",
+            kind="unverifiable",
         )
     if _SHA256_META_RE.match(value) is None:
-        raise conn.fail(loc.url, "verifying", detail=f"malformed sha256 metadata {value!r}")
+        raise conn.fail(
+            loc.url,
+            "verifying",
+            detail=f"malformed sha256 metadata {value!r}",
+            kind="unverifiable",
+        )
     return str(value)
 
 

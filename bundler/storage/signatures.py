@@ -57,7 +57,9 @@ def add_signature(
     conn = _connect(config)
     head = _head_precise(conn, archive, "adding a signature")
     if head is None:
-        raise conn.fail(archive.url, "adding a signature", detail="no such object")
+        raise conn.fail(
+            archive.url, "adding a signature", detail="no such object", kind="not_found"
+        )
     meta = {k.lower(): v for k, v in head.get("Metadata", {}).items()}
     bundle_digest = meta.get(META_BUNDLE_DIGEST)
     if not isinstance(bundle_digest, str):
