@@ -1,4 +1,5 @@
-"""A loopback HTTP proxy that corrupts request bodies in transit.
+"""A loopback HTTP proxy that corrupts request bodies in transit, throttles, and
+resets connections.
 
 It sits between the S3 client and the test server (the client's endpoint is the
 proxy), forwards every byte unchanged except one: in the body of a matching request
@@ -6,6 +7,12 @@ proxy), forwards every byte unchanged except one: in the body of a matching requ
 middle byte. Headers, and so the request signature and checksum headers, are left
 alone, which is exactly what a faulty NIC, middlebox or disk cache would do. The
 server must then refuse the request.
+
+With ``fault``, a function of (method, target) that answers ``"throttle"``, ``"reset"``
+or None for each request, it also does what a busy service and a broken network do:
+``throttle`` answers 503 SlowDown itself (S3's throttling answer) without forwarding;
+``reset`` forwards the request and resets the connection (TCP RST) once
+``RESET_AFTER`` bytes of the answer have gone back, mid-body for any object larger.
 
 Only 127.0.0.1 is ever contacted. Requests with ``Transfer-Encoding: chunked`` are
 relayed unmodified (the S3 client sends ``Content-Length`` bodies).
@@ -15,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +30,18 @@ from dataclasses import dataclass, field
 HOST = "127.0.0.1"
 _BUFFER = 256 * 1024
 _MAX_HEADER = 64 * 1024
+RESET_AFTER = 4096
+_SLOW_DOWN_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
+    b"<Message>Please reduce your request rate.</Message></Error>"
+)
+_SLOW_DOWN = (
+    b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+    b"x-amz-request-id: PROXY\r\nContent-Length: "
+    + str(len(_SLOW_DOWN_BODY)).encode()
+    + b"\r\n\r\n"
+    + _SLOW_DOWN_BODY
+)
 
 
 def corrupt_puts(method: str, target: str) -> bool:
@@ -34,6 +54,20 @@ def corrupt_parts(method: str, target: str) -> bool:
     return method == "PUT" and "partNumber=" in target
 
 
+def no_corruption(method: str, target: str) -> bool:
+    """Flip nothing (for a proxy that only throttles or resets)."""
+    return False
+
+
+@dataclass
+class _Link:
+    """One client connection's state shared by its two relay threads."""
+
+    client: socket.socket
+    upstream: socket.socket
+    reset_after: int | None = None  # bytes of answer still to relay before the RST
+
+
 @dataclass
 class FaultyProxy:
     """Forward 127.0.0.1:<port> to 127.0.0.1:``target_port``, flipping one body byte in
@@ -42,7 +76,10 @@ class FaultyProxy:
     target_port: int
     select: Callable[[str, str], bool] = corrupt_puts
     max_flips: int | None = None
+    fault: Callable[[str, str], str | None] | None = None
     flipped: int = 0
+    throttled: int = 0
+    resets: int = 0
     requests: list[tuple[str, str]] = field(default_factory=list)
     _listener: socket.socket | None = field(default=None, repr=False)
     _sockets: list[socket.socket] = field(default_factory=list, repr=False)
@@ -99,11 +136,12 @@ class FaultyProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._sockets += [client, upstream]
+            link = _Link(client, upstream)
             threading.Thread(
-                target=self._pipe, args=(upstream, client), name="proxy-down", daemon=True
+                target=self._answers, args=(link,), name="proxy-down", daemon=True
             ).start()
             threading.Thread(
-                target=self._requests, args=(client, upstream), name="proxy-up", daemon=True
+                target=self._requests, args=(client, upstream, link), name="proxy-up", daemon=True
             ).start()
 
     @staticmethod
@@ -117,9 +155,49 @@ class FaultyProxy:
             with contextlib.suppress(OSError):
                 dst.shutdown(socket.SHUT_WR)
 
-    def _should_flip(self, method: str, target: str) -> bool:
+    def _answers(self, link: _Link) -> None:
+        """Relay the server's answers to the client, resetting when a fault asks."""
+        try:
+            while data := link.upstream.recv(_BUFFER):
+                if link.reset_after is not None:
+                    if len(data) >= link.reset_after:
+                        link.client.sendall(data[: link.reset_after])
+                        self._reset(link)
+                        return
+                    link.reset_after -= len(data)
+                link.client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                link.client.shutdown(socket.SHUT_WR)
+
+    def _reset(self, link: _Link) -> None:
+        with self._lock:
+            self.resets += 1
+        # SO_LINGER with a zero timeout makes the last close send RST instead of FIN.
+        # SHUT_RD first wakes the request thread blocked reading this socket: until
+        # it returns, the kernel keeps the socket open whatever close() is called.
+        with contextlib.suppress(OSError):
+            link.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        with contextlib.suppress(OSError):
+            link.client.shutdown(socket.SHUT_RD)
+        for sock in (link.client, link.upstream):
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _fault_for(self, method: str, target: str) -> str | None:
         with self._lock:
             self.requests.append((method, target))
+            if self.fault is None:
+                return None
+            what = self.fault(method, target)
+            if what == "throttle":
+                self.throttled += 1
+            return what
+
+    def _should_flip(self, method: str, target: str) -> bool:
+        with self._lock:
             if not self.select(method, target):
                 return False
             if self.max_flips is not None and self.flipped >= self.max_flips:
@@ -127,7 +205,7 @@ class FaultyProxy:
             self.flipped += 1
             return True
 
-    def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
+    def _requests(self, client: socket.socket, upstream: socket.socket, link: _Link) -> None:
         """Relay requests one by one, parsing just enough HTTP to find each body."""
         pending = b""
         try:
@@ -147,6 +225,13 @@ class FaultyProxy:
                     name.strip().lower(): value.strip()
                     for name, _, value in (line.partition(":") for line in lines[1:])
                 }
+                fault = self._fault_for(method, target)
+                if fault == "throttle" and not int(headers.get("content-length", "0") or 0):
+                    # Answer for the server; the request never reaches it.
+                    client.sendall(_SLOW_DOWN)
+                    continue
+                if fault == "reset":
+                    link.reset_after = RESET_AFTER
                 upstream.sendall(head + b"\r\n\r\n")
                 if "chunked" in headers.get("transfer-encoding", "").lower():
                     self._pipe_rest(pending, client, upstream)

@@ -428,16 +428,27 @@ class _Helpers:
 
     @property
     def has_room(self) -> bool:
-        return not self._suspects and len(self._pending) < self._count * IN_FLIGHT_PER_WORKER
+        return (
+            not self._suspects
+            and self._suspect is None
+            and len(self._pending) < self._count * IN_FLIGHT_PER_WORKER
+        )
 
     def submit(self, batch: list[Task]) -> None:
-        self._pending[self._pool.submit(check_batch, batch, self._settings)] = batch
+        try:
+            self._pending[self._pool.submit(check_batch, batch, self._settings)] = batch
+        except BrokenProcessPool:  # a helper died since the last collect
+            self._recover(batch)
 
     def collect(self, *, block: bool) -> list[list[Result]]:
         """The results of the batches finished so far (waiting for one when ``block``)."""
         if self._suspects and self._suspect is None:
             task = self._suspects.pop()
-            self._suspect = self._pool.submit(check_batch, [task], self._settings)
+            try:
+                self._suspect = self._pool.submit(check_batch, [task], self._settings)
+            except BrokenProcessPool:
+                self._recover([task])
+                return []
             self._pending[self._suspect] = [task]
         if not self._pending:
             return []
@@ -452,21 +463,27 @@ class _Helpers:
             except BrokenProcessPool:
                 broken = True
                 if future is self._suspect:
-                    finished.append([died(batch[0], self._settings, "checked alone, again")])
+                    finished.append(
+                        [died(batch[0], self._settings, "twice, the second time checking it alone")]
+                    )
                 else:
                     lost.extend(batch)
             if future is self._suspect:
                 self._suspect = None
         if broken:
-            # Every future of a broken pool fails; gather the rest of them too.
-            for future, batch in list(self._pending.items()):
-                self._pending.pop(future)
-                lost.extend(batch)
-            self._suspect = None
-            self._suspects.extend(lost)
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = self._new_pool()
+            self._recover(lost)
         return finished
+
+    def _recover(self, lost: list[Task]) -> None:
+        """After a helper died: every batch in flight is lost with it (a broken pool
+        fails them all); queue their bundles to be checked alone, in a new pool."""
+        for batch in self._pending.values():
+            lost.extend(batch)
+        self._pending.clear()
+        self._suspect = None
+        self._suspects.extend(lost)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._new_pool()
 
     def close(self) -> None:
         # Waits for the helpers to exit: none outlives the run.
@@ -494,21 +511,38 @@ def _execute_dask(
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         batches.workers = workers
         settings_future = client.scatter(settings, broadcast=True)
+        batch_of: dict[str, list[Task]] = {}
+        redo: list[Task] = []  # bundles of a batch the cluster gave up on, to run alone
 
         def submit() -> Any:
-            return client.submit(check_batch, batches.next(), settings_future, pure=False)
+            batch = [redo.pop()] if redo else batches.next()
+            future = client.submit(check_batch, batch, settings_future, pure=False)
+            batch_of[future.key] = batch
+            return future
 
-        first = [submit() for _ in range(workers * IN_FLIGHT_PER_WORKER) if batches]
+        def more() -> bool:
+            return bool(redo or batches)
+
+        first = [submit() for _ in range(workers * IN_FLIGHT_PER_WORKER) if more()]
         pending = distributed.as_completed(first, loop=client.loop)
         in_flight = len(first)
-        # The scheduler re-runs the batch of a worker that died on another worker.
+        # The scheduler re-runs the batch of a worker that died on another worker; after
+        # its allowed failures it gives up (KilledWorker), and then each of the batch's
+        # bundles runs alone, so only the one that kills its workers ends as an error.
         while in_flight:
-            while batches and in_flight < workers * IN_FLIGHT_PER_WORKER:
+            while more() and in_flight < workers * IN_FLIGHT_PER_WORKER:
                 pending.add(submit())
                 in_flight += 1
             future = next(pending)
             in_flight -= 1
-            results = future.result()
+            batch = batch_of.pop(future.key)
+            try:
+                results = future.result()
+            except Exception as exc:
+                if len(batch) > 1:
+                    redo.extend(batch)
+                    continue
+                results = [died(batch[0], settings, f"Dask: {type(exc).__name__}")]
             batches.learn(results)
             take(results)
     finally:
