@@ -82,7 +82,7 @@ cannot start (unreadable ledger, bad source) or a bundle could not be read.
     "--workers",
     type=click.IntRange(1, 1024),
     default=None,
-    help="Local worker processes (default: the number of cores).",
+    help="Checkers on this machine: this process and N - 1 helper processes (default: the number of cores).",
 )
 @click.option(
     "--scheduler",
