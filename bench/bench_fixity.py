@@ -8,6 +8,8 @@ then measures, in the same run, each with a fresh ledger:
 - ``--level full`` with ``--workers 1``, ``--workers 2`` and on a two-worker Dask
   cluster on loopback (skipped with a note when ``distributed`` is not installed);
 - ``--level object`` against ``full``, both with 2 workers;
+  these runs alternate for ``rounds`` rounds; walls are medians, ratios the medians of
+  each round's ratio;
 - a shell loop of ``evalbook-bundle verify s3://KEY`` over a subset of the keys (scaled
   per bundle), the baseline a keeper would otherwise script;
 - the ledger's writes: N results recorded in batches through ``bundler.fixity.ledger``
@@ -226,7 +228,13 @@ def _big_ledger_rss(
     }
 
 
-def run(bundles: int = 1000, *, workdir: Path | None = None) -> dict[str, Any]:
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def run(bundles: int = 1000, *, rounds: int = 3, workdir: Path | None = None) -> dict[str, Any]:
     """Measure fixity over ``bundles`` stored bundles; return the figures and ratios."""
     import boto3
     from botocore.config import Config
@@ -298,18 +306,55 @@ def run(bundles: int = 1000, *, workdir: Path | None = None) -> dict[str, Any]:
                 raise SystemExit(f"bench: fixity {name} did not pass every bundle: {r['counts']}")
             return r
 
-        results["full_w1"] = measure("full_w1", "--level", "full", "--workers", "1")
-        results["full_w2"] = measure("full_w2", "--level", "full", "--workers", "2")
-        results["object_w2"] = measure("object_w2", "--level", "object", "--workers", "2")
+        # The runs alternate, round after round, and each figure is the median of its
+        # rounds: this machine's speed drifts by tens of percent over minutes, so only
+        # runs taken side by side compare.
+        plan = [
+            ("full_w1", ("--level", "full", "--workers", "1")),
+            ("full_w2", ("--level", "full", "--workers", "2")),
+            ("object_w2", ("--level", "object", "--workers", "2")),
+        ]
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in plan}
+        for round_no in range(rounds):
+            print(f"  round {round_no + 1} of {rounds}", flush=True)
+            for name, extra in plan:
+                runs[name].append(measure(name, *extra))
+        # The cluster's processes (idle or not) take CPU from whatever runs beside them,
+        # so the local runs above ran without it; the cluster is started for its own.
         try:
             import distributed  # noqa: F401
         except ImportError:
             print("  note: distributed is not installed; the cluster part is skipped", flush=True)
         else:
             with _cluster(work, env) as address:
-                results["full_dask2"] = measure(
-                    "full_dask2", "--level", "full", "--scheduler", address
-                )
+                runs["full_dask2"] = [
+                    measure("full_dask2", "--level", "full", "--scheduler", address)
+                    for _ in range(rounds)
+                ]
+        for name, taken in runs.items():
+            results[name] = {
+                **min(
+                    taken, key=lambda r: abs(r["wall_s"] - _median([t["wall_s"] for t in taken]))
+                ),
+                "wall_s": _median([t["wall_s"] for t in taken]),
+                "walls_s": [t["wall_s"] for t in taken],
+            }
+            results[name]["bundles_per_s"] = bundles / results[name]["wall_s"]
+            results[name]["mb_per_s"] = total_bytes / 1e6 / results[name]["wall_s"]
+
+        def pairs(a: str, b: str) -> list[float]:
+            return [x["wall_s"] / y["wall_s"] for x, y in zip(runs[a], runs[b], strict=True)]
+
+        paired = {
+            "two_workers_vs_one": pairs("full_w1", "full_w2"),
+            "object_vs_full": pairs("full_w2", "object_w2"),
+        }
+        if "full_dask2" in runs:  # not side by side: the medians' ratio
+            paired["dask2_vs_one"] = [
+                _median([r["wall_s"] for r in runs["full_w1"]])
+                / _median([r["wall_s"] for r in runs["full_dask2"]])
+            ]
+        results["paired_ratios"] = paired
 
         subset = keys[:SHELL_SUBSET]
         script = "\n".join(
@@ -347,16 +392,17 @@ def run(bundles: int = 1000, *, workdir: Path | None = None) -> dict[str, Any]:
                 os.environ[k] = v
         shutil.rmtree(work, ignore_errors=True)
 
+    paired = results["paired_ratios"]
     ratios: dict[str, float] = {
-        "two_workers_vs_one": results["full_w1"]["wall_s"] / results["full_w2"]["wall_s"],
+        "two_workers_vs_one": _median(paired["two_workers_vs_one"]),
         "one_worker_vs_shell_loop": results["shell_loop"]["scaled_wall_s"]
         / results["full_w1"]["wall_s"],
-        "object_vs_full": results["full_w2"]["wall_s"] / results["object_w2"]["wall_s"],
+        "object_vs_full": _median(paired["object_vs_full"]),
         "ledger_share": results["ledger_writes"]["seconds"] / results["full_w2"]["wall_s"],
         "peak_rss_mb": results["big_ledger"]["peak_rss_mb"],
     }
-    if "full_dask2" in results:
-        ratios["dask2_vs_one"] = results["full_w1"]["wall_s"] / results["full_dask2"]["wall_s"]
+    if "dask2_vs_one" in paired:
+        ratios["dask2_vs_one"] = _median(paired["dask2_vs_one"])
     results["ratios"] = ratios
     results["targets"] = TARGETS
     results["targets_met"] = {
@@ -409,9 +455,10 @@ def print_table(r: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--bundles", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3, help="Alternating rounds (medians).")
     parser.add_argument("--json", action="store_true", help="Also print the figures as JSON.")
     args = parser.parse_args()
-    results = run(args.bundles)
+    results = run(args.bundles, rounds=args.rounds)
     print_table(results)
     if args.json:
         print(json.dumps(results, indent=2))

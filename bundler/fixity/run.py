@@ -139,6 +139,13 @@ def run_fixity(
     started = now_iso()
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(4)
     record = RecordWriter(config.record) if config.record or config.upload_record else None
+    # Local helpers start now, so their interpreters are up (and warm) by the time the
+    # listing is done and the first batch is ready.
+    helpers = (
+        _Helpers(settings, config.workers - 1)
+        if config.workers > 1 and config.scheduler is None
+        else None
+    )
     try:
         listed = list(list_source(source, config.endpoint_url))
         chosen = select(
@@ -185,7 +192,7 @@ def run_fixity(
             take([missing(_task(c), settings) for c in gone])
         present = [c for c in chosen if not c.gone]
         if present:
-            execute(present, settings, config, take)
+            execute(present, settings, config, take, helpers)
         finished = now_iso()
         now = datetime.now(UTC)
         shares = ledger.shares(
@@ -215,6 +222,8 @@ def run_fixity(
             record.abandon()
         raise
     finally:
+        if helpers is not None:
+            helpers.close()
         ledger.close()
     signature_path = None
     record_url = None
@@ -359,46 +368,58 @@ def execute(
     settings: Settings,
     config: FixityConfig,
     take: Callable[[list[Result]], None],
+    helpers: _Helpers | None = None,
 ) -> None:
     """Run ``check_batch`` over every candidate; ``take`` receives each batch's results
-    in this process, as they arrive."""
+    in this process, as they arrive. ``helpers``: local helper processes, for
+    ``config.workers`` above one (the caller closes them)."""
     batches = _Batches(candidates, config.workers)
     if config.scheduler is not None:
         _execute_dask(batches, settings, config.scheduler, take)
-    elif config.workers <= 1:
+    elif helpers is None:
         while batches:
             results = check_batch(batches.next(), settings)
             batches.learn(results)
             take(results)
     else:
-        _execute_local(batches, settings, config.workers, take)
+        _execute_local(batches, settings, helpers, take)
 
 
 def _execute_local(
-    batches: _Batches, settings: Settings, workers: int, take: Callable[[list[Result]], None]
+    batches: _Batches, settings: Settings, helpers: _Helpers, take: Callable[[list[Result]], None]
 ) -> None:
-    """``workers`` checkers: this process and ``workers - 1`` helper processes.
+    """Checkers: this process and the helper processes.
 
     This process has already imported the verifier and opened a storage client (for
     the listing), so it checks batches itself between collecting the helpers' results
-    rather than idling while one more interpreter starts; a result waits at most one
-    batch (about a second) before the ledger records it. A helper that dies (killed,
-    out of memory, crashed by what it read) loses no check: see ``_Helpers``.
+    rather than idling; a result waits at most one batch (about a second) before the
+    ledger records it. A helper that dies (killed, out of memory, crashed by what it
+    read) loses no check: see ``_Helpers``.
     """
-    helpers = _Helpers(settings, workers - 1)
+    while batches or helpers.busy:
+        while batches and helpers.has_room:
+            helpers.submit(batches.next())
+        if batches:
+            results = check_batch(batches.next(), settings)
+            batches.learn(results)
+            take(results)
+        else:
+            helpers.last_submitted()
+        for results in helpers.collect(block=not batches):
+            batches.learn(results)
+            take(results)
+
+
+def _warm(settings: Settings) -> None:
+    """A helper's initializer: import the verifier and open the storage client while
+    the fixity process lists the source. Best effort: a failure here shows in the
+    checks, where it is reported properly."""
     try:
-        while batches or helpers.busy:
-            while batches and helpers.has_room:
-                helpers.submit(batches.next())
-            if batches:
-                results = check_batch(batches.next(), settings)
-                batches.learn(results)
-                take(results)
-            for results in helpers.collect(block=not batches):
-                batches.learn(results)
-                take(results)
-    finally:
-        helpers.close()
+        importlib.import_module("bundler.bundles.verify")
+        if settings.is_s3:
+            storage.make_client(storage.StorageConfig(endpoint_url=settings.endpoint_url))
+    except Exception:  # reported by the checks themselves
+        pass
 
 
 class _Helpers:
@@ -417,10 +438,27 @@ class _Helpers:
         self._pending: dict[Future[list[Result]], list[Task]] = {}
         self._suspects: list[Task] = []  # lost with a dead helper, to check alone
         self._suspect: Future[list[Result]] | None = None
+        self._draining = False
 
     def _new_pool(self) -> ProcessPoolExecutor:
         # spawn: a helper opens its own storage connections, never a forked copy of ours.
-        return ProcessPoolExecutor(max_workers=self._count, mp_context=get_context("spawn"))
+        pool = ProcessPoolExecutor(
+            max_workers=self._count,
+            mp_context=get_context("spawn"),
+            initializer=_warm,
+            initargs=(self._settings,),
+        )
+        for _ in range(self._count):  # the pool starts a process per waiting task
+            pool.submit(os.getpid)
+        self._draining = False
+        return pool
+
+    def last_submitted(self) -> None:
+        """Nothing more will be submitted (unless a helper dies): let the helpers exit
+        as soon as their last batch is done, while this process finishes its own."""
+        if not self._draining and not self._suspects:
+            self._draining = True
+            self._pool.shutdown(wait=False)
 
     @property
     def busy(self) -> bool:

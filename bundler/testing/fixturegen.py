@@ -693,12 +693,18 @@ def build_large_store(
     payload_bytes: int = 0,
     sso_payloads: int = 3,
     seed: int = 7,
+    sizes: str = "fixed",
 ) -> None:
     """A synthetic store with one report of ``cases`` cases over ``checks`` checks.
 
     ``payload_bytes`` of inline outputs in total (half text-like, half random), spread
-    over the cases; ``sso_payloads`` outputs are larger than the inline limit.
+    over the cases: each the same size (``sizes="fixed"``), or of exponentially
+    distributed size with the same mean (``sizes="exponential"``: many small outputs and
+    a few large ones, as reports mostly look), capped at the inline limit;
+    ``sso_payloads`` outputs are larger than the inline limit.
     """
+    if sizes not in ("fixed", "exponential"):
+        raise ValueError(f"sizes must be 'fixed' or 'exponential', not {sizes!r}")
     rng = random.Random(seed)
     b = StoreBuilder(root)
     b.principals = {"alice": ["dataset.read_body", "report.export", "report.read"]}
@@ -725,12 +731,15 @@ def build_large_store(
         check_cases = []
         for i in range(n):
             if each:
+                size = each
+                if sizes == "exponential":
+                    size = min(INLINE_MAX, max(17, round(rng.expovariate(1 / each))))
                 if (c * per_check + i) % 2 == 0:
-                    body = (text_unit * (each // len(text_unit) + 1))[: each - 16] + rng.randbytes(
+                    body = (text_unit * (size // len(text_unit) + 1))[: size - 16] + rng.randbytes(
                         16
                     )
                 else:
-                    body = rng.randbytes(each)
+                    body = rng.randbytes(size)
             else:
                 body = f"output {c}/{i}".encode()
             case = CaseSpec(
