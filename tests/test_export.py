@@ -986,3 +986,21 @@ def test_case_limit_bundle_verifies(case_limit_export: dict[str, Any]) -> None:
 def test_case_limit_export_memory_stays_bounded(case_limit_export: dict[str, Any]) -> None:
     # Payloads stream; only the 20,000 kept case lines and the indexes are in memory.
     assert case_limit_export["max_rss_kib"] < 512 * 1024
+
+
+def test_exponential_sizes_give_many_small_outputs_and_the_same_total(tmp_path: Path) -> None:
+    """The benchmark's small-files shape: output sizes vary about their mean."""
+    from bundler.testing.fixturegen import build_large_store
+
+    sizes = {}
+    for kind in ("fixed", "exponential"):
+        root = tmp_path / kind
+        build_large_store(root, cases=400, checks=2, payload_bytes=400 * 20_000, sizes=kind)
+        sizes[kind] = sorted(p.stat().st_size for p in (root / "blobs" / "sha256").iterdir())
+    fixed, spread = sizes["fixed"], sizes["exponential"]
+    assert len(set(fixed[:-3])) == 1  # all alike but the three SSO payloads
+    small = [s for s in spread if s < 20_000]
+    assert 0.5 < len(small) / len(spread) < 0.75  # about 1 - 1/e below the mean
+    assert 0.8 < sum(spread[:-3]) / sum(fixed[:-3]) < 1.2
+    with pytest.raises(ValueError, match="sizes"):
+        build_large_store(tmp_path / "bad", cases=4, checks=1, sizes="uniform")

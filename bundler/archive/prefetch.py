@@ -22,6 +22,7 @@ reason verify reads and hashes on one thread.
 from __future__ import annotations
 
 import hashlib
+import os
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterable
@@ -121,10 +122,15 @@ class ThreadedSink:
     ``close``; nothing after it is written.
     """
 
-    def __init__(self, fh: BinaryIO, *, depth: int = 4) -> None:
+    def __init__(self, fh: BinaryIO, *, depth: int = 4, sync_every: int | None = None) -> None:
         self._fh = fh
         self.sha256 = hashlib.sha256()
         self.size = 0
+        # With ``sync_every``, the thread also flushes and fdatasyncs after each that
+        # many bytes, so the writer's final fsync finds little left to write: the disk
+        # works while the producer does, not after it.
+        self._sync_every = sync_every
+        self._unsynced = 0
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
         self._closed = False
@@ -142,6 +148,12 @@ class ThreadedSink:
                 self.sha256.update(data)
                 self._fh.write(data)
                 self.size += len(data)
+                if self._sync_every is not None:
+                    self._unsynced += len(data)
+                    if self._unsynced >= self._sync_every:
+                        self._fh.flush()
+                        os.fdatasync(self._fh.fileno())
+                        self._unsynced = 0
             except BaseException as exc:  # raised to the producer
                 self._error = exc
 

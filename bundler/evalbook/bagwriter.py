@@ -40,6 +40,9 @@ DEFAULT_LEVEL = 3
 # none); two let one job compress while the next fills, so the bursty producer (case
 # parsing, then payloads) rarely waits.
 ZSTD_WORKERS = 2
+# The archive is flushed to disk every this many bytes as it is written, so the fsync
+# before it is linked into place waits for the last few MiB, not the whole archive.
+SYNC_EVERY = 16 * 1024 * 1024
 T = TypeVar("T")
 
 
@@ -242,7 +245,7 @@ def write_bag_archive(
             with os.fdopen(fd, "wb") as fh:
                 # Compressed output is hashed and written in its own thread, while zstd's
                 # workers compress and this thread reads and hashes the store's files.
-                sink = ThreadedSink(fh)
+                sink = ThreadedSink(fh, sync_every=SYNC_EVERY)
                 try:
                     compressor = zstandard.ZstdCompressor(
                         level=level, write_checksum=True, threads=ZSTD_WORKERS
