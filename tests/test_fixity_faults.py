@@ -318,3 +318,42 @@ def test_a_helper_killed_mid_run_loses_no_check(tmp_path: Path, bundles: dict[st
     with sqlite3.connect(ledger) as conn:
         events = conn.execute("SELECT key, count(*) FROM events GROUP BY key").fetchall()
     assert len(events) == count and all(n == 1 for _, n in events)
+
+
+def test_helpers_that_cannot_start_are_given_up_and_the_run_finishes(
+    tmp_path: Path, bundles: dict[str, Path]
+) -> None:
+    """Every helper dies as it starts (here: a sitecustomize that kills spawned
+    children): the pool is started again a few times, then the rest is checked in
+    the fixity process itself. The run ends, no bundle is blamed for a helper that
+    never came up, and every bundle has one event."""
+    root = tmp_path / "archive"
+    root.mkdir()
+    count = 30
+    for i in range(count):
+        shutil.copyfile(bundles["rpt-clean/alice"], root / f"b{i:03d}.tar.zst")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os, sys\nif '--multiprocessing-fork' in sys.argv:\n    os._exit(70)\n"
+    )
+    ledger = tmp_path / "l.sqlite"
+    done = run_cli(
+        "fixity",
+        str(root),
+        "--ledger",
+        str(ledger),
+        "--workers",
+        "2",
+        "--json",
+        "-q",
+        env={"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])},
+        timeout=120,
+    )
+    assert b"Traceback" not in done.stderr, done.stderr
+    summary = orjson.loads(done.stdout)
+    assert summary["counts"] == {"pass": count, "fail": 0, "missing": 0, "error": 0}
+    assert done.returncode == 0
+    with sqlite3.connect(ledger) as conn:
+        events = conn.execute("SELECT key, count(*) FROM events GROUP BY key").fetchall()
+    assert len(events) == count and all(n == 1 for _, n in events)

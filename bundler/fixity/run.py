@@ -37,6 +37,8 @@ TARGET_BATCH_SECONDS = 1.0
 MAX_BATCH = 256
 IN_FLIGHT_PER_WORKER = 2
 GUIDED_SHARE = 8
+# Pools started again in a row, with no batch finished between, before helpers are given up.
+MAX_POOL_RESTARTS = 3
 SHARE_WINDOWS = (("30d", 30), ("90d", 90), ("365d", 365))
 
 
@@ -434,11 +436,13 @@ class _Helpers:
     def __init__(self, settings: Settings, count: int) -> None:
         self._settings = settings
         self._count = count
+        self._warmups: list[Future[int]] = []
         self._pool = self._new_pool()
         self._pending: dict[Future[list[Result]], list[Task]] = {}
         self._suspects: list[Task] = []  # lost with a dead helper, to check alone
         self._suspect: Future[list[Result]] | None = None
         self._draining = False
+        self._restarts = 0  # pools started again since a helper last finished a batch
 
     def _new_pool(self) -> ProcessPoolExecutor:
         # spawn: a helper opens its own storage connections, never a forked copy of ours.
@@ -448,10 +452,15 @@ class _Helpers:
             initializer=_warm,
             initargs=(self._settings,),
         )
-        for _ in range(self._count):  # the pool starts a process per waiting task
-            pool.submit(os.getpid)
+        # The pool starts a process per waiting task; each first answers its pid, which
+        # shows the helpers came up (a death after that is the work's, not the start's).
+        self._warmups = [pool.submit(os.getpid) for _ in range(self._count)]
         self._draining = False
         return pool
+
+    def _started(self) -> bool:
+        """Whether a helper of the current pool came up (answered its first task)."""
+        return any(f.done() and not f.cancelled() and f.exception() is None for f in self._warmups)
 
     def last_submitted(self) -> None:
         """Nothing more will be submitted (unless a helper dies): let the helpers exit
@@ -467,7 +476,8 @@ class _Helpers:
     @property
     def has_room(self) -> bool:
         return (
-            not self._suspects
+            self._count > 0
+            and not self._suspects
             and self._suspect is None
             and len(self._pending) < self._count * IN_FLIGHT_PER_WORKER
         )
@@ -480,6 +490,9 @@ class _Helpers:
 
     def collect(self, *, block: bool) -> list[list[Result]]:
         """The results of the batches finished so far (waiting for one when ``block``)."""
+        if not self._count:  # no helpers any more: the rest is checked here
+            left, self._suspects = self._suspects, []
+            return [check_batch([task], self._settings) for task in left]
         if self._suspects and self._suspect is None:
             task = self._suspects.pop()
             try:
@@ -498,9 +511,10 @@ class _Helpers:
             batch = self._pending.pop(future)
             try:
                 finished.append(future.result())
+                self._restarts = 0  # helpers work: only deaths in a row count
             except BrokenProcessPool:
                 broken = True
-                if future is self._suspect:
+                if future is self._suspect and self._started():
                     finished.append(
                         [died(batch[0], self._settings, "twice, the second time checking it alone")]
                     )
@@ -521,6 +535,12 @@ class _Helpers:
         self._suspect = None
         self._suspects.extend(lost)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._restarts += 1
+        if self._restarts > MAX_POOL_RESTARTS:
+            # Helpers die before finishing anything (they cannot start here): stop
+            # starting them, and check what is left in this process.
+            self._count = 0
+            return
         self._pool = self._new_pool()
 
     def close(self) -> None:
