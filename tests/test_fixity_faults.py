@@ -283,12 +283,24 @@ def _helper_pids(parent: int) -> list[int]:
     return found
 
 
-def test_a_helper_killed_mid_run_loses_no_check(tmp_path: Path, bundles: dict[str, Path]) -> None:
+def _local_archive(tmp_path: Path, bundles: dict[str, Path], count: int) -> Path:
+    """``count`` copies of one small bundle in a directory."""
     root = tmp_path / "archive"
     root.mkdir()
-    count = 600
     for i in range(count):
         shutil.copyfile(bundles["rpt-clean/alice"], root / f"b{i:04d}.tar.zst")
+    return root
+
+
+def _one_event_each(ledger: Path, count: int) -> None:
+    with sqlite3.connect(ledger) as conn:
+        events = conn.execute("SELECT key, count(*) FROM events GROUP BY key").fetchall()
+    assert len(events) == count and all(n == 1 for _, n in events)
+
+
+def test_a_helper_killed_mid_run_loses_no_check(tmp_path: Path, bundles: dict[str, Path]) -> None:
+    count = 600
+    root = _local_archive(tmp_path, bundles, count)
     ledger = tmp_path / "l.sqlite"
     proc = subprocess.Popen(
         [*CLI, "fixity", str(root), "--ledger", str(ledger), "--workers", "2", "--json", "-q"],
@@ -315,9 +327,7 @@ def test_a_helper_killed_mid_run_loses_no_check(tmp_path: Path, bundles: dict[st
     summary = orjson.loads(out)
     assert proc.returncode == 0, (summary["problems"], err)
     assert summary["counts"]["pass"] == count
-    with sqlite3.connect(ledger) as conn:
-        events = conn.execute("SELECT key, count(*) FROM events GROUP BY key").fetchall()
-    assert len(events) == count and all(n == 1 for _, n in events)
+    _one_event_each(ledger, count)
 
 
 def test_helpers_that_cannot_start_are_given_up_and_the_run_finishes(
@@ -327,11 +337,8 @@ def test_helpers_that_cannot_start_are_given_up_and_the_run_finishes(
     children): the pool is started again a few times, then the rest is checked in
     the fixity process itself. The run ends, no bundle is blamed for a helper that
     never came up, and every bundle has one event."""
-    root = tmp_path / "archive"
-    root.mkdir()
     count = 30
-    for i in range(count):
-        shutil.copyfile(bundles["rpt-clean/alice"], root / f"b{i:03d}.tar.zst")
+    root = _local_archive(tmp_path, bundles, count)
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
@@ -354,6 +361,4 @@ def test_helpers_that_cannot_start_are_given_up_and_the_run_finishes(
     summary = orjson.loads(done.stdout)
     assert summary["counts"] == {"pass": count, "fail": 0, "missing": 0, "error": 0}
     assert done.returncode == 0
-    with sqlite3.connect(ledger) as conn:
-        events = conn.execute("SELECT key, count(*) FROM events GROUP BY key").fetchall()
-    assert len(events) == count and all(n == 1 for _, n in events)
+    _one_event_each(ledger, count)
