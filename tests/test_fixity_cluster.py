@@ -70,7 +70,7 @@ def test_cluster_run_survives_a_killed_worker(
     assert proc.poll() is None, "the run ended before a worker could be killed"
     os.kill(workers[0].pid, signal.SIGKILL)  # mid-run: its batch runs again elsewhere
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 0, (out, err)
     summary = orjson.loads(out)
     assert list(validator_for("fixity-summary").iter_errors(summary)) == []
     assert summary["counts"] == {"pass": 60, "fail": 0, "missing": 0, "error": 0}

@@ -104,7 +104,7 @@ def died(task: Task, settings: Settings, why: str) -> Result:
     return Result(
         task.key,
         "error",
-        f"{settings.location(task.key)}: the process checking it died ({why})",
+        shown(f"{settings.location(task.key)}: the process checking it died ({why})"),
         settings.level,
         now_iso(),
         0.0,

@@ -8,6 +8,7 @@ transaction per batch, so a run killed at any point loses at most the batches in
 
 from __future__ import annotations
 
+import collections
 import importlib
 import os
 import secrets
@@ -39,6 +40,8 @@ IN_FLIGHT_PER_WORKER = 2
 GUIDED_SHARE = 8
 # Pools started again in a row, with no batch finished between, before helpers are given up.
 MAX_POOL_RESTARTS = 3
+# Runs of one bundle alone on a Dask cluster that lost it, before it is an error.
+DASK_TRIES = 3
 SHARE_WINDOWS = (("30d", 30), ("90d", 90), ("365d", 365))
 
 
@@ -571,6 +574,7 @@ def _execute_dask(
         settings_future = client.scatter(settings, broadcast=True)
         batch_of: dict[str, list[Task]] = {}
         redo: list[Task] = []  # bundles of a batch the cluster gave up on, to run alone
+        tries: collections.Counter[str] = collections.Counter()  # runs alone so far
 
         def submit() -> Any:
             batch = [redo.pop()] if redo else batches.next()
@@ -597,10 +601,15 @@ def _execute_dask(
             try:
                 results = future.result()
             except Exception as exc:
-                if len(batch) > 1:
-                    redo.extend(batch)
+                # The cluster gave up on the batch (KilledWorker), or lost it otherwise:
+                # its bundles run again alone, each up to DASK_TRIES times in all.
+                again = [t for t in batch if len(batch) > 1 or tries[t.key] < DASK_TRIES]
+                for task in again:
+                    tries[task.key] += 1
+                redo.extend(again)
+                if again:
                     continue
-                results = [died(batch[0], settings, f"Dask: {type(exc).__name__}")]
+                results = [died(batch[0], settings, f"Dask: {type(exc).__name__}: {exc}")]
             batches.learn(results)
             take(results)
     finally:
