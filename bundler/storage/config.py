@@ -86,6 +86,7 @@ _TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 # Transport failures: the connection was refused, reset, timed out or cut short.
 _TRANSIENT_TRANSPORT: tuple[type[BaseException], ...] = (
     bexc.ConnectionError,
+    bexc.HTTPClientError,  # ConnectionClosedError, ReadTimeoutError: cut off mid-answer
     bexc.IncompleteReadError,
     bexc.ResponseStreamingError,
     bexc.ReadTimeoutError,
