@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from bundler.archive.reader import MAX_CASES, ArchiveTap, Member, iter_archive
 from bundler.archive.safe_extract import SafeExtractor
@@ -53,8 +53,7 @@ CHUNK = 1024 * 1024
 Extractor = SafeExtractor
 
 
-@dataclass(frozen=True, slots=True)
-class FileInfo:
+class FileInfo(NamedTuple):
     sha256: str  # 64 lowercase hex
     size: int
 

@@ -131,7 +131,7 @@ class ZstdStream:
         self._in_offset += n
         return got
 
-    def _feed(self, data: bytes, what: str, offset: int) -> bytes:
+    def _feed(self, data: bytes | memoryview, what: str, offset: int) -> bytes:
         try:
             out: bytes = self._dobj.decompress(data)
         except zstandard.ZstdError as exc:
@@ -156,7 +156,9 @@ class ZstdStream:
         # Up to _BLOCKS_PER_FEED blocks go to the decompressor at once: each block yields
         # at most one block maximum of output, so memory stays bounded while the Python
         # work per gigabyte drops eightfold.
-        pieces: list[bytes] = []
+        pieces: list[bytes | memoryview] = []
+        buffer = self._inbuf
+        start = self._inpos
         last = 0
         blocks = 0
         while not last and blocks < _BLOCKS_PER_FEED:
@@ -169,7 +171,12 @@ class ZstdStream:
                     # name that block first.
                     self._feed(b"".join(pieces), "block", offset)
                 raise
-        out = self._feed(b"".join(pieces), "block", offset)
+        # The blocks lie side by side in the input buffer unless it was refilled on the
+        # way: then they go to the decoder as one view of it, with no copy.
+        data = (
+            memoryview(buffer)[start : self._inpos] if self._inbuf is buffer else b"".join(pieces)
+        )
+        out = self._feed(data, "block", offset)
         if last:
             offset = self._in_offset
             checksum = self._take(4, "content checksum")
@@ -181,7 +188,7 @@ class ZstdStream:
         self._out = out
         self._outpos = 0
 
-    def _take_block(self, pieces: list[bytes]) -> int:
+    def _take_block(self, pieces: list[bytes | memoryview]) -> int:
         """Append one block's header and payload to ``pieces``; return its last-block bit."""
         buf = self._inbuf
         pos = self._inpos
@@ -193,7 +200,7 @@ class ZstdStream:
             block_size = value >> 3
             end = pos + 3 + (1 if block_type == 1 else block_size)
             if block_type != 3 and block_size <= self._block_max and end <= len(buf):
-                pieces.append(buf[pos:end])
+                pieces.append(memoryview(buf)[pos:end])
                 self._in_offset += end - pos
                 self._inpos = end
                 return value & 1

@@ -25,7 +25,8 @@ the first one stored, ``<key>.sig.<hex>`` (the SHA-256 of the signature's bytes)
 each further one, so several signers never contend for one key (docs/format.md).
 
 The package, one module per operation (``from bundler import storage`` gives the public
-names below; the modules are imported in this order, each only from those before it):
+names below, each module imported on first use of one of its names; the modules import
+in this order, each only from those before it):
 
 - ``config``: ``StorageConfig``, the botocore client built from it and reused
   (``make_client``), timeouts and retries, and the mapping of every botocore failure to
@@ -49,34 +50,82 @@ names below; the modules are imported in this order, each only from those before
 
 from __future__ import annotations
 
-from bundler.storage.config import StorageConfig, make_client
-from bundler.storage.download import (
-    DownloadResult,
-    VerifiedStream,
-    download_bundle,
-    open_verified,
-    stream_bundle,
-)
-from bundler.storage.layout import (
-    S3Location,
-    bundle_key,
-    check_archive_prefix,
-    download_path,
-    key_names,
-    parse_s3_url,
-    signature_keys,
-)
-from bundler.storage.listing import ListedBundle, list_bundles
-from bundler.storage.objects import AlteredAtRest
-from bundler.storage.retention import RetentionMode
-from bundler.storage.signatures import (
-    StoredSignature,
-    add_signature,
-    read_signature,
-    stored_signatures,
-)
-from bundler.storage.source import S3StoreSource
-from bundler.storage.upload import SignatureUpload, UploadResult, UploadStatus, upload_bundle
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bundler.storage.config import StorageConfig, make_client
+    from bundler.storage.download import (
+        DownloadResult,
+        VerifiedStream,
+        download_bundle,
+        open_verified,
+        stream_bundle,
+    )
+    from bundler.storage.layout import (
+        S3Location,
+        bundle_key,
+        check_archive_prefix,
+        download_path,
+        key_names,
+        parse_s3_url,
+        signature_keys,
+    )
+    from bundler.storage.listing import ListedBundle, list_bundles
+    from bundler.storage.objects import AlteredAtRest
+    from bundler.storage.retention import RetentionMode
+    from bundler.storage.signatures import (
+        StoredSignature,
+        add_signature,
+        read_signature,
+        stored_signatures,
+    )
+    from bundler.storage.source import S3StoreSource
+    from bundler.storage.upload import SignatureUpload, UploadResult, UploadStatus, upload_bundle
+
+# Each public name and the module that defines it. They are imported on first use
+# (PEP 562), so that a command that never touches a bucket (verify of a local file,
+# export) does not pay for importing botocore.
+_MODULES: dict[str, str] = {
+    "AlteredAtRest": "objects",
+    "DownloadResult": "download",
+    "ListedBundle": "listing",
+    "RetentionMode": "retention",
+    "S3Location": "layout",
+    "S3StoreSource": "source",
+    "SignatureUpload": "upload",
+    "StorageConfig": "config",
+    "StoredSignature": "signatures",
+    "UploadResult": "upload",
+    "UploadStatus": "upload",
+    "VerifiedStream": "download",
+    "add_signature": "signatures",
+    "bundle_key": "layout",
+    "check_archive_prefix": "layout",
+    "download_bundle": "download",
+    "download_path": "layout",
+    "key_names": "layout",
+    "list_bundles": "listing",
+    "make_client": "config",
+    "open_verified": "download",
+    "parse_s3_url": "layout",
+    "read_signature": "signatures",
+    "signature_keys": "layout",
+    "stored_signatures": "signatures",
+    "stream_bundle": "download",
+    "upload_bundle": "upload",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AlteredAtRest",
