@@ -20,7 +20,7 @@ PAX_HEADER_NAME = "././@PaxHeader"
 
 
 class Sink(Protocol):
-    def write(self, data: bytes, /) -> int | None: ...
+    def write(self, data: bytes | bytearray, /) -> int | None: ...
 
 
 def _octal(value: int, width: int) -> bytes:
@@ -96,22 +96,47 @@ def _padding(size: int) -> bytes:
     return b"\0" * (-size % BLOCK)
 
 
+# Small members are gathered into writes of about this size: a bundle of 25,000 small
+# files would otherwise cost 25,000 calls into the compressor, each of which gives up
+# and takes back the interpreter lock that the export's reading thread waits for.
+BATCH_BYTES = 1024 * 1024
+
+
 class TarWriter:
-    """Writes members to ``sink`` in the order they are added."""
+    """Writes members to ``sink`` in the order they are added.
+
+    Writes reach ``sink`` in batches of about ``BATCH_BYTES`` (a member larger than that
+    goes on its own); ``close`` writes the rest. The bytes are the same however they are
+    batched.
+    """
 
     def __init__(self, sink: Sink, *, mtime: int) -> None:
         self._sink = sink
         self._mtime = mtime
         self._offset = 0
         self._closed = False
+        self._pending = bytearray()
 
     @property
     def offset(self) -> int:
         return self._offset
 
     def _write(self, data: bytes) -> None:
-        self._sink.write(data)
         self._offset += len(data)
+        if len(data) >= BATCH_BYTES:
+            self._flush()
+            self._sink.write(data)
+            return
+        self._pending += data
+        if len(self._pending) >= BATCH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            # A new buffer after each write, never the old one cleared: a sink may keep
+            # what it was given.
+            self._sink.write(self._pending)
+            self._pending = bytearray()
 
     def _header_bytes(self, path: str, *, size: int, mode: int, typeflag: bytes) -> bytes:
         """The header block, preceded by a pax header when the name needs one."""
@@ -158,9 +183,10 @@ class TarWriter:
         self._write(_padding(size))
 
     def add_file(self, path: str, data: bytes) -> None:
-        """A regular file held in memory: header, data and padding in one write."""
-        header = self._header_bytes(path, size=len(data), mode=FILE_MODE, typeflag=b"0")
-        self._write(b"".join((header, data, _padding(len(data)))))
+        """A regular file held in memory."""
+        self._write(self._header_bytes(path, size=len(data), mode=FILE_MODE, typeflag=b"0"))
+        self._write(data)
+        self._write(_padding(len(data)))
 
     def close(self) -> None:
         """Two zero blocks, then zeros to the end of the 10,240-byte record."""
@@ -168,4 +194,5 @@ class TarWriter:
             return
         self._write(b"\0" * (2 * BLOCK))
         self._write(b"\0" * (-self._offset % RECORD))
+        self._flush()
         self._closed = True
