@@ -13,6 +13,8 @@ import decimal
 import enum
 import json
 import math
+import random
+import re
 import struct
 import uuid
 from typing import Any
@@ -762,3 +764,35 @@ def test_fast_path_enabled_with_installed_orjson() -> None:
     assert canonical._FAST_DUMPS is True
     assert canonical._ORJSON_DIGITS is True
     assert canonical._PLAIN_FLOAT_MIN == 1e-5
+
+
+_LONG_DIGITS_RE = re.compile(rb"[0-9]{19}")
+
+
+def test_long_digit_runs_found_as_the_regular_expression_finds_them() -> None:
+    # loads_canonical walks the parsed value only when the bytes hold 19 digits in a
+    # row (an integer orjson would read as a float); missing one would let such a
+    # number through unchecked. Random bytes, digit runs of every length around the
+    # edge, and the bytes next to the digits in the byte order.
+    rng = random.Random(19)
+    pieces = [b"0", b"9", b"/", b":", b"\xd9", b"\xb0", b"\x00", b"a"]
+    for _ in range(100_000):
+        parts = []
+        for _ in range(rng.randint(0, 6)):
+            roll = rng.random()
+            if roll < 0.4:
+                parts.append(str(rng.randrange(10 ** rng.randint(1, 25))).encode())
+            elif roll < 0.7:
+                parts.append(rng.choice(pieces))
+            else:
+                parts.append(rng.randbytes(rng.randint(0, 8)))
+        data = b"".join(parts)
+        assert canonical._has_long_digits(data) == (_LONG_DIGITS_RE.search(data) is not None)
+
+
+@pytest.mark.parametrize("width", [18, 19, 20, 40])
+def test_long_digit_runs_at_their_edge(width: int) -> None:
+    for around in (b"", b"x", b"/", b":", b"\x00", b"\xb9"):
+        data = around + b"7" * width + around
+        assert canonical._has_long_digits(data) is (width >= 19)
+    assert canonical._has_long_digits(b"1" * 18 + b"a" + b"1" * 18) is False
