@@ -235,7 +235,7 @@ def write_bag_archive(
     refuses an existing target, so nothing is overwritten, and an interrupted or failed
     export leaves nothing at the target name.
     """
-    from bundler.archive.tarwriter import TarWriter
+    from bundler.archive.tarwriter import BatchingSink, TarWriter
     from bundler.core.outputs import create_temp
 
     # 0666 less the umask, like any new file (SPEC 7); mkstemp would give 0600.
@@ -252,9 +252,11 @@ def write_bag_archive(
                     )
                     # ThreadedSink is the write-only file object zstandard needs; its stubs want IO[bytes].
                     with compressor.stream_writer(sink, closefd=False, write_size=1 << 20) as zout:  # type: ignore[arg-type]
-                        tar = TarWriter(zout, mtime=mtime)
+                        batched = BatchingSink(zout)
+                        tar = TarWriter(batched, mtime=mtime)
                         result = fill(BagWriter(tar, top, progress))
                         tar.close()
+                        batched.flush()
                 except BaseException:
                     sink.close(raise_error=False)
                     raise
