@@ -1,0 +1,54 @@
+"""``bundler.storage`` imports its modules on first use, and a local verify or export
+never imports botocore (about a quarter of a second of every such command)."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import SCENARIOS
+
+from bundler import storage
+
+
+def test_every_public_name_resolves_from_the_module_it_is_listed_under() -> None:
+    assert set(storage._MODULES) == set(storage.__all__)
+    for name, module in storage._MODULES.items():
+        value = getattr(storage, name)
+        assert value is getattr(importlib.import_module(f"bundler.storage.{module}"), name)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        storage.no_such_name  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert "no_such_name" in str(exc)
+    else:
+        raise AssertionError("no AttributeError")
+
+
+def test_local_verify_and_export_do_not_import_botocore(
+    bundles: dict[str, Path], fixture_store: Path, tmp_path: Path
+) -> None:
+    archive = bundles[f"{SCENARIOS[0]}/alice"]
+    script = f"""
+import sys
+from bundler.cli.app import main
+for args in (
+    ["verify", {str(archive)!r}, "--quiet"],
+    ["export", "--store", {str(fixture_store)!r}, "--report", {SCENARIOS[0]!r},
+     "--principal", "alice", "--out", {str(tmp_path / "out.tar.zst")!r}, "--quiet"],
+):
+    try:
+        main(args)
+    except SystemExit as exc:
+        assert exc.code in (0, None), (args[0], exc.code)
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("botocore", "boto3")))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
