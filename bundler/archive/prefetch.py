@@ -67,8 +67,8 @@ class _Budget:
 # The loader hands its results over in batches: one hand-over per file cost two
 # thread wake-ups and a lock, which for 25,000 small files was more than reading them.
 # A batch goes at this many bytes or items (or an eighth of the budget, if smaller), or
-# once its first item has waited BATCH_SECONDS (a slow source, such as a bucket, then
-# still streams).
+# once it has taken BATCH_SECONDS to load (from a slow source, such as a bucket, each
+# item then goes as soon as it is loaded).
 BATCH_BYTES = 1024 * 1024
 BATCH_ITEMS = 256
 BATCH_SECONDS = 0.002
@@ -114,9 +114,9 @@ def prefetch(
             for item in items:
                 if held.stopped:
                     return
-                result, item_size = load(item)
                 if not batch:
-                    started = time.monotonic()
+                    started = time.monotonic()  # the batch's time counts its first load
+                result, item_size = load(item)
                 batch.append((item, result))
                 size += item_size
                 if (
