@@ -1004,3 +1004,42 @@ def test_exponential_sizes_give_many_small_outputs_and_the_same_total(tmp_path: 
     assert 0.8 < sum(spread[:-3]) / sum(fixed[:-3]) < 1.2
     with pytest.raises(ValueError, match="sizes"):
         build_large_store(tmp_path / "bad", cases=4, checks=1, sizes="uniform")
+
+
+def test_a_store_failure_while_payloads_are_written_is_one_line_and_leaves_nothing(
+    fixture_store: Path, tmp_path: Path
+) -> None:
+    # The tar reaches zstd through a buffered writer: an error in the middle of the
+    # payloads must still end as the store's one-line error (exit 3), with nothing
+    # reported later from the writer's cleanup and nothing at the target.
+    out = tmp_path / "out.tar.zst"
+    script = f"""
+import gc, sys
+from bundler.core.errors import StoreError
+from bundler.evalbook import store
+from bundler.cli.app import main
+calls = 0
+original = store.Store.blob
+def blob(self, *args, **kwargs):
+    global calls
+    calls += 1
+    if calls == 2:
+        raise StoreError("blobs/sha256/x: cannot read (Input/output error)")
+    return original(self, *args, **kwargs)
+store.Store.blob = blob
+try:
+    main(["export", "--store", {str(fixture_store)!r}, "--report", "rpt-clean",
+          "--principal", "alice", "--out", {str(out)!r}, "--quiet"])
+except SystemExit as exc:
+    code = exc.code
+gc.collect()
+print("exit", code, "blob calls", calls)
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert proc.stdout.strip().splitlines()[-1].startswith("exit 3 blob calls 2"), proc.stdout
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "cannot read (Input/output error)" in proc.stderr
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []

@@ -156,33 +156,3 @@ def test_prefetch_streams_from_a_slow_source() -> None:
     assert time.monotonic() - start < 1.0  # not 300 (or 256) items of 10 ms each
     it.close()
     assert _settle("evalbook-prefetch")
-
-
-def test_batching_sink_passes_every_byte_on_in_order() -> None:
-    from bundler.archive.tarwriter import BatchingSink
-
-    class Recorder:
-        def __init__(self) -> None:
-            self.writes: list[bytes | bytearray] = []
-
-        def write(self, data: bytes | bytearray) -> int:
-            self.writes.append(data)
-            return len(data)
-
-    rng = random.Random(7)
-    recorder = Recorder()
-    sink = BatchingSink(recorder, size=1000)
-    sent = []
-    for _ in range(500):
-        data = rng.randbytes(rng.choice([0, 1, 17, 511, 999, 1000, 2500]))
-        sent.append(data)
-        assert sink.write(data) == len(data)
-    sink.flush()
-    assert b"".join(recorder.writes) == b"".join(sent)
-    # Small writes were gathered: a batch short of the size went on only because a
-    # large write came next (which goes on its own), or at the flush. No buffer handed
-    # on was changed afterwards (each is a new object).
-    writes = recorder.writes
-    assert len(writes) < len(sent)
-    assert all(len(w) >= 1000 or len(writes[i + 1]) >= 1000 for i, w in enumerate(writes[:-1]))
-    assert len({id(w) for w in recorder.writes}) == len(recorder.writes)

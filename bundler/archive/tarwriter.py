@@ -20,7 +20,7 @@ PAX_HEADER_NAME = "././@PaxHeader"
 
 
 class Sink(Protocol):
-    def write(self, data: bytes | bytearray, /) -> int | None: ...
+    def write(self, data: bytes, /) -> int | None: ...
 
 
 def _octal(value: int, width: int) -> bytes:
@@ -94,39 +94,6 @@ def _pax_record(key: str, value: str) -> bytes:
 
 def _padding(size: int) -> bytes:
     return b"\0" * (-size % BLOCK)
-
-
-class BatchingSink:
-    """A sink that passes writes on to ``sink`` in batches of about ``size`` bytes.
-
-    A write of ``size`` or more goes on its own (after what is pending); ``flush``
-    writes the rest. The export writes its tar to zstd through one: a bundle of 25,000
-    small files would otherwise cost three calls into the compressor per file, each
-    giving up and taking back the interpreter lock the export's reading thread waits
-    for. The compressed bytes are the same however the input is batched.
-    """
-
-    def __init__(self, sink: Sink, *, size: int = 1024 * 1024) -> None:
-        self._sink = sink
-        self._size = size
-        self._pending = bytearray()
-
-    def write(self, data: bytes | bytearray, /) -> int:
-        if len(data) >= self._size:
-            self.flush()
-            self._sink.write(data)
-        else:
-            self._pending += data
-            if len(self._pending) >= self._size:
-                self.flush()
-        return len(data)
-
-    def flush(self) -> None:
-        if self._pending:
-            # A new buffer after each write, never the old one cleared: a sink may keep
-            # what it was given.
-            self._sink.write(self._pending)
-            self._pending = bytearray()
 
 
 class TarWriter:
