@@ -359,9 +359,16 @@ def fixity_demo(listing: str, endpoint: str) -> None:
     data[len(data) // 2] ^= 0x01
     client.put_object(Bucket="evidence", Key=key, Body=bytes(data), Metadata=stored["Metadata"])
     print(f"  (flipped one bit of s3://evidence/{key}, its metadata kept)")
-    auditor_pub = (OUT / "auditor-key.pub").read_text().strip()
-    with open(OUT / "allowed_signers", "a", encoding="utf-8") as fh:
-        fh.write(f'auditor@example.org namespaces="evalbook-fixity-v1" {auditor_pub}\n')
+    # The auditor now signs fixity records too: one line naming both namespaces, since
+    # ssh-keygen warns about every line of the principal that does not allow the one
+    # it checks.
+    signers = OUT / "allowed_signers"
+    signers.write_text(
+        signers.read_text().replace(
+            'auditor@example.org namespaces="evalbook-bundle-head-v1" ',
+            'auditor@example.org namespaces="evalbook-bundle-head-v1,evalbook-fixity-v1" ',
+        )
+    )
     run("fixity", "s3://evidence/archive", "--ledger", "fixity.sqlite", "--workers", "2",
         "--record", "fixity-record.jsonl", "--key", "auditor-key", expect=1)
     run("fixity", "s3://evidence/archive", "--ledger", "fixity.sqlite", "--older-than", "30d")
