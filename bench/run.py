@@ -8,7 +8,7 @@ times (median and range, wall clock; peak RSS from /usr/bin/time):
 - export                    vs  tar -cf - <the same files> | zstd -<level> -T1 > file
 - verify                    vs  zstd -dc ARCHIVE | openssl dgst -sha256  (decompress + hash floor)
 - bagit.py --validate --processes 2 on the extracted bag, as a peer
-- bench/bounds.py's bare Python exporter and walk, which check nothing, vs the same two
+- bench/bench_bare.py's bare Python exporter and walk, which check nothing, vs the same two
   baselines: the least any Python exporter or verifier on this stack costs (no target)
 - canonical.dumps MB/s      vs  orjson.dumps
 - audit                     vs  verify (when the audit command exists)
@@ -42,7 +42,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / "bench" / ".cache"
 BIN = str(Path(sys.executable).parent / "evalbook-bundle")
-BOUNDS = [sys.executable, str(REPO / "bench" / "bounds.py")]
+BARE = [sys.executable, str(REPO / "bench" / "bench_bare.py")]
 EXPORTED_AT = "2026-11-30T00:00:00Z"
 TIME = "/usr/bin/time"
 
@@ -236,13 +236,13 @@ def measure_shape(name: str, shape: dict[str, Any], args: argparse.Namespace) ->
 
         print("baseline: tar | zstd", flush=True)
         results["tar_zstd"] = repeat("tar|zstd", args.runs, baseline_once)
-        print("bound: the bare Python exporter (bench/bounds.py pack)", flush=True)
+        print("bound: the bare Python exporter (bench/bench_bare.py pack)", flush=True)
         results["bound_pack"] = repeat(
-            "bounds.py pack",
+            "bench_bare.py pack",
             args.runs,
             lambda i: timed(
                 [
-                    *BOUNDS,
+                    *BARE,
                     "pack",
                     str(store),
                     str(file_list),
@@ -267,12 +267,12 @@ def measure_shape(name: str, shape: dict[str, Any], args: argparse.Namespace) ->
             args.runs,
             lambda i: timed(f"zstd -dc {archive} | {hasher} > /dev/null", shell=True),
         )
-        print("bound: the bare Python walk (bench/bounds.py walk)", flush=True)
+        print("bound: the bare Python walk (bench/bench_bare.py walk)", flush=True)
         results["bound_walk"] = repeat(
-            "bounds.py walk", args.runs, lambda i: timed([*BOUNDS, "walk", str(archive)])
+            "bench_bare.py walk", args.runs, lambda i: timed([*BARE, "walk", str(archive)])
         )
         walked = subprocess.run(
-            [*BOUNDS, "walk", str(archive)], capture_output=True, text=True, check=True
+            [*BARE, "walk", str(archive)], capture_output=True, text=True, check=True
         ).stdout.split()
         described = json.loads(info.stdout)
         if int(walked[0]) != described["files"]:

@@ -177,7 +177,7 @@ def main(argv: list[str]) -> None:
         names = Path(argv[2]).read_text().split()
         print(pack(Path(argv[1]), names, Path(argv[3]), int(argv[4])))
     else:
-        raise SystemExit("usage: bounds.py walk ARCHIVE | pack STORE LIST OUT LEVEL")
+        raise SystemExit("usage: bench_bare.py walk ARCHIVE | pack STORE LIST OUT LEVEL")
 
 
 if __name__ == "__main__":
