@@ -1,4 +1,4 @@
-"""``bundler.storage`` imports its modules on first use, and a local verify or export
+"""``bundler.storage`` imports its modules on first use, a local verify or export
 never imports botocore (about a quarter of a second of every such command)."""
 
 from __future__ import annotations
@@ -46,6 +46,32 @@ for args in (
     except SystemExit as exc:
         assert exc.code in (0, None), (args[0], exc.code)
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("botocore", "boto3")))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_verifying_an_evalbook_bundle_loads_neither_exporter_nor_eval_banana(
+    bundles: dict[str, Path],
+) -> None:
+    # Start-up is most of the time of verifying a bundle of ordinary size: the exporter,
+    # the store reader and the eval-banana side are not loaded to verify or inspect an
+    # EvalBook bundle (bundler.evalbook.contract holds the names they share).
+    archive = bundles[f"{SCENARIOS[0]}/alice"]
+    script = f"""
+import sys
+from bundler.cli.app import main
+for args in (["verify", {str(archive)!r}, "--quiet"], ["inspect", {str(archive)!r}]):
+    try:
+        main(args)
+    except SystemExit as exc:
+        assert exc.code in (0, None), (args[0], exc.code)
+unwanted = ("bundler.evalbanana", "bundler.evalbook.export", "bundler.evalbook.store",
+            "bundler.evalbook.bagwriter")
+print(sorted(m for m in sys.modules if m.startswith(unwanted)))
 """
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120

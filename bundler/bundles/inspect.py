@@ -17,9 +17,8 @@ from bundler.core import canonical
 from bundler.core.digests import bytes_digest
 from bundler.core.errors import CanonicalJSONError
 from bundler.core.limits import DEFAULT_MAX_BYTES
-from bundler.evalbanana.export import DEFINITIONS_PREFIX, REPORT_MEMBER, RUN_PREFIX
 from bundler.evalbook.bagcheck import parse_kept
-from bundler.evalbook.export import BUNDLE_SCHEMA
+from bundler.evalbook.contract import BUNDLE_SCHEMA
 
 
 def inspect_bundle(
@@ -102,6 +101,9 @@ def inspect_facts(contents: BagContents, bundle: dict[str, Any]) -> dict[str, An
     ``project_root``, ``counts`` and ``labels`` (Run ID, Score, Percentage, Passed as
     report.json records them, then checks and definitions).
     """
+    # Imported here, as in bundles.verify: an EvalBook bundle never needs the eval-banana side.
+    from bundler.evalbanana.export import DEFINITIONS_PREFIX, REPORT_MEMBER, RUN_PREFIX
+
     run = bundle["run"]
     recorded: dict[str, Any] = {}
     data = contents.kept.get(REPORT_MEMBER)

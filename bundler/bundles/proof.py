@@ -20,10 +20,9 @@ from bundler.core.errors import InputError, VerificationFailed
 from bundler.core.textsafe import shown
 from bundler.evalbanana import run as eb
 from bundler.evalbanana.export import result_member
+from bundler.evalbook.contract import BUNDLE_SCHEMA
 from bundler.trust.merkle import TreeBuilder
 from bundler.trust.proof import build_proof, head_of, refuse_unreadable
-
-EVALBOOK_BUNDLE_SCHEMA = "evalbook.reproducibility_bundle.v1"
 
 
 def sign_bundle(
@@ -87,7 +86,7 @@ def _find_leaf(
     the tree of every leaf hash. Raises InputError when there is none or more than one."""
     tree = TreeBuilder(keep_leaves=True)
     found: list[tuple[int, bytes]] = []
-    if bundle["schema"] == EVALBOOK_BUNDLE_SCHEMA:
+    if bundle["schema"] == BUNDLE_SCHEMA:
         # Case lines of a verified bundle are canonical (claim 8), so the id appears
         # spelled exactly so; only the lines holding it are parsed.
         needle = b'"case_id":' + canonical.dumps(case_id)

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES
+from bundler.archive.reader import MAX_CASES
 from bundler.core import canonical
 from bundler.core.digests import bytes_digest, is_digest
 from bundler.core.errors import InputError
-from bundler.evalbook.export import MAX_CASES
 
 STDOUT_TAIL_CHARS = 2000
 LABEL_MAX_CHARS = 40

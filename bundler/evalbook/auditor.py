@@ -93,8 +93,8 @@ from bundler.evalbook.audit import (
     _is_number,
 )
 from bundler.evalbook.bounds import BoundScope, bound_violations
+from bundler.evalbook.contract import BUNDLE_SCHEMA
 from bundler.evalbook.derive import derive_check, derive_report
-from bundler.evalbook.export import BUNDLE_SCHEMA
 from bundler.evalbook.stats import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, MAX_RESAMPLES
 from bundler.evalbook.verdicts import (
     DerivedCheck,

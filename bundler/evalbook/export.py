@@ -40,8 +40,8 @@ from bundler.evalbook.bagwriter import (
     write_bag_archive,
     write_tag_files,
 )
+from bundler.evalbook.contract import BUNDLE_SCHEMA, EXPORT, INLINE_PAYLOAD_MAX_BYTES, READ_BODY
 from bundler.evalbook.store import (
-    INLINE_PAYLOAD_MAX_BYTES,
     MAX_DOCUMENT_BYTES,
     CaseLine,
     Document,
@@ -51,10 +51,7 @@ from bundler.evalbook.store import (
 )
 from bundler.trust.merkle import TreeBuilder
 
-BUNDLE_SCHEMA = "evalbook.reproducibility_bundle.v1"
 MAX_CASES = archive_reader.MAX_CASES  # the reader's limit: one constant for both sides
-READ_BODY = "dataset.read_body"
-EXPORT = "report.export"
 # Payload bytes read ahead of the writer (beyond the one being read).
 PREFETCH_BYTES = 8 * 1024 * 1024
 

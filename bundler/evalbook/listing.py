@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bundler.core.digests import is_digest
-from bundler.evalbook.store import INLINE_PAYLOAD_MAX_BYTES
+from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES
 
 INLINE_MAX = INLINE_PAYLOAD_MAX_BYTES
 PAYLOAD_KINDS = frozenset({"output", "trace", "artifact"})

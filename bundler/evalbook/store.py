@@ -24,10 +24,10 @@ from bundler.archive import bag_reader
 from bundler.core import canonical, schemas
 from bundler.core.digests import bytes_digest
 from bundler.core.errors import CanonicalJSONError, InputError, StoreError
+from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES, MAX_EVIDENCE_REFS
 from bundler.evalbook.scorers import scorer_file_order, scorer_version_digest
 
 IDENTIFIER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
-INLINE_PAYLOAD_MAX_BYTES = 262_144
 # Store documents are indexes and descriptors; a cap keeps a hostile store from
 # exhausting memory. Case files are streamed line by line and capped per line.
 # The bundle reader's own cap: a document no bundle can hold is refused from its size.
@@ -593,7 +593,6 @@ class Store:
         return dict(value)
 
 
-MAX_EVIDENCE_REFS = 20
 REPORTS_LINE_SCHEMA = "evalbook.reports_line.v1"
 # One listing holds the names of at most this many entries of reports/.
 MAX_LISTED_REPORTS = 100_000

@@ -15,8 +15,8 @@ from typing import Any
 from bundler.core import canonical, schemas
 from bundler.core.errors import CanonicalJSONError, SchemaError
 from bundler.evalbook.bagcheck import parse_kept
+from bundler.evalbook.contract import MAX_EVIDENCE_REFS
 from bundler.evalbook.listing import BundleFacts, PayloadUse, listing_problems, ref_of
-from bundler.evalbook.store import MAX_EVIDENCE_REFS
 from bundler.evalbook.verify_state import VerifierState
 from bundler.trust.merkle import TreeBuilder
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bundler.evalbook.export import EXPORT
+from bundler.evalbook.contract import EXPORT
 from bundler.evalbook.listing import INLINE_MAX
 from bundler.evalbook.verify_state import VerifierState
 

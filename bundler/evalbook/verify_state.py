@@ -14,7 +14,7 @@ from typing import Any
 
 from bundler.archive.bag_reader import BagContents
 from bundler.core.claims import Claims, Envelope, VerifyOptions
-from bundler.evalbook.export import READ_BODY
+from bundler.evalbook.contract import READ_BODY
 
 PAYLOAD_KINDS = {"output", "trace", "artifact"}
 

@@ -1,0 +1,18 @@
+"""Names and numbers of the EvalBook contract that the store reader, the exporter and the
+verifier all use (SPEC sections 2, 3 and 4).
+
+Kept in a module of their own, with no imports, so that verifying or inspecting a bundle
+does not load the store reader and the exporter only to learn a string or a limit.
+"""
+
+from typing import Final
+
+# The ``schema`` of an EvalBook bundle's data/bundle.json.
+BUNDLE_SCHEMA: Final = "evalbook.reproducibility_bundle.v1"
+# The access.json permissions export reads (SPEC 2.2).
+EXPORT: Final = "report.export"
+READ_BODY: Final = "dataset.read_body"
+# A payload larger than this lives in the store's large-object area (SSO), never inline.
+INLINE_PAYLOAD_MAX_BYTES: Final = 262_144
+# A check or case names at most this many evidence items; more take an evidence manifest.
+MAX_EVIDENCE_REFS: Final = 20
