@@ -26,10 +26,10 @@ subschema fails; descriptions therefore sit on leaf and conditional subschemas o
 from __future__ import annotations
 
 import functools
-import importlib.resources
+import importlib.util
 import json
 from collections.abc import Iterator, Mapping
-from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import Any
 
 from bundler.core.errors import SchemaError
@@ -83,13 +83,23 @@ _REPR_LIMIT = 80
 _REASON_LIMIT = 300
 
 
-def schema_dir() -> Traversable:
+def schema_dir() -> Path:
     """The directory holding the ``*.schema.json`` files: the data package ``SCHEMA_PACKAGE``
-    (the repository's ``schemas/`` directory, installed under that name)."""
-    return importlib.resources.files(SCHEMA_PACKAGE)
+    (the repository's ``schemas/`` directory, installed under that name).
+
+    Found from the package's import spec, not through ``importlib.resources``: importing
+    that (tempfile, shutil, random and the compression modules with it) was a twentieth of
+    the start-up of every command. The package is always a directory on disk, since the
+    native extension beside it cannot be loaded from a zip file either.
+    """
+    spec = importlib.util.find_spec(SCHEMA_PACKAGE)
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not locations:
+        raise RuntimeError(f"the schema files ({SCHEMA_PACKAGE}) are not installed")
+    return Path(locations[0])
 
 
-def schema_path(name: str) -> Traversable:
+def schema_path(name: str) -> Path:
     """The schema file of ``name`` (the file stem without ``.schema.json``).
 
     Raises KeyError for a name that is not one of ``SCHEMA_NAMES``.
