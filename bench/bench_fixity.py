@@ -99,12 +99,20 @@ def _bundles_dir(count: int) -> tuple[Path, list[dict[str, Any]]]:
     return out, index[:count]
 
 
+def _process_cpu_s(pid: int) -> float:
+    """User + system seconds a running process (and the children it reaped) has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    # utime, stime, cutime, cstime: fields 14-17 of proc(5), 12-15 after the name.
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def _timed(cmd: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) -> dict[str, Any]:
-    """Wall seconds, peak RSS (MiB) and the --json summary of one command."""
+    """Wall seconds, CPU seconds (the command and the children it waited for), peak RSS
+    (MiB) and the --json summary of one command."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
         start = time.perf_counter()
         proc = subprocess.run(
-            [TIME, "-f", "%M", "-o", out.name, *cmd],
+            [TIME, "-f", "%M %U %S", "-o", out.name, *cmd],
             capture_output=True,
             text=True,
             env=env,
@@ -113,9 +121,14 @@ def _timed(cmd: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) -> d
         wall = time.perf_counter() - start
         if proc.returncode not in ok:
             raise SystemExit(f"bench: {cmd!r} failed ({proc.returncode}): {proc.stderr[-2000:]}")
-        rss_kb = int(out.read().strip().splitlines()[-1])
+        rss_kb, user, system = out.read().strip().splitlines()[-1].split()
     summary = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
-    return {"wall_s": wall, "peak_rss_mb": rss_kb / 1024, "summary": summary}
+    return {
+        "wall_s": wall,
+        "cpu_s": float(user) + float(system),
+        "peak_rss_mb": int(rss_kb) / 1024,
+        "summary": summary,
+    }
 
 
 def _fixity(
@@ -294,12 +307,21 @@ def run(bundles: int = 1000, *, rounds: int = 3, workdir: Path | None = None) ->
         source = f"s3://{BUCKET}/{PREFIX}"
 
         def measure(name: str, *extra: str) -> dict[str, Any]:
+            assert server is not None and server.pid is not None
+            server_before = _process_cpu_s(server.pid)
             r = _fixity(source, work, name, env, *extra)
+            # The two cores are shared by fixity (with its helper processes) and the
+            # server: their CPU over the wall says how busy the machine was, which
+            # bounds what a second worker can add.
+            r["server_cpu_s"] = _process_cpu_s(server.pid) - server_before
+            r["cores_busy"] = (r["cpu_s"] + r["server_cpu_s"]) / r["wall_s"]
             r["bundles_per_s"] = bundles / r["wall_s"]
             r["mb_per_s"] = total_bytes / 1e6 / r["wall_s"]
             print(
                 f"  {name}: {r['wall_s']:.2f} s, {r['bundles_per_s']:.0f} bundles/s, "
-                f"{r['mb_per_s']:.1f} MB/s, peak RSS {r['peak_rss_mb']:.0f} MiB, {r['counts']}",
+                f"{r['mb_per_s']:.1f} MB/s, CPU {r['cpu_s']:.1f} s + server "
+                f"{r['server_cpu_s']:.1f} s ({r['cores_busy']:.2f} cores busy), "
+                f"peak RSS {r['peak_rss_mb']:.0f} MiB, {r['counts']}",
                 flush=True,
             )
             if r["counts"] is None or r["counts"].get("pass") != bundles:
@@ -419,13 +441,22 @@ def print_table(r: dict[str, Any]) -> None:
         f"\nfixity: {r['bundles']} bundles of {r['mean_bundle_bytes'] / 1e3:.0f} KB on a local "
         f"SeaweedFS, {os.cpu_count()} CPUs"
     )
-    print(f"{'run':<28} {'wall s':>8} {'bundles/s':>10} {'MB/s':>8} {'RSS MiB':>8}")
+    print(
+        f"{'run':<28} {'wall s':>8} {'bundles/s':>10} {'MB/s':>8} {'RSS MiB':>8} "
+        f"{'CPU s':>7} {'server s':>9} {'cores busy':>11}"
+    )
     for name in ("full_w1", "full_w2", "full_dask2", "object_w2"):
         if name in r:
             x = r[name]
             print(
                 f"{name:<28} {x['wall_s']:>8.2f} {x['bundles_per_s']:>10.1f} "
-                f"{x['mb_per_s']:>8.1f} {x['peak_rss_mb']:>8.0f}"
+                f"{x['mb_per_s']:>8.1f} {x['peak_rss_mb']:>8.0f} "
+                + (
+                    # The cluster's workers are not fixity's children: their CPU is not in it.
+                    f"{'':>7} {x['server_cpu_s']:>9.1f} {'':>11}"
+                    if name == "full_dask2"
+                    else f"{x['cpu_s']:>7.1f} {x['server_cpu_s']:>9.1f} {x['cores_busy']:>11.2f}"
+                )
             )
     s = r["shell_loop"]
     print(
