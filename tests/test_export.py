@@ -672,12 +672,14 @@ def test_sigkill_mid_write_leaves_nothing_at_the_target(large_store: Path, tmp_p
     try:
         deadline = time.monotonic() + 120
         partial: list[Path] = []
+        # Killed once the temporary file exists, which it does for the whole write; its
+        # first compressed bytes can come as late as the final flush on a loaded machine.
         while time.monotonic() < deadline:
-            partial = [p for p in out_dir.glob(".evalbook-bundle-*.partial") if p.stat().st_size > 0]
+            partial = list(out_dir.glob(".evalbook-bundle-*.partial"))
             if partial or proc.poll() is not None:
                 break
             time.sleep(0.002)
-        assert partial, f"no temporary file with data appeared (exit {proc.poll()})"
+        assert partial, f"no temporary file appeared (exit {proc.poll()})"
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
