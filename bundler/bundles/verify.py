@@ -155,7 +155,7 @@ def verify_contents(contents: BagContents, options: VerifyOptions) -> Verificati
         claims, facts = verify_evalbook_bundle(contents, bundle, options)
     else:  # eval-banana bundles (SPEC section 10.2)
         # Imported here: the eval-banana side (its runner, definitions and exporter) is
-        # a fifth of the start-up time of verifying an EvalBook bundle, which never needs it.
+        # about a sixth of the start-up of verifying an EvalBook bundle, which never needs it.
         from bundler.evalbanana.verify import verify_eb_bundle
 
         claims, facts = verify_eb_bundle(contents, bundle, options)

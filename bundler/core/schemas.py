@@ -88,7 +88,7 @@ def schema_dir() -> Path:
     (the repository's ``schemas/`` directory, installed under that name).
 
     Found from the package's import spec, not through ``importlib.resources``: importing
-    that (tempfile, shutil, random and the compression modules with it) was a twentieth of
+    that (tempfile, shutil, random and the compression modules with it) cost a few per cent of
     the start-up of every command. The package is always a directory on disk, since the
     native extension beside it cannot be loaded from a zip file either.
     """
