@@ -20,8 +20,9 @@ outputs of exponentially distributed size, 21.5 KB on average: about 430 MB in 2
 files, as reports mostly look; export and verify have tighter targets there).
 
 The package's bytecode is written first, as installing it would, so no timed run pays
-for compiling sources. Prints a table of ratios and writes the same figures as JSON (bench/results.json, or
---json-out PATH). Machines here are noisy: compare ratios, not seconds.
+for compiling sources. Prints a table of ratios and writes the same figures as JSON
+(bench/results.json, or --json-out PATH). Machines here are noisy: compare ratios, not
+seconds.
 """
 
 from __future__ import annotations

@@ -329,8 +329,14 @@ def storage_demo() -> None:
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "demo-auditor", "-f", "auditor-key")
         os.chmod(OUT / "auditor-key", 0o600)
         auditor_pub = (OUT / "auditor-key.pub").read_text().strip()
+        # One line for both namespaces the auditor signs for (bundle heads here, fixity
+        # records below): ssh-keygen warns about every line of the principal that does
+        # not allow the namespace it checks.
         with open(OUT / "allowed_signers", "a", encoding="utf-8") as fh:
-            fh.write(f'auditor@example.org namespaces="evalbook-bundle-head-v1" {auditor_pub}\n')
+            fh.write(
+                'auditor@example.org namespaces="evalbook-bundle-head-v1,evalbook-fixity-v1" '
+                f"{auditor_pub}\n"
+            )
         run("sign", clean_key, "--key", "auditor-key")
         run("list", "s3://evidence/archive", "--report", "rpt-clean")
         run("verify", clean_key, "--allowed-signers", "allowed_signers")
@@ -359,16 +365,6 @@ def fixity_demo(listing: str, endpoint: str) -> None:
     data[len(data) // 2] ^= 0x01
     client.put_object(Bucket="evidence", Key=key, Body=bytes(data), Metadata=stored["Metadata"])
     print(f"  (flipped one bit of s3://evidence/{key}, its metadata kept)")
-    # The auditor now signs fixity records too: one line naming both namespaces, since
-    # ssh-keygen warns about every line of the principal that does not allow the one
-    # it checks.
-    signers = OUT / "allowed_signers"
-    signers.write_text(
-        signers.read_text().replace(
-            'auditor@example.org namespaces="evalbook-bundle-head-v1" ',
-            'auditor@example.org namespaces="evalbook-bundle-head-v1,evalbook-fixity-v1" ',
-        )
-    )
     run("fixity", "s3://evidence/archive", "--ledger", "fixity.sqlite", "--workers", "2",
         "--record", "fixity-record.jsonl", "--key", "auditor-key", expect=1)
     run("fixity", "s3://evidence/archive", "--ledger", "fixity.sqlite", "--older-than", "30d")

@@ -7,6 +7,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -103,6 +104,20 @@ def run_cli(
     return subprocess.run(
         cmd, input=input, capture_output=True, env=full_env, cwd=cwd, timeout=timeout, check=False
     )
+
+
+def wait_for_temporary(out_dir: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Return once an export writing into ``out_dir`` has created its hidden temporary
+    file, which exists for the whole write; fails if the export ended first.
+
+    Not its first bytes: on a loaded machine zstd's workers can hold those back until
+    the final flush, just before the export ends."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if list(out_dir.glob(".*.partial")):
+            return
+        time.sleep(0.002)
+    raise AssertionError(f"no temporary file appeared (exit {proc.poll()})")
 
 
 # ------------------------------------------------------- the S3-compatible test server

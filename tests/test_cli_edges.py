@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import CLI, run_cli
+from conftest import CLI, run_cli, wait_for_temporary
 
 from bundler import cli as cli_module
 from bundler.core.errors import UsageError
@@ -164,17 +164,7 @@ def _interrupt_export(large_store: Path, tmp_path: Path, sig: int) -> tuple[int,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
-        deadline = time.monotonic() + 120
-        partial: list[Path] = []
-        # The temporary file exists from the start of the write to its end. Its first
-        # compressed bytes, by contrast, can come as late as the final flush when zstd's
-        # workers are starved (a loaded machine): waiting for them raced the export's end.
-        while time.monotonic() < deadline:
-            partial = list(out_dir.glob(".*.partial"))
-            if partial or proc.poll() is not None:
-                break
-            time.sleep(0.002)
-        assert partial, f"no temporary file appeared (exit {proc.poll()})"
+        wait_for_temporary(out_dir, proc)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:

@@ -28,7 +28,7 @@ import bagit
 import pytest
 import rfc8785
 import zstandard
-from conftest import CLI, EXPORTED_AT, SCENARIOS, run_cli
+from conftest import CLI, EXPORTED_AT, SCENARIOS, run_cli, wait_for_temporary
 
 from bundler.bundles.verify import verify_bundle
 from bundler.core.claims import VerifyOptions
@@ -670,16 +670,7 @@ def test_sigkill_mid_write_leaves_nothing_at_the_target(large_store: Path, tmp_p
            "--out", str(target), "--exported-at", EXPORTED_AT_TEXT, "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 120
-        partial: list[Path] = []
-        # Killed once the temporary file exists, which it does for the whole write; its
-        # first compressed bytes can come as late as the final flush on a loaded machine.
-        while time.monotonic() < deadline:
-            partial = list(out_dir.glob(".evalbook-bundle-*.partial"))
-            if partial or proc.poll() is not None:
-                break
-            time.sleep(0.002)
-        assert partial, f"no temporary file appeared (exit {proc.poll()})"
+        wait_for_temporary(out_dir, proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

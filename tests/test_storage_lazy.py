@@ -1,8 +1,10 @@
-"""``bundler.storage`` imports its modules on first use, a local verify or export
-never imports botocore (about a quarter of a second of every such command)."""
+"""What commands load: ``bundler.storage`` imports its modules on first use, a local
+verify or export never imports botocore (about a quarter of a second of every such
+command), and verifying an EvalBook bundle loads neither the exporter nor eval-banana."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
@@ -29,29 +31,35 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         raise AssertionError("no AttributeError")
 
 
-def test_local_verify_and_export_do_not_import_botocore(
-    bundles: dict[str, Path], fixture_store: Path, tmp_path: Path
-) -> None:
-    archive = bundles[f"{SCENARIOS[0]}/alice"]
+def _modules_loaded(commands: list[list[str]], prefixes: tuple[str, ...]) -> list[str]:
+    """The modules under ``prefixes`` loaded after running ``commands`` (each must exit
+    0) through the CLI, in a fresh interpreter."""
     script = f"""
 import sys
 from bundler.cli.app import main
-for args in (
-    ["verify", {str(archive)!r}, "--quiet"],
-    ["export", "--store", {str(fixture_store)!r}, "--report", {SCENARIOS[0]!r},
-     "--principal", "alice", "--out", {str(tmp_path / "out.tar.zst")!r}, "--quiet"],
-):
+for args in {commands!r}:
     try:
         main(args)
     except SystemExit as exc:
         assert exc.code in (0, None), (args[0], exc.code)
-print(sorted(m for m in sys.modules if m.split(".")[0] in ("botocore", "boto3")))
+print(sorted(m for m in sys.modules if m.startswith({prefixes!r})))
 """
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    loaded: list[str] = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_local_verify_and_export_do_not_import_botocore(
+    bundles: dict[str, Path], fixture_store: Path, tmp_path: Path
+) -> None:
+    archive = str(bundles[f"{SCENARIOS[0]}/alice"])
+    export = ["export", "--store", str(fixture_store), "--report", SCENARIOS[0]]
+    export += ["--principal", "alice", "--out", str(tmp_path / "out.tar.zst"), "--quiet"]
+    commands = [["verify", archive, "--quiet"], export]
+    assert _modules_loaded(commands, ("botocore", "boto3")) == []
 
 
 def test_verifying_an_evalbook_bundle_loads_neither_exporter_nor_eval_banana(
@@ -60,21 +68,11 @@ def test_verifying_an_evalbook_bundle_loads_neither_exporter_nor_eval_banana(
     # Start-up is most of the time of verifying a bundle of ordinary size: the exporter,
     # the store reader and the eval-banana side are not loaded to verify or inspect an
     # EvalBook bundle (bundler.evalbook.contract holds the names they share).
-    archive = bundles[f"{SCENARIOS[0]}/alice"]
-    script = f"""
-import sys
-from bundler.cli.app import main
-for args in (["verify", {str(archive)!r}, "--quiet"], ["inspect", {str(archive)!r}]):
-    try:
-        main(args)
-    except SystemExit as exc:
-        assert exc.code in (0, None), (args[0], exc.code)
-unwanted = ("bundler.evalbanana", "bundler.evalbook.export", "bundler.evalbook.store",
-            "bundler.evalbook.bagwriter")
-print(sorted(m for m in sys.modules if m.startswith(unwanted)))
-"""
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120
+    archive = str(bundles[f"{SCENARIOS[0]}/alice"])
+    unwanted = (
+        "bundler.evalbanana",
+        "bundler.evalbook.export",
+        "bundler.evalbook.store",
+        "bundler.evalbook.bagwriter",
     )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    assert _modules_loaded([["verify", archive, "--quiet"], ["inspect", archive]], unwanted) == []

@@ -1,7 +1,7 @@
 """Names and numbers of the EvalBook contract that the store reader, the exporter and the
 verifier all use (SPEC sections 2, 3 and 4).
 
-Kept in a module of their own, with no imports, so that verifying or inspecting a bundle
+Kept in a module of their own, importing nothing of the package, so that verifying or inspecting a bundle
 does not load the store reader and the exporter only to learn a string or a limit.
 """
 
