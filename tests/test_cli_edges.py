@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import CLI, run_cli, wait_for_temporary
@@ -120,6 +121,29 @@ def test_temporary_names_are_hidden_partial_files_beside_the_target(tmp_path: Pa
     fd2, other = create_temp(tmp_path / "x.tar.zst")
     os.close(fd2)
     assert other != temp
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, cli_module.Terminated])
+def test_an_interrupt_just_after_the_temporary_file_is_made_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interrupt: type[BaseException]
+) -> None:
+    # A signal is acted on as soon as open() returns, before create_temp has handed the
+    # name to a caller that would remove it: create_temp removes it itself.
+    from bundler.core import outputs
+
+    real_open = os.open
+
+    def open_then_interrupted(path: Any, flags: int, mode: int = 0o777) -> int:
+        os.close(real_open(path, flags, mode))
+        raise interrupt()
+
+    monkeypatch.setattr(os, "open", open_then_interrupted)
+    with pytest.raises(interrupt):
+        outputs.create_temp(tmp_path / "x.tar.zst")
+    with pytest.raises(interrupt):
+        outputs.write_new_file(tmp_path / "y.json", b"{}")
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
 
 
 # ------------------------------------------------------- item 6: SIGTERM like SIGINT

@@ -9,6 +9,7 @@ read or changed here (reading it means setting it, which races other threads).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Mapping
@@ -36,6 +37,14 @@ def create_temp(target: Path) -> tuple[int, Path]:
             return os.open(temp, _TEMP_FLAGS, NEW_FILE_MODE), temp
         except FileExistsError:
             continue
+        except BaseException:
+            # A signal (SIGINT, or SIGTERM as the CLI raises it) is acted on as soon as
+            # open() returns, before the caller holds the path it would clean up: the
+            # file may exist then, and nobody else knows its name. The name is random and
+            # was not taken (that is FileExistsError, above), so a file there is ours.
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
     raise FileExistsError(f"{target.parent}: no free temporary name beside {target.name}")
 
 
