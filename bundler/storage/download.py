@@ -17,7 +17,6 @@ import hashlib
 import io
 import itertools
 import os
-import secrets
 from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import botocore.exceptions as bexc
 from bundler.archive.prefetch import ThreadedSink
 from bundler.core.digests import PREFIX as DIGEST_PREFIX
 from bundler.core.errors import OutputError, StorageError, UsageError
+from bundler.core.outputs import create_temp
 from bundler.storage.config import (
     CHUNK,
     MiB,
@@ -166,17 +166,14 @@ def _check_destination(dest: Path) -> None:
 
 
 def _create_temp(dest: Path) -> tuple[int, Path]:
-    for _ in range(16):
-        tmp = dest.parent / f".{dest.name}.{secrets.token_hex(6)}.part"
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise OutputError(
-                f"{dest.parent}: cannot create a temporary file ({exc.strerror})"
-            ) from exc
-    raise OutputError(f"{dest.parent}: cannot create a temporary file")
+    """``create_temp``, the one maker of every output's temporary file, its refusal an
+    OutputError."""
+    try:
+        return create_temp(dest)
+    except OSError as exc:
+        raise OutputError(
+            f"{dest.parent}: cannot create a temporary file ({exc.strerror or exc})"
+        ) from exc
 
 
 def _write_temp(
