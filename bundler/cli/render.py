@@ -12,12 +12,8 @@ import click
 
 from bundler.cli.app import cli
 from bundler.cli.common import F, _emit_json, _quiet_option, _say
-from bundler.core.errors import InputError, OutputError
+from bundler.core.errors import OutputError
 from bundler.core.textsafe import shown
-
-# A saved record is at most what verify writes for a 20,000-case bundle, many times over.
-MAX_RECORD_BYTES = 512 * 1024 * 1024
-_RECORD_SCHEMAS = {"verification": "verification", "audit": "audit", "fixity": "fixity-summary"}
 
 RENDER_HELP = """Write the auditor's page of a saved result: one self-contained HTML file.
 
@@ -60,30 +56,6 @@ def write_page(path: Path, record: dict[str, Any]) -> str:
     return kind
 
 
-def _load_record(path: Path) -> dict[str, Any]:
-    from bundler.core import canonical
-    from bundler.core.schemas import validate
-    from bundler.report.page import KINDS, record_kind
-
-    try:
-        size = path.stat().st_size
-        if size > MAX_RECORD_BYTES:
-            raise InputError(f"{path}: {size} bytes, over the {MAX_RECORD_BYTES}-byte cap")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    value = canonical.loads(data, source=str(path))
-    kind = record_kind(value) if isinstance(value, dict) else None
-    if kind is None:
-        raise InputError(
-            f"{path}: not a verification, audit or fixity summary record "
-            f"(its schema field must be one of {', '.join(KINDS)})"
-        )
-    validate(_RECORD_SCHEMAS[kind], value, source=str(path))
-    assert isinstance(value, dict)
-    return value
-
-
 @cli.command(
     help=RENDER_HELP,
     examples=[
@@ -112,9 +84,13 @@ def _load_record(path: Path) -> dict[str, Any]:
 )
 @_quiet_option
 def render(result: Path, html: Path, as_json: bool, quiet: bool) -> None:
+    from bundler.core.outputs import write_new_file
+    from bundler.report.page import render_record
+    from bundler.report.record import sift_path
+
     refuse_existing(html)
-    record = _load_record(result)
-    kind = write_page(html, record)
+    kind, page = render_record(sift_path(result))
+    write_new_file(html, page)
     if as_json:
         _emit_json({"schema": "evalbook.rendered.v1", "out": str(html), "kind": kind})
         if not quiet:

@@ -216,6 +216,11 @@ def _summary(run: eb.Run, mode: str, tree: dict[str, Any] | None) -> dict[str, A
         "mode": mode,
         "labels": labels,
         "run_id": run.run_id,
+        # Each check's own status and score, so a page lists them from structure.
+        "pass_threshold": run.pass_threshold,
+        "checks": [
+            {"check_id": c.check_id, "status": c.status.value, "score": c.score} for c in run.checks
+        ],
         "recomputed": {
             "total_checks": totals.total_checks,
             "passed_checks": totals.passed_checks,

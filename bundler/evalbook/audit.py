@@ -369,6 +369,10 @@ class Audit:
                 "report_digest": v.report_digest,
                 "anchor": v.anchor.describe(),
                 "counts": v.counts(),
+                # The report facts a verification page shows, from the same fields.
+                "report_result": v.report_result,
+                "report_issued_at": v.report_issued_at,
+                "envelope": None if v.envelope is None else v.envelope.to_json(),
             },
             "anchor": _anchor_json(self.anchor),
             # The audit reads the bundle once, in its verification: the same time and bytes.
