@@ -26,6 +26,31 @@ class UsageError(BundlerError):
     exit_code = 2
 
 
+class ParameterError(UsageError):
+    """A bad value for one parameter (exit 2): the wrong type, a naive time, an empty path.
+
+    ``param`` is the name the library gives it (``exported_at``); the message begins with
+    it, so a library caller reads which argument was wrong. The command line shows the
+    same error under the option that carries the parameter (``--exported-at``):
+    ``relabel`` gives that message, and ``bundler.cli.app.main`` is the one place that
+    asks for it.
+    """
+
+    def __init__(self, param: str, rule: str, *, value: str | None = None) -> None:
+        self.param = param
+        self.rule = rule
+        self.value = value
+        super().__init__(self._text(param))
+
+    def _text(self, label: str) -> str:
+        shown_value = "" if self.value is None else f" {self.value!r}"
+        return f"{label}{shown_value}: {self.rule}"
+
+    def relabel(self, label: str) -> str:
+        """The message with ``label`` (an option such as ``--out``) for the parameter."""
+        return self._text(label)
+
+
 class InputError(BundlerError):
     """Unreadable, unsafe or malformed input; item not found (exit 3)."""
 
