@@ -10,13 +10,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bundler.core.errors import (
     BundlerError,
     InputError,
 )
 from bundler.core.textsafe import shown
+
+if TYPE_CHECKING:
+    from bundler.core.claims import Verification
 
 # Local signature files beside an archive: ARCHIVE.sig and ARCHIVE.sig.<hex>, the names
 # `download` gives the stored ones (docs/format.md, storage).
@@ -145,7 +148,7 @@ class SignatureSet:
                     "no signature: neither bundle-head.json.sig nor a sidecar"
                 )
             for candidate in found:
-                outcomes.append(self._check_one(head, candidate))
+                outcomes.append(self.check_one(head, candidate))
             signers = [o.signer for o in outcomes if o.signer is not None]
             if signers:
                 return " and ".join(dict.fromkeys(signers))
@@ -156,7 +159,7 @@ class SignatureSet:
 
         return check
 
-    def _check_one(self, head: bytes, candidate: SignatureCandidate) -> SignatureOutcome:
+    def check_one(self, head: bytes, candidate: SignatureCandidate) -> SignatureOutcome:
         from bundler.trust import sshsig
 
         if candidate.problem is not None:
@@ -174,7 +177,7 @@ class SignatureSet:
         )
 
 
-def list_signatures(result: Any, outcomes: list[SignatureOutcome]) -> Any:
+def list_signatures(result: Verification, outcomes: list[SignatureOutcome]) -> Verification:
     """``result`` with its signature claim naming every signature and its state."""
 
     if not outcomes:

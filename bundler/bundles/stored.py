@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from bundler.bundles.signatures import sidecar_signatures
 from bundler.core.errors import (
@@ -14,6 +14,9 @@ from bundler.core.errors import (
     InputError,
     StorageError,
 )
+
+if TYPE_CHECKING:
+    from bundler.core.claims import Verification
 
 
 def first_sidecar(location: str, endpoint_url: str | None) -> str | None:
@@ -53,7 +56,7 @@ def bundle_stream(location: str, endpoint_url: str | None) -> Iterator[BinaryIO 
             raise
 
 
-def altered_result(location: str, exc: Any, strict: bool) -> Any:
+def altered_result(location: str, exc: Any, strict: bool) -> Verification:
     """A failed verification for an archive altered at rest (SPEC section 6)."""
     from bundler.core.claims import Claim, State, Verdict, Verification
 
@@ -68,7 +71,7 @@ def altered_result(location: str, exc: Any, strict: bool) -> Any:
     return Verification(source=location, verdict=Verdict.FAILED, strict=strict, claims=(claim,))
 
 
-def check_stored_key(location: str, result: Any) -> Any:
+def check_stored_key(location: str, result: Verification) -> Verification:
     """``result`` with a claim that the archive's key names the bundle it holds."""
 
     from bundler import storage
@@ -94,7 +97,7 @@ def check_stored_key(location: str, result: Any) -> Any:
     return replace(result, verdict=Verdict.FAILED, claims=(*result.claims, claim))
 
 
-def verified_stored(location: str, stream: Any, result: Any) -> Any:
+def verified_stored(location: str, stream: Any, result: Verification) -> Verification:
     """After verifying a stored archive: read what the verifier left, so that bytes
     altered at rest raise AlteredAtRest even when they made the archive unreadable,
     then check that the key names the bundle."""
