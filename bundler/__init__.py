@@ -36,17 +36,15 @@ from bundler.core.version import TOOL_NAME, __version__
 if TYPE_CHECKING:
     from bundler.api.bundles import (
         audit,
-        check_proof,
         export,
         export_eb,
         extract,
         inspect,
-        prove,
-        render,
         reports,
-        sign,
         verify,
     )
+    from bundler.api.pages import render
+    from bundler.api.proofs import check_proof, prove, sign
     from bundler.api.results import (
         BundleListing,
         DownloadResult,
@@ -72,19 +70,17 @@ _LAZY = {
     **dict.fromkeys(
         (
             "audit",
-            "check_proof",
             "export",
             "export_eb",
             "extract",
             "inspect",
-            "prove",
-            "render",
             "reports",
-            "sign",
             "verify",
         ),
         "bundler.api.bundles",
     ),
+    **dict.fromkeys(("check_proof", "prove", "sign"), "bundler.api.proofs"),
+    "render": "bundler.api.pages",
     **dict.fromkeys(("download", "fixity", "list_bundles", "upload"), "bundler.api.stored"),
     **dict.fromkeys(
         (

@@ -17,8 +17,8 @@ from bundler.bundles.signatures import (
     explicit_signature,
     sidecar_signatures,
 )
-from bundler.core.claims import VerifyOptions
-from bundler.core.errors import ParameterError
+from bundler.core.claims import Verification, VerifyOptions
+from bundler.core.errors import InputError, ParameterError, VerificationFailed
 from bundler.core.limits import DEFAULT_MAX_BYTES
 
 Signature = str | bytes | os.PathLike[str]
@@ -92,3 +92,19 @@ def anchors(
         assert isinstance(signature, str | bytes)
         explicit = explicit_signature(signature, endpoint)
     return Anchors(options, signers, explicit, endpoint)
+
+
+def raise_unless_verified(result: Verification, action: str) -> None:
+    """For commands that act only on a verified bundle (SPEC 8): InputError (3) when it
+    could not be read, VerificationFailed (1) when it does not verify."""
+    from bundler.core.claims import Verdict
+
+    if result.verdict is Verdict.ERROR:
+        raise InputError(
+            f"{result.source}: cannot be read as a bundle ({result.error}); refusing to {action}"
+        )
+    if result.verdict is not Verdict.VERIFIED:
+        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
+        raise VerificationFailed(
+            f"{result.source}: bundle does not verify ({detail}); refusing to {action}"
+        )

@@ -143,13 +143,13 @@ def existing_input(value: Path, param: str, *, directory_ok: bool = True) -> Pat
     try:
         info = os.stat(value)
     except OSError as exc:
-        raise InputError(f"{param}: {value}: cannot read ({exc.strerror})") from exc
+        raise InputError(f"{param}: {value}: cannot read ({exc.strerror})", param=param) from exc
     if stat.S_ISDIR(info.st_mode):
         if directory_ok:
             return value
-        raise InputError(f"{param}: {value}: is a directory; a file is needed")
+        raise InputError(f"{param}: {value}: is a directory; a file is needed", param=param)
     if not stat.S_ISREG(info.st_mode):
-        raise InputError(f"{param}: {value}: not a regular file or directory")
+        raise InputError(f"{param}: {value}: not a regular file or directory", param=param)
     return value
 
 

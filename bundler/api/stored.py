@@ -60,7 +60,7 @@ def upload(
     InputError (3) when it cannot be read, StorageError (5) when the service fails.
     """
     from bundler import storage
-    from bundler.api.bundles import raise_unless_verified
+    from bundler.api.anchors import raise_unless_verified
     from bundler.bundles.signatures import local_signatures
     from bundler.bundles.verify import read_and_verify
     from bundler.core.claims import VerifyOptions
@@ -156,7 +156,7 @@ def sign_stored(url: str, sign: Callable[[bytes], str], endpoint_url: str | None
     """``sign s3://...``: verify the stored bundle, sign its head, and add the signature
     beside the archive (a countersignature when it is signed already)."""
     from bundler import storage
-    from bundler.api.bundles import raise_unless_verified
+    from bundler.api.anchors import raise_unless_verified
     from bundler.bundles.stored import bundle_stream, verified_stored
     from bundler.bundles.verify import read_and_verify
     from bundler.core.claims import VerifyOptions

@@ -87,7 +87,8 @@ def inspect_bundle(
                 (
                     "Cases",
                     f"{sum(c['cases']['exported'] for c in checks)} exported of "
-                    f"{sum(c['cases']['total'] for c in checks)} in {len(checks)} checks",
+                    f"{sum(c['cases']['total'] for c in checks)} in {len(checks)} "
+                    + ("check" if len(checks) == 1 else "checks"),
                 ),
                 ("Payloads", str(len(bundle["payloads"]))),
             ],

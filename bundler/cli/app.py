@@ -14,7 +14,6 @@ import click
 from bundler.cli.common import EPILOG_EXIT, _emit_json, _say
 from bundler.core.errors import (
     BundlerError,
-    ParameterError,
 )
 from bundler.core.textsafe import shown
 from bundler.core.version import __version__
@@ -157,7 +156,7 @@ _PARAM_ALIASES = {
 def _message(exc: BundlerError) -> str:
     """The error's message, a library parameter named as the command's option spells it
     (``exported_at`` as ``--exported-at``, ``bundle`` as ``BUNDLE``)."""
-    if not isinstance(exc, ParameterError) or not _INVOKED:
+    if exc.param is None or not _INVOKED:
         return exc.message
     names = {exc.param, *_PARAM_ALIASES.get(exc.param, ())}
     for param in _INVOKED[-1].command.params:

@@ -112,6 +112,16 @@ class _ProgressLine:
         """``n`` more units (for callbacks that report each chunk)."""
         self.to(self._done + n)
 
+    def update(self, progress: Any) -> None:
+        """A library ``Progress`` report (``bundler.api.results.Progress``)."""
+        if progress.total is not None:
+            self.set_total(progress.total)
+        self.to(progress.done, note=progress.note)
+
+    def callback(self) -> Callable[[Any], None] | None:
+        """The ``on_progress`` of a library call: None when nothing is shown."""
+        return self.update if self.enabled else None
+
     def done(self) -> None:
         if self._bar is not None:
             self._bar.stop()

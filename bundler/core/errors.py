@@ -11,12 +11,23 @@ class BundlerError(Exception):
     """Base of every error the toolkit raises on purpose."""
 
     exit_code = 3
+    # The library parameter the error concerns, when it concerns one: the message then
+    # begins with its name, and ``relabel`` gives it under another (a command's option).
+    param: str | None = None
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        if param is not None:
+            self.param = param
 
     def __str__(self) -> str:
+        return self.message
+
+    def relabel(self, label: str) -> str:
+        """The message with ``label`` in place of the parameter's name it begins with."""
+        if self.param is not None and self.message.startswith(self.param):
+            return label + self.message[len(self.param) :]
         return self.message
 
 
@@ -37,18 +48,10 @@ class ParameterError(UsageError):
     """
 
     def __init__(self, param: str, rule: str, *, value: str | None = None) -> None:
-        self.param = param
         self.rule = rule
         self.value = value
-        super().__init__(self._text(param))
-
-    def _text(self, label: str) -> str:
-        shown_value = "" if self.value is None else f" {self.value!r}"
-        return f"{label}{shown_value}: {self.rule}"
-
-    def relabel(self, label: str) -> str:
-        """The message with ``label`` (an option such as ``--out``) for the parameter."""
-        return self._text(label)
+        shown_value = "" if value is None else f" {value!r}"
+        super().__init__(f"{param}{shown_value}: {rule}", param=param)
 
 
 class InputError(BundlerError):
