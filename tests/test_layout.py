@@ -27,14 +27,18 @@ ALLOWED: dict[str, set[str]] = {
     "bundles": {"core", "archive", "trust", "storage", "evalbook", "evalbanana"},
     "fixity": {"core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles"},
     "report": {"core", "archive", "trust", "evalbook", "evalbanana", "bundles"},
-    "cli": {
+    "api": {
         "core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "fixity",
         "report",
+    },
+    "cli": {
+        "core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "fixity",
+        "report", "api",
     },
     "testing": {"core", "archive", "trust", "evalbook", "evalbanana"},
     "bundler": {
         "core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "fixity",
-        "report",
+        "report", "api",
     },
     "__main__": {"cli"},
 }

@@ -356,6 +356,7 @@ class Audit:
         return {
             "schema": AUDIT_SCHEMA,
             "source": self.source,
+            "input": self.source,
             "verdict": self.verdict.value,
             "exit_code": self.exit_code,
             "error": self.error,
