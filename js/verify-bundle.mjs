@@ -217,6 +217,7 @@ async function main() {
   const argv = process.argv.slice(2);
   try {
     if (argv[0] === 'check-proof') return await checkProofCommand(argv.slice(1));
+    if (argv[0] === 'verify') return await verifyCommand(argv.slice(1));
     return await verifyCommand(argv);
   } catch (e) {
     if (e instanceof UsageError) {
