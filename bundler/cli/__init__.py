@@ -7,6 +7,7 @@ command group; importing this package registers them all on the ``cli`` group.
 """
 
 from bundler.cli import audit, export, fixity, proof, render, reports, storage, tools, verify
+from bundler.cli import verifier_page
 from bundler.cli.app import Terminated, _on_sigterm, cli, main
 from bundler.cli.common import _exported_at
 
