@@ -38,6 +38,7 @@ class Decision:
     validity_hours: int
     digest: str
     name: str
+    size: int
 
 
 def _number(value: Any) -> bool:
@@ -102,7 +103,8 @@ def read_decision(path: Any) -> Decision:
         if problem is not None:
             raise InputError(f"{key}.aggregation: {problem}")
         parsed[check_id] = CheckDecision(entry["required"], dict(entry["aggregation"]))
-    return Decision(parsed, validity, bytes_digest(data), path.name if hasattr(path, "name") else where)
+    name = path.name if hasattr(path, "name") else where
+    return Decision(parsed, validity, bytes_digest(data), name, len(data))
 
 
 def no_threshold(repeats: int) -> dict[str, Any]:

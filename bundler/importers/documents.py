@@ -237,7 +237,9 @@ def _build_checks(
         cases = []
         evidence_keys: set[tuple[str, str]] = set()
         for case in check.cases:
-            evidence = [r.as_case_ref("artifact") for r in case.evidence] + run_file_refs
+            # A case's own evidence holds the sample's input and the model's outputs, so
+            # it is kind output (redacted with outputs); only run files are artifacts.
+            evidence = [r.as_case_ref("output") for r in case.evidence] + run_file_refs
             value = {
                 "assurance": ASSURANCE,
                 "case_id": _case_id(check.check_id, case.example_id, case.repeat),
@@ -254,7 +256,7 @@ def _build_checks(
             if case.output is not None:
                 evidence_keys.add((case.output.digest, "output"))
             for ref in evidence:
-                evidence_keys.add((str(ref["digest"]), "artifact"))
+                evidence_keys.add((str(ref["digest"]), str(ref["kind"])))
         derived = derive_check(
             aggregation,
             dataset_id=dataset_id,

@@ -147,6 +147,14 @@ def import_run(
 
                 run = read_lm_eval_run(opened[0], opened[1 : len(config.run_files)], writer)
                 run.files.extend(dataset_files)
+            names = {f.name for f in run.files}
+            if decision is not None and config.decision is not None:
+                name = _base_name(config.decision, "decision file")
+                if name in names:
+                    raise InputError(f"{config.decision}: a second file named {name!r}")
+                run.files.append(
+                    ImportedFile(Role.DECISION, name, decision.digest, decision.size, str(config.decision))
+                )
             check_known(decision, {c.check_id for c in run.checks})
             built = build_documents(
                 run, writer, task_files=task_files, decision=decision, report_id=config.report_id

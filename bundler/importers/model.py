@@ -37,6 +37,7 @@ class Role(StrEnum):
     RESULTS = "results"  # an lm-eval results_*.json
     SAMPLES = "samples"  # an lm-eval samples_*.jsonl
     DATASET = "dataset"  # a file given with --dataset
+    DECISION = "decision"  # the file given with --decision
     TASK = "task"  # a file given with --task (a scorer version's file, not an artifact)
 
 
