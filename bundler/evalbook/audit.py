@@ -549,6 +549,8 @@ def basis_text(b: StatusBasis, coverage: Any, p: int | None = None) -> str:
         return (
             f"{short}; the highest-ranked status among the unscored repeats is {b.unscored.value}"
         )
+    if b.kind is BasisKind.NO_THRESHOLD:
+        return f"{rule} {format_value(b.value, p)} with no threshold: no decision, so inconclusive"
     # The value against the threshold.
     op = ">=" if b.value is not None and b.threshold is not None and b.value >= b.threshold else "<"
     if b.rule is AggregationRule.ALL_PASS:

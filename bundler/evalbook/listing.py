@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bundler.core.digests import is_digest
-from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES
+from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES, is_run_file
 
 INLINE_MAX = INLINE_PAYLOAD_MAX_BYTES
 PAYLOAD_KINDS = frozenset({"output", "trace", "artifact"})
@@ -56,6 +56,8 @@ REASONS: dict[tuple[str, str], frozenset[str]] = {
         {"payload_at_sso", "missing_from_store", "digest_mismatch"}
     ),
     ("redacted", "output"): frozenset({"no_dataset_read_body"}),
+    # Only a run file of an imported report (SPEC 16), as _body checks.
+    ("redacted", "artifact"): frozenset({"no_dataset_read_body"}),
     ("redacted", "trace"): frozenset({"trace_capture_policy"}),
     ("unavailable", "evidence_manifest"): frozenset({"missing_from_store", "digest_mismatch"}),
 }
@@ -366,20 +368,26 @@ class _Check:
             return problem
         if "trace" in use.kinds or "traces" in use.locations:
             return "a payload a case stores as a trace is redacted as kind trace"
+        producer = (self.f.report or {}).get("producer")
+        run_file = any(is_run_file(producer, kind) for kind in use.kinds)
         if e["reason"] == "no_dataset_read_body":
             if self.f.read_body:
                 return "the exporter's recorded permissions include dataset.read_body"
-            if "output" not in use.kinds:
-                return "only case outputs are redacted for dataset.read_body"
+            if "output" not in use.kinds and not run_file:
+                return "only case outputs and imported run files are redacted for dataset.read_body"
             return None
         if "output" in use.kinds and not self.f.read_body:
             return "without dataset.read_body a case output is redacted, not unavailable"
+        if run_file and not self.f.read_body:
+            return "without dataset.read_body an imported run file is redacted, not unavailable"
+        if run_file and e["reason"] == "payload_at_sso":
+            return "an imported run file is exported whatever its size, never payload_at_sso"
         if e["kind"] != use.kinds[0]:
             return f"listed as {e['kind']}, but its first use in the cases is as {use.kinds[0]}"
         if e["reason"] == "payload_at_sso":
             if "inline" in use.locations:
                 return "a case payload stored inline cannot be payload_at_sso"
             return None
-        if "inline" not in use.locations:
+        if "inline" not in use.locations and not run_file:
             return "only inline payloads are taken from the store's blobs"
         return None
