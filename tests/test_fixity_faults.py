@@ -267,7 +267,7 @@ def test_a_stored_signature_replaced_by_another_keys_fails(
 
 
 def _helper_pids(parent: int) -> list[int]:
-    """The parent's spawned pool processes (not its resource tracker)."""
+    """The parent's helper processes."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -278,7 +278,7 @@ def _helper_pids(parent: int) -> list[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and b"spawn_main" in cmdline:
+        if ppid == parent and b"--fixity-helper" in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -312,8 +312,11 @@ def test_a_helper_killed_mid_run_loses_no_check(tmp_path: Path, bundles: dict[st
     while killed is None and time.monotonic() < deadline and proc.poll() is None:
         helpers = _helper_pids(proc.pid)
         if helpers and ledger.exists():
-            with sqlite3.connect(ledger) as conn:
-                checked = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+            try:
+                with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True) as conn:
+                    checked = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+            except sqlite3.OperationalError:  # the ledger is being created
+                checked = 0
             if checked >= 20:  # the run is under way; the helper has work in flight
                 time.sleep(0.3)
                 os.kill(helpers[0], signal.SIGKILL)
@@ -342,7 +345,7 @@ def test_helpers_that_cannot_start_are_given_up_and_the_run_finishes(
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
-        "import os, sys\nif '--multiprocessing-fork' in sys.argv:\n    os._exit(70)\n"
+        "import os, sys\nif '--fixity-helper' in sys.argv:\n    os._exit(70)\n"
     )
     ledger = tmp_path / "l.sqlite"
     done = run_cli(
