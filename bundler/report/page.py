@@ -448,7 +448,9 @@ def fixity_page(summary: Mapping[str, Any]) -> bytes:
         value = _num(shares.get(key))
         share_rows.append((f"within {words}", round(100 * value, 1) if value is not None else 0.0))
     failing = sum(n for k, n in outcomes if k != "pass")
-    verdict = "passed" if failing == 0 else "failed"
+    # Failures found by earlier runs and not checked in this one stay failures (SPEC 13.1).
+    carried = [c for c in summary.get("carried") or [] if isinstance(c, Mapping)]
+    verdict = "passed" if failing == 0 and not carried else "failed"
     source = summary.get("source")
     level = summary.get("level")
     command = f"evalbook-bundle fixity {_q(source)} --level {_q(level)}"
@@ -462,14 +464,16 @@ def fixity_page(summary: Mapping[str, Any]) -> bytes:
         verdict_words=(
             "every bundle checked still holds its bytes"
             + (" and verifies" if level == "full" else "")
-            if failing == 0
-            else f"{failing} bundle(s) did not pass"
+            if failing == 0 and not carried
+            else f"{failing} bundle(s) checked in this run did not pass"
+            + (f"; {len(carried)} failure(s) from earlier runs are still open" if carried else "")
         ),
         outcomes=outcomes,
         outcome_chart=_bars(outcomes),
         shares=share_rows,
         share_chart=_bars(share_rows, total=100),
         problems=[p for p in summary.get("problems") or [] if isinstance(p, Mapping)],
+        carried=carried,
         tool=summary.get("tool") or {},
         commands=[
             command,
