@@ -239,7 +239,7 @@ def _retire(
     elif not quiet:
         sys.stdout.write(
             f"Retired:     {done.key} ({done.outcome} since {done.found})\n"
-            f"Reason:      {shown(done.reason)}\n"
+            f"Reason:      {done.reason}\n"
             f"Ledger:      {shown(done.ledger)}\n"
         )
 
@@ -271,12 +271,14 @@ def _summary_text(summary: object) -> str:
     if summary.problems:
         lines.append(f"Not passed:  {len(summary.problems)}")
         lines += [
-            f"  - {p['outcome']}: {shown(p['key'])}: {shown(p['detail'])}" for p in summary.problems
+            # Keys and details in a summary are already escaped (``shown``) once.
+            f"  - {p['outcome']}: {p['key']}: {p['detail']}"
+            for p in summary.problems
         ]
     if summary.carried:
         lines.append(f"Still open:  {len(summary.carried)} from earlier runs (not checked now)")
         lines += [
-            f"  - {c['outcome']} since {c['found']}: {shown(c['key'])}: {shown(c['detail'])}"
+            f"  - {c['outcome']} since {c['found']}: {c['key']}: {c['detail']}"
             for c in summary.carried
         ]
     if summary.interrupted is not None:

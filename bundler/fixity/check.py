@@ -252,12 +252,15 @@ def _check_stored(task: Task, settings: Settings, base: Result) -> Result:
                 verification = _verify(url, hashing, settings, signatures)
                 hashing.drain()
             except storage.AlteredAtRest as exc:
+                # Raised at the end of the object, by the read that reached it: every
+                # byte was read, and hashes to ``observed``.
+                read = max(hashing.count, stream.size)
                 return replace(
                     base,
                     outcome="fail",
                     detail=exc.message,
-                    bytes_read=hashing.count,
-                    size=hashing.count,
+                    bytes_read=read,
+                    size=read,
                     sha256=exc.observed,
                 )
     except StorageError as exc:

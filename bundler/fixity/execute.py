@@ -217,6 +217,8 @@ class HelperPool:
             try:
                 value = _receive(stream)
             except (EOFError, OSError, pickle.UnpicklingError):
+                with contextlib.suppress(OSError):
+                    stream.close()
                 self._events.put((helper, None))
                 return
             self._events.put((helper, value))
@@ -285,10 +287,7 @@ class HelperPool:
     def _lost(self, helper: _Helper) -> list[list[Result]]:
         """A helper died: every batch it had in flight is lost with it. A bundle it was
         checking alone is reported; the others are checked again, each alone."""
-        helper.dead = True
-        with contextlib.suppress(OSError):
-            helper.proc.kill()
-        helper.proc.wait()
+        self._stop(helper)
         self._helpers.remove(helper)
         results: list[list[Result]] = []
         lost = [task for batch in helper.inflight for task in batch]
@@ -317,6 +316,9 @@ class HelperPool:
         with contextlib.suppress(OSError):
             helper.proc.kill()
         helper.proc.wait()
+        if helper.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                helper.proc.stdin.close()
 
     def close(self) -> None:
         """End every helper: end of input first, then SIGKILL for any still there

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +91,7 @@ ALTER TABLE bundles ADD COLUMN verdict_since TEXT;
 ALTER TABLE bundles ADD COLUMN verdict_detail TEXT;
 ALTER TABLE bundles ADD COLUMN verdict_run TEXT;
 ALTER TABLE bundles ADD COLUMN retired_sha256 TEXT;
+ALTER TABLE bundles ADD COLUMN retired_size INTEGER;
 ALTER TABLE events ADD COLUMN size INTEGER;
 ALTER TABLE events ADD COLUMN bytes_read INTEGER;
 ALTER TABLE events ADD COLUMN sha256 TEXT;
@@ -111,11 +112,8 @@ CREATE INDEX bundles_open ON bundles (source, verdict);
 PRAGMA application_id = {APPLICATION_ID};
 """
 
-# Step n brings a ledger at user_version n to n + 1.
-_MIGRATIONS: tuple[Callable[[sqlite3.Connection], object], ...] = (
-    lambda conn: conn.executescript(_V1),
-    lambda conn: conn.executescript(_V2),
-)
+# Step n brings a ledger at user_version n to n + 1, in one transaction.
+_MIGRATIONS = (_V1, _V2)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # The columns of each table, by version: anything else is not this tool's ledger.
@@ -149,7 +147,14 @@ _V1_COLUMNS = {
 }
 _V2_COLUMNS = {
     "bundles": _V1_COLUMNS["bundles"]
-    + ["verdict", "verdict_since", "verdict_detail", "verdict_run", "retired_sha256"],
+    + [
+        "verdict",
+        "verdict_since",
+        "verdict_detail",
+        "verdict_run",
+        "retired_sha256",
+        "retired_size",
+    ],
     "events": _V1_COLUMNS["events"] + ["size", "bytes_read", "sha256"],
     "runs": _V1_COLUMNS["runs"],
 }
@@ -187,6 +192,7 @@ class KnownBundle:
     verdict_since: str | None = None  # when that verdict was first reached
     verdict_detail: str | None = None
     retired_sha256: str | None = None  # the bytes the keeper retired
+    retired_size: int | None = None
 
     def last_at(self, level: str) -> str | None:
         """The time of the last check at ``level`` or above (None: never)."""
@@ -251,7 +257,7 @@ def inspect(path: Path) -> int | None:
     if not os.path.isfile(path):
         raise _refuse(where, "not a regular file")
     if info.st_size == 0:
-        raise _refuse(where, "an empty file, not a ledger")
+        return 0  # what sqlite makes first of a new ledger: one a run killed at once left
     try:
         # Read-only, by URI: nothing is created, converted or journaled.
         uri = "file:" + _uri_path(path) + "?mode=ro"
@@ -289,8 +295,11 @@ def _inspect(conn: sqlite3.Connection, where: str) -> int:
             f"{where}: ledger schema version {version} is newer than this tool's "
             f"{SCHEMA_VERSION}; use a newer evalbook-bundle (the file was not changed)"
         )
+    if version == 0 and app_id == 0 and not objects:
+        return 0  # an empty database: a new ledger whose first transaction never ended
     if version not in _COLUMNS_BY_VERSION:
-        raise _refuse(where, f"not a fixity ledger (schema version {version})")
+        held = ", ".join(repr(name) for name in sorted(objects)[:5]) or "nothing"
+        raise _refuse(where, f"not a fixity ledger (schema version {version}; it holds {held})")
     columns, expected_id = _COLUMNS_BY_VERSION[version]
     if app_id != expected_id:
         raise _refuse(where, f"not a fixity ledger (application id {app_id:#x})")
@@ -324,13 +333,16 @@ class Ledger:
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
             while version < SCHEMA_VERSION:
-                with self._conn:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                    _MIGRATIONS[version](self._conn)
-                    version += 1
-                    self._conn.execute(f"PRAGMA user_version = {version}")
-            if version == SCHEMA_VERSION:
-                self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                script = _MIGRATIONS[version]
+                version += 1
+                try:
+                    self._conn.executescript(
+                        f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {version};\nCOMMIT;"
+                    )
+                except sqlite3.Error:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
             self._conn.isolation_level = "DEFERRED"
         except sqlite3.Error as exc:
             raise InputError(f"{where}: not a usable fixity ledger ({exc})") from exc
@@ -342,7 +354,8 @@ class Ledger:
         """Every bundle the ledger knows under ``source``, by key."""
         rows = self._conn.execute(
             "SELECT key, size, sha256, bundle_digest, report_id, first_seen, last_object, "
-            "last_full, last_outcome, verdict, verdict_since, verdict_detail, retired_sha256 "
+            "last_full, last_outcome, verdict, verdict_since, verdict_detail, retired_sha256, "
+            "retired_size "
             "FROM bundles WHERE source = ?",
             (source,),
         )
@@ -395,7 +408,7 @@ class Ledger:
         if sets_baseline:
             self._conn.execute(
                 "UPDATE bundles SET size = ?, sha256 = ?, bundle_digest = ?, report_id = ?, "
-                "retired_sha256 = NULL WHERE source = ? AND key = ?",
+                "retired_sha256 = NULL, retired_size = NULL WHERE source = ? AND key = ?",
                 (ev.size or 0, ev.sha256, ev.bundle_digest, ev.report_id, source, key),
             )
         checked = ev.outcome != "error"
@@ -472,16 +485,24 @@ class Ledger:
                 "whose latest outcome is fail or missing can be retired"
             )
         observed = self._conn.execute(
-            "SELECT sha256 FROM events WHERE source = ? AND key = ? AND outcome IN "
+            "SELECT sha256, size FROM events WHERE source = ? AND key = ? AND outcome IN "
             "('fail', 'missing') ORDER BY time DESC, id DESC LIMIT 1",
             (source, db_key(key)),
         ).fetchone()
         with self._conn:
             self._conn.execute(
                 "UPDATE bundles SET verdict = 'retired', verdict_since = ?, "
-                "verdict_detail = ?, verdict_run = ?, retired_sha256 = ? "
+                "verdict_detail = ?, verdict_run = ?, retired_sha256 = ?, retired_size = ? "
                 "WHERE source = ? AND key = ?",
-                (time, reason, run_id, observed[0] if observed else None, source, db_key(key)),
+                (
+                    time,
+                    reason,
+                    run_id,
+                    observed[0] if observed else None,
+                    observed[1] if observed and row[0] == "fail" else None,
+                    source,
+                    db_key(key),
+                ),
             )
             self._conn.execute(
                 "INSERT INTO events (source, key, time, level, outcome, detail, tool_version, "

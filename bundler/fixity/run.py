@@ -399,7 +399,7 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
         exact = key if key in known else next((k for k in known if shown(k) == key), key)
         time_now = now_iso()
         run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(4)
-        failure = ledger.retire(source, exact, reason, time_now, run_id)
+        failure = ledger.retire(source, exact, shown(reason), time_now, run_id)
     finally:
         ledger.close()
     return Retirement(
@@ -407,7 +407,7 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
         key=shown(exact),
         outcome=failure.outcome,
         found=failure.found,
-        reason=reason,
+        reason=shown(reason),
         time=time_now,
         run_id=run_id,
         ledger=str(ledger_path),
@@ -451,7 +451,7 @@ def _event(r: Result) -> Event:
         time=r.time,
         level=r.level,
         outcome=r.outcome,
-        detail=r.detail,
+        detail=shown(r.detail),  # a name that is not UTF-8 is escaped, as everywhere shown
         size=r.size,
         sha256=r.sha256,
         bundle_digest=r.bundle_digest,

@@ -129,13 +129,16 @@ class Candidate:
         size changed): checked at level full, and its digests become the baseline only
         when that check passes (SPEC 13.1)."""
         k = self.known
-        return k is None or not k.has_baseline or (k.verdict == RETIRED and k.size != self.size)
+        return k is None or not k.has_baseline or (k.verdict == RETIRED and not self.retired)
 
     @property
     def retired(self) -> bool:
-        """Retired by the keeper and, as far as the listing shows, still the same bytes."""
+        """Retired by the keeper and, as far as the listing shows, still the bytes it was
+        retired with (the size they had; gone, when it was retired missing)."""
         k = self.known
-        return k is not None and k.verdict == RETIRED and (self.gone or k.size == self.size)
+        if k is None or k.verdict != RETIRED:
+            return False
+        return self.gone or (k.retired_size is not None and k.retired_size == self.size)
 
     @property
     def due_first(self) -> bool:
@@ -172,12 +175,15 @@ def select(
         candidates = [
             c
             for c in candidates
-            if c.known is None or c.due_first or (c.known.last_at(level) or "") < cutoff
+            if c.known is None
+            or c.first_sight
+            or c.due_first
+            or (c.known.last_at(level) or "") < cutoff
         ]
     candidates.sort(
         key=lambda c: (
             not c.due_first,
-            (c.known.last_at(level) or "") if c.known else "",
+            "" if c.known is None or c.first_sight else (c.known.last_at(level) or ""),
             c.key,
         )
     )
