@@ -37,7 +37,7 @@ _ODD_SPACES = frozenset(
 _BLANK = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2800\u3164\uffa0")
 # Variation selectors (SPEC 5): they draw nothing, so "rpt-clean" followed by one reads as
 # "rpt-clean" while it is another id. Tag characters U+E0000-U+E007F are Cf or Cn above.
-_SELECTORS = ((0xFE00, 0xFE0F), (0xE0100, 0xE01EF))
+# (U+FE00-U+FE0F and U+E0100-U+E01EF, compared in ``_hidden``.)
 # Fast path: printable ASCII without a backslash needs no escaping.
 _PLAIN = re.compile(r"[\x20-\x5b\x5d-\x7e]*")
 # Characters with a meaning in inline Markdown (CommonMark and GFM): backslash escapes,
@@ -66,7 +66,7 @@ def _hidden(ch: str) -> bool:
     if ch in _ODD_SPACES or ch in _BLANK:
         return True
     code = ord(ch)
-    if any(low <= code <= high for low, high in _SELECTORS):
+    if 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:
         return True
     return unicodedata.category(ch) in _HIDDEN_CATEGORIES
 

@@ -120,7 +120,10 @@ class VerificationFacts(Facts):
         state = value["state"]
         group = value["group"]
         self.states[state] += 1
-        self.groups.setdefault(group, Counter())[state] += 1
+        counter = self.groups.get(group)
+        if counter is None:
+            counter = self.groups[group] = Counter()
+        counter[state] += 1
         if state == "failed":
             self.failed.offer(value, size, self.budget)
         elif state == "unprovable":
@@ -481,15 +484,26 @@ def _sift_buffer(buf: Buffer, source: str) -> Sifted:
         head[key] = _load(buf, spans.pop(key), source, _pointer(key))
 
     def items(key: str) -> Iterator[tuple[Any, int]]:
-        for i, span in enumerate(scan_array(buf.data, spans[key], source, buf)):
-            yield _load(buf, span, source, f"{_pointer(key)}/{i}"), span.size
+        i = 0
+        for span, run in scan_array(buf.data, spans[key], source, buf):
+            if run:
+                values = canonical.loads(
+                    b"[" + buf.slice(span) + b"]", source=f"{source}: {_pointer(key)}/{i}..."
+                )
+                each = span.size // max(len(values), 1)
+                for value in values:
+                    yield value, each
+                i += len(values)
+            else:
+                yield _load(buf, span, source, f"{_pointer(key)}/{i}"), span.size
+                i += 1
             buf.release_before(span.end)
 
     prefixes: dict[str, list[Any]] = {}
     for key in spans:
         prefixes[key] = []
-        for i, span in enumerate(scan_array(buf.data, spans[key], source)):
-            if i >= _PREFIX:
+        for value, _ in items(key):
+            if len(prefixes[key]) >= _PREFIX:
                 break
-            prefixes[key].append(_load(buf, span, source, f"{_pointer(key)}/{i}"))
+            prefixes[key].append(value)
     return _sift(head, {k: items(k) for k in spans}, prefixes, source)
