@@ -44,6 +44,8 @@ class InspectResult(_Record):
     report_id: str | None = None
     bundle_schema: str | None = None
     signed: bool = False
+    # What ``inspect`` prints besides the record: (label, value) lines, untrusted text.
+    labels: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
