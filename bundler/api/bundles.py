@@ -214,7 +214,11 @@ def reports(store: str | os.PathLike[str], *, endpoint_url: str | None = None) -
     root = params.location(store, "store")
     endpoint = params.optional_text(endpoint_url, "endpoint_url")
     entries = Store(open_source(root, endpoint_url=endpoint)).reports()
-    return ReportListing(tuple(e.as_dict() for e in entries), sum(1 for e in entries if e.problems))
+    return ReportListing(
+        tuple(e.as_dict() for e in entries),
+        sum(1 for e in entries if e.problems),
+        tuple(entries),
+    )
 
 
 # ----------------------------------------------------------------------------- verify

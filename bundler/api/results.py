@@ -123,6 +123,8 @@ class Listing:
 
     items: tuple[Mapping[str, Any], ...] = field(repr=False)
     problems: int = 0  # lines that name a problem (reports: unreadable reports)
+    # The implementation's objects behind the lines (``ReportEntry``, ``ListedBundle``).
+    entries: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.items)
