@@ -33,6 +33,7 @@ from bundler.core.errors import (
 from bundler.core.limits import DEFAULT_MAX_BYTES
 
 if TYPE_CHECKING:
+    from bundler.bundles.signatures import SignatureOutcome
     from bundler.core.claims import Verification
     from bundler.evalbanana.export import EbExportResult
     from bundler.evalbook.audit import Audit
@@ -213,7 +214,11 @@ def reports(store: str | os.PathLike[str], *, endpoint_url: str | None = None) -
     root = params.location(store, "store")
     endpoint = params.optional_text(endpoint_url, "endpoint_url")
     entries = Store(open_source(root, endpoint_url=endpoint)).reports()
-    return ReportListing(tuple(e.as_dict() for e in entries), sum(1 for e in entries if e.problems))
+    return ReportListing(
+        tuple(e.as_dict() for e in entries),
+        sum(1 for e in entries if e.problems),
+        tuple(entries),
+    )
 
 
 # ----------------------------------------------------------------------------- verify
@@ -376,12 +381,8 @@ def inspect(
         report_id=info.get("report_id"),
         bundle_schema=info.get("schema"),
         signed=bool(info["signed"]),
+        labels=tuple((str(k), str(v)) for k, v in info.get("labels", [])),
     )
-
-
-def inspect_labels(result: InspectResult) -> dict[str, Any]:
-    """The facts ``inspect`` prints (the record with the labels of its human form)."""
-    return dict(result.record)
 
 
 def extract(
@@ -416,8 +417,20 @@ def extract(
         max_bytes=max_bytes,
         endpoint_url=endpoint_url,
     )
-    where = params.input_location(bundle, "bundle", directory_ok=False)
+    where = params.location(bundle, "bundle")
     target = params.path(directory, "directory")
+    try:
+        params.input_location(where, "bundle")
+    except InputError as exc:
+        from bundler.core.claims import Verdict, Verification
+
+        # As verify: a bundle that cannot be read is a record with verdict error.
+        return Verification(
+            source=where,
+            verdict=Verdict.ERROR,
+            error=exc.message.removeprefix("bundle: "),
+            strict=found.options.strict,
+        )
     report = _callback(on_progress)
     sidecar = first_sidecar(where, found.endpoint_url)
     options = found.options_for(where)
@@ -449,11 +462,13 @@ def audit(
     max_bytes: int = DEFAULT_MAX_BYTES,
     endpoint_url: str | None = None,
     on_progress: OnProgress | None = None,
+    signature_outcomes: list[SignatureOutcome] | None = None,
 ) -> Audit:
     """Verify a bundle, then re-derive its report's verdict from its cases (SPEC 12;
     ``audit``). Anchors as for ``verify``. The verdict is consistent, inconsistent or
     error; nothing is audited unless the bundle verifies. Raises only what ``verify``
-    raises."""
+    raises. ``signature_outcomes``, when given, receives each signature checked.
+    """
     from bundler.bundles.audit import audit_bundle
     from bundler.bundles.signatures import list_signatures
 
@@ -474,4 +489,6 @@ def audit(
         result = audit_bundle(where, options, stream=stream, progress=_bytes(report, [None]))
     if result.verification is not None and found.outcomes:
         result = replace(result, verification=list_signatures(result.verification, found.outcomes))
+    if signature_outcomes is not None:
+        signature_outcomes.extend(found.outcomes)
     return result

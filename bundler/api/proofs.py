@@ -101,6 +101,7 @@ def check_proof(
     allowed_signers: str | os.PathLike[str] | None = None,
     identity: str | None = None,
     expect_bundle_digest: str | None = None,
+    source: str | None = None,
 ) -> ProofCheckResult:
     """Check a case proof without the bundle: leaf, audit path, root and head
     (``check-proof``). ``proof`` is its bytes, its JSON text (a str beginning with
@@ -108,7 +109,8 @@ def check_proof(
     (``allowed_signers``, ``identity``) anchors it.
 
     Raises ParameterError (2), InputError (3) for a malformed proof, NotProven (1) when
-    it proves nothing or is not anchored as asked.
+    it proves nothing or is not anchored as asked. ``source`` names the proof in
+    messages and the record (default: its path, or ``<proof>``).
     """
     from bundler.trust.proof import check_proof as check
 
@@ -136,7 +138,8 @@ def check_proof(
                 raise sshsig.SignatureError(str(outcome.detail))
             return outcome.signer
 
-    data, source = _proof_bytes(proof)
+    data, named = _proof_bytes(proof)
+    source = named if source is None else params.text(source, "source")
     result = check(data, source=source, check_signature=checker, expect_bundle_digest=expected)
     case = _proof_case(data)
     record = {

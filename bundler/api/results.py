@@ -44,6 +44,8 @@ class InspectResult(_Record):
     report_id: str | None = None
     bundle_schema: str | None = None
     signed: bool = False
+    # What ``inspect`` prints besides the record: (label, value) lines, untrusted text.
+    labels: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,8 @@ class Listing:
 
     items: tuple[Mapping[str, Any], ...] = field(repr=False)
     problems: int = 0  # lines that name a problem (reports: unreadable reports)
+    # The implementation's objects behind the lines (``ReportEntry``, ``ListedBundle``).
+    entries: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.items)

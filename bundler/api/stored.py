@@ -113,11 +113,9 @@ def list_bundles(
 
     location = storage.parse_s3_url(params.s3_url(prefix, "prefix"))
     rid = params.optional_text(report_id, "report_id")
-    items = tuple(
-        {"schema": "evalbook.list_line.v1", **item.as_dict()}
-        for item in storage.list_bundles(location, report_id=rid, config=_config(endpoint_url))
-    )
-    return BundleListing(items)
+    listed = tuple(storage.list_bundles(location, report_id=rid, config=_config(endpoint_url)))
+    items = tuple({"schema": "evalbook.list_line.v1", **item.as_dict()} for item in listed)
+    return BundleListing(items, 0, listed)
 
 
 def download(

@@ -143,7 +143,8 @@ def fixity(
     endpoint_url: str | None,
     quiet: bool,
 ) -> None:
-    from bundler.fixity import FixityConfig, Selection, parse_duration, parse_sample, run_fixity
+    from bundler.api.stored import fixity as run_fixity
+    from bundler.cli.export import _warn_key
 
     if retire is not None or reason is not None:
         _retire(source, ledger, retire, reason, as_json=as_json, quiet=quiet)
@@ -155,54 +156,26 @@ def fixity(
         raise UsageError("--key signs the record: give --record FILE or --upload-record")
     if record is not None and os.path.lexists(record):
         raise UsageError(f"--record: {record} already exists; a record is never overwritten")
-    selection = Selection(
-        sample=None if sample is None else parse_sample(sample),
-        older_than=None if older_than is None else parse_duration(older_than),
-        limit=limit,
-        limit_bytes=limit_bytes,
-    )
-    config = FixityConfig(
-        source=source,
-        level=level,
-        ledger=ledger,
-        selection=selection,
-        workers=workers or os.cpu_count() or 1,
-        scheduler=scheduler or None,
-        endpoint_url=endpoint_url,
-        allowed_signers=allowed_signers,
-        record=record,
-        upload_record=upload_record,
-    )
-    signer = None
-    if key_path is not None:
-        from bundler.fixity.record import SIGNATURE_NAMESPACE
-        from bundler.trust import sshsig
-
-        passphrase = os.environ.get(sshsig.PASSPHRASE_ENV)
-        key = sshsig.load_private_key(
-            key_path, passphrase=passphrase.encode() if passphrase else None
-        )
-        warning = sshsig.key_permissions_warning(key_path)
-        if warning:  # a security warning is shown even with --quiet
-            _say(f"warning: {shown(warning)}\n")
-
-        def signer(data: bytes) -> str:
-            return sshsig.sign(data, key, namespace=SIGNATURE_NAMESPACE)
-
+    _warn_key(key_path)
     line = _ProgressLine(not quiet, "fixity", unit="bundles")
-
-    def on_progress(progress: object) -> None:
-        from bundler.fixity.run import Progress
-
-        assert isinstance(progress, Progress)
-        line.set_total(progress.total)
-        line.to(
-            progress.checked,
-            note=f"{progress.bytes_read / 1e6:.1f} MB read, {progress.not_passed} not passed",
-        )
-
     try:
-        summary = run_fixity(config, on_progress=on_progress, signer=signer)
+        summary = run_fixity(
+            source,
+            ledger=ledger,
+            level=level,
+            older_than=older_than,
+            sample=sample,
+            limit=limit,
+            limit_bytes=limit_bytes,
+            workers=workers,
+            scheduler=scheduler or None,
+            allowed_signers=allowed_signers,
+            record=record,
+            upload_record=upload_record,
+            key=key_path,
+            endpoint_url=endpoint_url,
+            on_progress=line.callback(),
+        )
     finally:
         line.done()
     if as_json:
