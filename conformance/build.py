@@ -733,6 +733,96 @@ def proof_cases(c: Corpus, signed: Path, unsigned: Path) -> None:
     add("schema-other", changed(lambda v: v.update(schema="evalbook.case_proof.v2")), 3)
 
 
+# ------------------------------------------------------------------------ eval-banana
+
+def _reseal_eb(eb: repack.EditableBag) -> None:
+    """What an attacker who edits an eval-banana bundle's files does: bundle.json's file
+    list, sizes and report digest follow the files (the check map is left alone)."""
+    import hashlib
+
+    b = eb.bundle
+    b["files"] = sorted(
+        ({"path": p, "digest": "sha256:" + hashlib.sha256(eb.files[p]).hexdigest(), "size": len(eb.files[p])}
+         for p in eb.files if p.startswith("data/") and p != "data/bundle.json"),
+        key=lambda f: f["path"].encode(),
+    )
+    b["run"]["digest"] = "sha256:" + hashlib.sha256(eb.files["data/run/report.json"]).hexdigest()
+    eb.set_bundle(b)
+
+
+def eb_cases(c: Corpus) -> None:
+    """SPEC 10.2 on a real eval-banana bundle, each edit resealed."""
+    source = c.out / "fixture-eb-default.tar.zst"
+
+    def build(name: str, edit: Edit, expect: dict[str, Any], why: str) -> None:
+        eb = repack.open_bundle(source)
+        edit(eb)
+        _reseal_eb(eb)
+        file = f"eb-{name}.tar.zst"
+        repack.write_bundle(eb, c.out / file, bundle_json=False)
+        c.add(f"eval-banana/{name}", "eval-banana", "10.2", file, expect, why=why)
+
+    def report(change: Callable[[dict[str, Any]], None]) -> Edit:
+        def run(eb: repack.EditableBag) -> None:
+            value = json.loads(eb.files["data/run/report.json"])
+            change(value)
+            eb.files["data/run/report.json"] = json.dumps(value, indent=2).encode() + b"\n"
+        return run
+
+    def flip_status(v: dict[str, Any]) -> None:
+        check = next(ch for ch in v["checks"] if ch["status"] == "failed")
+        check["status"], check["score"] = "passed", 1
+
+    build("status-flipped", report(flip_status), failed((3, "data/run/report.json")),
+          "the counts and run_passed follow from the statuses; the check file no longer equals its entry")
+    build("percentage", report(lambda v: v.update(percentage=99.9)), failed((3, "data/run/report.json")),
+          "percentage follows from the statuses")
+    build("run-passed", report(lambda v: v.update(run_passed=not v["run_passed"])), failed((3, None)),
+          "run_passed follows from the statuses and pass_threshold")
+
+    def stdout(eb: repack.EditableBag) -> None:
+        path = next(p for p in eb.files if p.endswith(".stdout.txt"))
+        eb.files[path] = eb.files[path] + b"appended\n"
+
+    build("stdout-file", stdout, failed((8, None)), "each bounded tail equals what the rule makes of the full stdout file")
+
+    def definition(eb: repack.EditableBag) -> None:
+        path = next(p for p in eb.files if p.startswith("data/definitions/") and p.endswith((".yaml", ".yml")))
+        eb.files[path] = eb.files[path] + b"# changed after the run\n"
+
+    build("definition-changed", definition, failed((7, None)), "each check_definition_sha256 recomputes from the bundled definition")
+
+    def script(eb: repack.EditableBag) -> None:
+        b = eb.bundle
+        path = next(p for p in eb.files if p.startswith("data/definitions/") and not p.endswith((".yaml", ".yml")))
+        eb.files[path] = eb.files[path] + b"\n# changed\n"
+        eb.set_bundle(b)
+
+    build("script-changed", script, failed((7, None)), "the script at the path its own YAML names is hashed")
+
+    def unnamed(eb: repack.EditableBag) -> None:
+        eb.files["data/run/extra.txt"] = b"extra\n"
+
+    def unnamed_only(eb: repack.EditableBag) -> None:
+        unnamed(eb)
+
+    eb0 = repack.open_bundle(source)
+    unnamed_only(eb0)
+    file = "eb-unnamed-file.tar.zst"
+    repack.write_bundle(eb0, c.out / file, bundle_json=False)
+    c.add("eval-banana/unnamed-file", "eval-banana", "10.2", file, failed((10, "data/run/extra.txt")),
+          why="every file under data/ is named by bundle.json")
+
+    def listed_present(eb: repack.EditableBag) -> None:
+        b = eb.bundle
+        check = b["checks"][0]
+        b["unavailable"].append({"kind": "definition", "ref": check["check_id"], "digest": check["check_definition_sha256"],
+                                 "reason": "definition_missing", "detail": None})
+        eb.set_bundle(b)
+
+    build("listed-yet-present", listed_present, failed((10, None)), "a listed definition is never also present")
+
+
 def main() -> int:
     out = Path(sys.argv[1]).resolve()
     if out.exists():
@@ -746,6 +836,7 @@ def main() -> int:
         edit_cases(c, bundles)
         signed, _ = signature_cases(c)
         proof_cases(c, signed, clean)
+        eb_cases(c)
     finally:
         shutil.rmtree(c.tmp, ignore_errors=True)
     manifest = {"schema": "evalbook.conformance.v1", "cases": c.cases}

@@ -11,7 +11,6 @@ so the list stays true.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +33,7 @@ PYTHON_GAPS = {
     ),
 }
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
 
 
 @pytest.fixture(scope="module")

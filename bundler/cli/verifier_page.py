@@ -14,7 +14,7 @@ from importlib.resources import files
 import click
 
 from bundler.cli.app import cli
-from bundler.cli.common import _emit_json, _out_in_directory
+from bundler.cli.common import _emit_json, _out_in_directory, _quiet_option, _say
 from bundler.core.errors import OutputError
 from bundler.core.outputs import write_new_file
 from bundler.core.textsafe import shown
@@ -35,14 +35,18 @@ def page_bytes() -> bytes:
 )
 @click.option("--out", "out", required=True, help="The file to write (never overwritten).")
 @click.option("--json", "as_json", is_flag=True, help='One JSON object: {"schema", "out", "sha256"}.')
-def verifier_page(out: str, as_json: bool) -> None:
+@_quiet_option
+def verifier_page(out: str, as_json: bool, quiet: bool) -> None:
     path = _out_in_directory(out, PAGE_NAME, "--out")
     if path.exists() or path.is_symlink():
         raise OutputError(f"{path}: already exists; refusing to overwrite (--out)")
     data = page_bytes()
     write_new_file(path, data)
     digest = hashlib.sha256(data).hexdigest()
+    line = f"Wrote:       {shown(str(path))} ({len(data)} bytes, SHA-256 {digest})\n"
     if as_json:
         _emit_json({"schema": "evalbook.verifier_page.v1", "out": str(path), "sha256": digest})
-    else:
-        sys.stdout.write(f"Wrote:       {shown(str(path))} ({len(data)} bytes, SHA-256 {digest})\n")
+        if not quiet:
+            _say(line)
+    elif not quiet:
+        sys.stdout.write(line)

@@ -48,7 +48,11 @@ export function parseKept(bag, path, canonical) {
   const data = bag.kept.get(path);
   if (data === undefined) return [undefined, 'missing from the bag'];
   try {
-    return [loadJson(data, path, canonical), null];
+    const value = loadJson(data, path, canonical);
+    // A document that is JSON null is no document: the claim that reads it fails as
+    // for one that does not parse (the Python verifier reads it so too).
+    if (value === null) return [undefined, `${path}: the document is null`];
+    return [value, null];
   } catch (e) {
     if (e instanceof JsonError) return [undefined, e.message];
     throw e;
