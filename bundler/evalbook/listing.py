@@ -93,7 +93,8 @@ REASON_EXPLANATIONS: dict[str, str] = {
     ),
     "no_dataset_read_body": (
         "the exporting principal may not read dataset example bodies (lacks "
-        "dataset.read_body), so the examples and case outputs are listed, not included"
+        "dataset.read_body), so the examples, case outputs and imported run files are listed, "
+        "not included"
     ),
     "trace_capture_policy": (
         "trace bodies stay in the tracing system by policy and are never exported; only "
