@@ -70,6 +70,12 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache bundler/*.so
 
+# Regenerates the committed Inspect AI and lm-evaluation-harness runs offline, with the
+# runners in their own Python 3.12 virtualenv (never dependencies of the toolkit).
+.PHONY: runner-fixtures
+runner-fixtures:
+	fixtures/runners/regenerate.sh
+
 # Regenerates the committed eval-banana runs with the real eb 0.5.0 (needs Python 3.12).
 eb-fixtures:
 	fixtures/eval-banana/regenerate.sh

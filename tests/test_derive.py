@@ -715,8 +715,9 @@ def test_report_assurance_is_null_if_any_required_is_null() -> None:
 
 
 def test_report_with_no_required_check() -> None:
+    # SPEC 12: a report with no required check decides nothing.
     report = derive_report([(False, check_with("fail"))])
-    assert report.result is ReportResult.PASS
+    assert report.result is ReportResult.INCONCLUSIVE
     assert report.evidence_complete
     assert report.coverage == Coverage(0, 0, 0)
     assert report.assurance is None
@@ -911,7 +912,7 @@ def test_no_threshold_is_no_decision_inconclusive_with_the_value_measured(
 ) -> None:
     # SPEC 12: a check whose aggregation has no threshold (an imported run without a
     # decision, SPEC 16) is inconclusive, whatever its cases say; it is not a defect.
-    for cases in ([case("a"), case("b")], [case("a", status="fail", score=0), case("b")]):
+    for cases in ([case("a", score=1), case("b", score=1)], [case("a", status="fail", score=0), case("b", score=1)]):
         check = derive(rule, "ab", cases, **spelling)
         assert check.problems == ()
         assert check.status is CheckStatus.INCONCLUSIVE

@@ -34,7 +34,7 @@ LM_RUN = RUNNERS / "lm-eval" / "run"
 LM_RESULTS = next(LM_RUN.glob("results_*.json"))
 LM_SAMPLES = sorted(LM_RUN.glob("samples_*.jsonl"))
 LM_TASKS = sorted((RUNNERS / "lm-eval" / "tasks").glob("*.yaml"))
-EXPORTED_AT = datetime(2027, 1, 1, tzinfo=UTC)
+EXPORTED_AT = datetime(2030, 1, 1, tzinfo=UTC)  # after the recorded runs completed
 
 
 def inspect_args(store: Path, *extra: str) -> list[str]:
@@ -463,3 +463,58 @@ def test_check_of_an_unreadable_bundle_exits_3(tmp_path: Path) -> None:
     done = run_cli("import-inspect", "--check", str(bad))
     assert done.returncode == 3 and done.stderr.count(b"\n") == 1
     assert os.listdir(tmp_path) == ["bad.tar.zst"]
+
+
+# ------------------------------------------- claims 10 and 11 on run files (SPEC 16)
+
+
+def _run_file_digest(eb: repack.EditableBag) -> str:
+    return eb.json("data/report/body.json")["subject"]["files"][0]["digest"]
+
+
+def _relist(group: str, reason: str, kind: str = "artifact") -> Callable[[repack.EditableBag], None]:
+    """The run file taken out of the bundle (alice) or out of the redactions (bob), and
+    listed under ``group`` with ``reason`` as ``kind``."""
+
+    def edit(eb: repack.EditableBag) -> None:
+        digest = _run_file_digest(eb)
+        eb.files.pop(f"data/blobs/sha256/{digest[7:]}", None)
+        b = eb.bundle
+        b["redacted"] = [r for r in b["redacted"] if r["digest"] != digest]
+        entry = {"kind": kind, "ref": digest, "digest": digest, "reason": reason}
+        if group == "unavailable":
+            entry["detail"] = None
+        b[group] = sorted([*b[group], entry], key=lambda e: (e["kind"], e["ref"]))
+        eb.set_bundle(b)
+
+    return edit
+
+
+def _as_svc(eb: repack.EditableBag) -> None:
+    eb.edit_json("data/report/body.json", lambda body: body.update(producer="svc_evalbook"))
+
+
+RUN_FILE_ATTACKS: dict[str, tuple[str, Callable[[repack.EditableBag], None], bool]] = {
+    # name: (principal, edit, verifies)
+    "run file at sso called payload_at_sso": ("alice", _relist("unavailable", "payload_at_sso"), False),
+    "run file withheld for read_body though alice has it": ("alice", _relist("redacted", "no_dataset_read_body"), False),
+    "run file missing from the store": ("alice", _relist("unavailable", "missing_from_store"), True),
+    "bob's run file listed unavailable, not redacted": ("bob", _relist("unavailable", "missing_from_store"), False),
+    "bob's run file redacted as an output": ("bob", _relist("redacted", "no_dataset_read_body", "output"), False),
+    "a run file's leniency for a report EvalBook issued": ("bob", _as_svc, False),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(RUN_FILE_ATTACKS))
+def test_run_file_listings_are_held_to_the_rule(
+    imported: dict[str, Any], attack: str, tmp_path: Path
+) -> None:
+    from bundler.bundles.verify import verify_bundle
+
+    principal, edit, verifies = RUN_FILE_ATTACKS[attack]
+    eb = repack.open_bundle(imported[f"inspect/{principal}"])
+    edit(eb)
+    forged = repack.write_bundle(eb, tmp_path / "forged.tar.zst")
+    result = verify_bundle(str(forged), VerifyOptions())
+    failed = [c for c in result.claims if c.state.value == "failed"]
+    assert (result.verdict is Verdict.VERIFIED) is verifies, failed

@@ -93,7 +93,8 @@ REASON_EXPLANATIONS: dict[str, str] = {
     ),
     "no_dataset_read_body": (
         "the exporting principal may not read dataset example bodies (lacks "
-        "dataset.read_body), so the examples and case outputs are listed, not included"
+        "dataset.read_body), so the examples, case outputs and imported run files are listed, "
+        "not included"
     ),
     "trace_capture_policy": (
         "trace bodies stay in the tracing system by policy and are never exported; only "
@@ -373,8 +374,13 @@ class _Check:
         if e["reason"] == "no_dataset_read_body":
             if self.f.read_body:
                 return "the exporter's recorded permissions include dataset.read_body"
-            if "output" not in use.kinds and not run_file:
+            # The exporter's order: an output is redacted as one; else a run file as an
+            # artifact (SPEC 16); nothing else is redacted for dataset.read_body.
+            expected = "output" if "output" in use.kinds else "artifact" if run_file else None
+            if expected is None:
                 return "only case outputs and imported run files are redacted for dataset.read_body"
+            if e["kind"] != expected:
+                return f"redacted as {e['kind']}, but its cases make it an {expected}"
             return None
         if "output" in use.kinds and not self.f.read_body:
             return "without dataset.read_body a case output is redacted, not unavailable"

@@ -72,12 +72,16 @@ class StoreWriter:
         self.staging.mkdir()
         self._staged: dict[str, Path] = {}  # final relpath -> staged file
         self._examples: dict[str, Path] = {}  # digest -> staged example body
+        self._dirs: set[str] = set()  # staged directories already made
 
     # ------------------------------------------------------------------ staging
 
-    def _stage_path(self, relpath: str) -> Path:
-        path = self.staging / "files" / relpath
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def _stage_path(self, relpath: str, area: str = "files") -> Path:
+        path = self.staging / area / relpath
+        parent = f"{area}/{relpath.rpartition('/')[0]}"
+        if parent not in self._dirs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._dirs.add(parent)
         return path
 
     def put_payload(self, data: bytes) -> PayloadRef:
@@ -116,16 +120,16 @@ class StoreWriter:
         """Stage an example body by digest; its final path is known only later."""
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         if digest not in self._examples:
-            path = self.staging / "examples" / digest.removeprefix("sha256:")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path = self._stage_path(digest.removeprefix("sha256:"), area="examples")
             path.write_bytes(data)
             self._examples[digest] = path
         return digest
 
     def place_example(self, digest: str, relpath: str) -> None:
-        """Give a staged example body its final path (a copy: one body may serve two)."""
+        """Give a staged example body its final path (a hard link: one body may serve
+        two examples)."""
         path = self._stage_path(relpath)
-        shutil.copyfile(self._examples[digest], path)
+        os.link(self._examples[digest], path)
         self._staged[relpath] = path
 
     def put_document(self, relpath: str, data: bytes) -> None:
