@@ -6,13 +6,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
 from bundler.cli.app import cli
-from bundler.cli.common import F, _emit_json, _quiet_option, _say
-from bundler.core.errors import OutputError
+from bundler.cli.common import F, _emit_json, _quiet_option
 from bundler.core.textsafe import shown
 
 RENDER_HELP = """Write the auditor's page of a saved result: one self-contained HTML file.
@@ -33,27 +31,11 @@ def _html_option(help_text: str) -> Callable[[F], F]:
         return click.option(
             "--html",
             "html",
-            type=click.Path(path_type=Path, dir_okay=False),
+            type=click.Path(path_type=Path),
             help=help_text,
         )(command)
 
     return add
-
-
-def refuse_existing(path: Path | None) -> None:
-    """Before any work: an existing --html FILE (or link) is refused, never overwritten."""
-    if path is not None and (path.exists() or path.is_symlink()):
-        raise OutputError(f"{path}: already exists; refusing to overwrite (--html)")
-
-
-def write_page(path: Path, record: dict[str, Any]) -> str:
-    """Render ``record`` and write it to ``path``; returns the record's kind."""
-    from bundler.core.outputs import write_new_file
-    from bundler.report.page import render_record
-
-    kind, page = render_record(record)
-    write_new_file(path, page)
-    return kind
 
 
 @cli.command(
@@ -73,8 +55,9 @@ def write_page(path: Path, record: dict[str, Any]) -> str:
     "--html",
     "html",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="The page to write (must not exist; never overwritten).",
+    type=click.Path(path_type=Path),
+    help="The page to write (must not exist; never overwritten), or a directory that "
+    "receives <report_id>.<kind>.html.",
 )
 @click.option(
     "--json",
@@ -84,17 +67,11 @@ def write_page(path: Path, record: dict[str, Any]) -> str:
 )
 @_quiet_option
 def render(result: Path, html: Path, as_json: bool, quiet: bool) -> None:
-    from bundler.core.outputs import write_new_file
-    from bundler.report.page import render_record
-    from bundler.report.record import sift_path
+    from bundler.api.pages import render as render_page
 
-    refuse_existing(html)
-    kind, page = render_record(sift_path(result))
-    write_new_file(html, page)
+    written = render_page(result, html=html)
     if as_json:
-        _emit_json({"schema": "evalbook.rendered.v1", "out": str(html), "kind": kind})
-        if not quiet:
-            _say(f"Wrote:       {shown(str(html))} ({kind} page)\n")
+        _emit_json(written.to_json())
     else:
-        sys.stdout.write(f"Wrote:       {shown(str(html))} ({kind} page)\n")
+        sys.stdout.write(f"Wrote:       {shown(str(written.out))} ({written.kind} page)\n")
         sys.stdout.flush()

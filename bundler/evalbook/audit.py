@@ -356,6 +356,7 @@ class Audit:
         return {
             "schema": AUDIT_SCHEMA,
             "source": self.source,
+            "input": self.source,
             "verdict": self.verdict.value,
             "exit_code": self.exit_code,
             "error": self.error,
@@ -548,6 +549,8 @@ def basis_text(b: StatusBasis, coverage: Any, p: int | None = None) -> str:
         return (
             f"{short}; the highest-ranked status among the unscored repeats is {b.unscored.value}"
         )
+    if b.kind is BasisKind.NO_THRESHOLD:
+        return f"{rule} {format_value(b.value, p)} with no threshold: no decision, so inconclusive"
     # The value against the threshold.
     op = ">=" if b.value is not None and b.threshold is not None and b.value >= b.threshold else "<"
     if b.rule is AggregationRule.ALL_PASS:

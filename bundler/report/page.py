@@ -546,8 +546,9 @@ def fixity_page(record: Mapping[str, Any] | Sifted) -> bytes:
         verdict_words=(
             "every bundle checked still holds its bytes"
             + (" and verifies" if level == "full" else "")
-            if failing == 0
-            else f"{failing} bundle(s) did not pass"
+            if failing == 0 and not carried
+            else f"{failing} bundle(s) checked in this run did not pass"
+            + (f"; {len(carried)} failure(s) from earlier runs are still open" if carried else "")
         ),
         outcomes=outcomes,
         outcome_chart=_bars(outcomes),
