@@ -221,6 +221,10 @@ def fixity(**over: Any) -> dict[str, Any]:
         "record_sha256": None,
         "record_url": None,
         "signature": None,
+        "carried": [],
+        "record_chain_sha256": None,
+        "interrupted": None,
+        "exit_code": 1,
     }
     record.update(over)
     return record
@@ -313,6 +317,12 @@ def _consistent_fixity(r: dict[str, Any]) -> None:
     for outcome in ("fail", "missing", "error"):
         r["counts"][outcome] = min(r["counts"][outcome], listed[outcome])
     r["checked"] = sum(r["counts"].values())
+    failing = sum(r["counts"][k] for k in ("fail", "missing", "error"))
+    failing += len(r["problems"]) + len(r.get("carried", []))
+    if failing and r.get("exit_code") == 0:
+        r["exit_code"] = 1
+    elif not failing and r.get("exit_code") == 1:
+        r["exit_code"] = 0
 
 
 def consistent(record: dict[str, Any]) -> dict[str, Any]:

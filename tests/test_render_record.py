@@ -96,6 +96,7 @@ CONTRADICTIONS: list[Edit] = [
     ("audit", "/errors", lambda r: r["checks"][0].update(errors=[])),
     ("audit", "/verification/verdict", _set("verification/counts/failed", 2)),
     ("fixity", "/checked", _bump("checked")),
+    ("fixity", "/exit_code", _set("exit_code", 0)),
     ("fixity", "/counts/fail", lambda r: (_bump("counts/fail")(r), _bump("checked")(r))),
     ("fixity", "/counts/missing", lambda r: (_bump("counts/missing")(r), _bump("checked")(r))),
     ("fixity", "/counts/error", lambda r: (_bump("counts/error")(r), _bump("checked")(r))),

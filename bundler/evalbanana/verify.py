@@ -30,6 +30,7 @@ kept bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -221,17 +222,8 @@ def _summary(run: eb.Run, mode: str, tree: dict[str, Any] | None) -> dict[str, A
         "checks": [
             {"check_id": c.check_id, "status": c.status.value, "score": c.score} for c in run.checks
         ],
-        "recomputed": {
-            "total_checks": totals.total_checks,
-            "passed_checks": totals.passed_checks,
-            "failed_checks": totals.failed_checks,
-            "errored_checks": totals.errored_checks,
-            "points_earned": totals.points_earned,
-            "total_points": totals.total_points,
-            "percentage": totals.percentage,
-            "meets_threshold": totals.meets_threshold,
-            "run_passed": totals.run_passed,
-        },
+        # Every field of Totals, in its order: the counts, points, percentage and verdict.
+        "recomputed": dataclasses.asdict(totals),
         "cases_tree": tree,
     }
 

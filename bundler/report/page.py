@@ -528,6 +528,7 @@ def fixity_page(record: Mapping[str, Any] | Sifted) -> bytes:
         for key, words in (("30d", "30 days"), ("90d", "90 days"), ("365d", "365 days"))
     ]
     failing = facts.failing(summary)
+    carried = facts.kept["carried"].total
     verdict = "passed" if failing == 0 else "failed"
     level = summary.get("level")
     cmd = _Command()
@@ -546,9 +547,9 @@ def fixity_page(record: Mapping[str, Any] | Sifted) -> bytes:
         verdict_words=(
             "every bundle checked still holds its bytes"
             + (" and verifies" if level == "full" else "")
-            if failing == 0 and not carried
-            else f"{failing} bundle(s) checked in this run did not pass"
-            + (f"; {len(carried)} failure(s) from earlier runs are still open" if carried else "")
+            if failing == 0
+            else f"{failing - carried} bundle(s) checked in this run did not pass"
+            + (f"; {carried} failure(s) from earlier runs are still open" if carried else "")
         ),
         outcomes=outcomes,
         outcome_chart=_bars(outcomes),

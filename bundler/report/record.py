@@ -299,6 +299,10 @@ class FixityFacts(Facts):
         total = sum(counts[k] for k in ("pass", "fail", "missing", "error"))
         if head["checked"] != total:
             yield "/checked", f"says {head['checked']}, but the counts add up to {total}"
+        exit_code = head.get("exit_code")
+        failing = self.failing(head)
+        if (exit_code == 0 and failing) or (exit_code == 1 and not failing):
+            yield "/exit_code", f"says {exit_code}, but {failing} bundle(s) did not pass"
         # Problems list this run's failures and may list failures carried from earlier
         # runs too: at least as many as the counts, never fewer.
         for outcome in ("fail", "missing", "error"):
