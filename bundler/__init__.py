@@ -18,6 +18,8 @@ first call, so ``import bundler`` stays cheap.
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from bundler.core.errors import (
@@ -152,6 +154,21 @@ __all__ = [
     "upload",
     "verify",
 ]
+
+
+class _Face(types.ModuleType):
+    """The package as a module whose function ``fixity`` keeps its name: importing the
+    subpackage ``bundler.fixity`` (which the import system then sets as an attribute of
+    ``bundler``) must not replace the function SPEC 7.1 names. The subpackage stays
+    importable by its full name (``from bundler.fixity import ...``)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Face
 
 
 def __getattr__(name: str) -> Any:

@@ -75,7 +75,11 @@ def anchors(
         signature = (
             params.s3_url(signature, "signature")
             if isinstance(signature, str) and signature.startswith("s3://")
-            else str(params.path(signature, "signature"))
+            else str(
+                params.existing_input(
+                    params.path(signature, "signature"), "signature", directory_ok=False
+                )
+            )
         )
     if signers_file is None and (who is not None or signature is not None):
         raise ParameterError(

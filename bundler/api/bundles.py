@@ -72,13 +72,8 @@ def key_warning(key: str | os.PathLike[str]) -> str | None:
 
 
 def _out(value: object, param: str = "out") -> Path | None:
-    """An output path; one ending in / must name an existing directory (as ``cp``)."""
-    out = params.optional_path(value, param)
-    if out is not None and str(value).endswith("/") and not out.is_dir():
-        raise ParameterError(
-            param, "no such directory (a path ending in / names one)", value=str(value)
-        )
-    return out
+    """An output path (``params.output``), or None."""
+    return None if value is None else params.output(value, param)
 
 
 # ----------------------------------------------------------------------------- export
@@ -115,7 +110,7 @@ def export(
     """
     from bundler.evalbook.export import ExportConfig, export_bundle
 
-    root = params.location(store, "store")
+    root = params.input_directory(store, "store")
     rid = params.text(report_id, "report_id")
     who = principal if principal is not None else os.environ.get(PRINCIPAL_ENV)
     if not who:
@@ -177,8 +172,8 @@ def export_eb(
     has no access rules)."""
     from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
 
-    run = params.existing_input(params.path(run_dir, "run_dir"), "run_dir")
-    root = params.existing_input(params.path(project, "project"), "project")
+    run = Path(params.input_directory(run_dir, "run_dir"))
+    root = Path(params.input_directory(project, "project"))
     target = _out(out)
     environ = dict(os.environ)
     moment = times.export_time(exported_at, "exported_at", environ, time.time())
@@ -211,7 +206,7 @@ def reports(store: str | os.PathLike[str], *, endpoint_url: str | None = None) -
     not exist, StorageError (5) for object storage."""
     from bundler.evalbook.store import Store, open_source
 
-    root = params.location(store, "store")
+    root = params.input_directory(store, "store")
     endpoint = params.optional_text(endpoint_url, "endpoint_url")
     entries = Store(open_source(root, endpoint_url=endpoint)).reports()
     return ReportListing(
@@ -418,7 +413,7 @@ def extract(
         endpoint_url=endpoint_url,
     )
     where = params.location(bundle, "bundle")
-    target = params.path(directory, "directory")
+    target = params.output(directory, "directory")
     try:
         params.input_location(where, "bundle")
     except InputError as exc:

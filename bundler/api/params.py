@@ -159,3 +159,48 @@ def input_location(value: object, param: str, *, directory_ok: bool = True) -> s
     if not where.startswith("s3://"):
         existing_input(Path(where), param, directory_ok=directory_ok)
     return where
+
+
+def output(value: object, param: str, *, existing_file_ok: bool = False) -> Path:
+    """An output path: ``str`` or ``os.PathLike``, in a directory that exists, and not an
+    existing file (unless ``existing_file_ok``: a ledger), FIFO, device or link. An
+    existing directory (or a name ending in /) is the caller's to fill with a default
+    name. Raises ParameterError for a wrong type, a name ending in / that is no
+    directory, OutputError (3) naming the parameter for an unusable path."""
+    from bundler.core.errors import OutputError
+
+    target = path(value, param)
+    text_form = value if isinstance(value, str) else ""
+    if text_form.endswith("/") and not target.is_dir():
+        raise ParameterError(
+            param, "no such directory (a path ending in / names one)", value=text_form
+        )
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        if not target.parent.is_dir():
+            raise OutputError(
+                f"{param}: {target}: its directory {target.parent} does not exist", param=param
+            ) from None
+        return target
+    except OSError as exc:
+        raise OutputError(f"{param}: {target}: cannot use ({exc.strerror})", param=param) from exc
+    if stat.S_ISDIR(info.st_mode):
+        return target
+    if stat.S_ISREG(info.st_mode) and existing_file_ok:
+        return target
+    what = "a file that exists" if stat.S_ISREG(info.st_mode) else "not a regular file"
+    raise OutputError(
+        f"{param}: {target}: {what}; an output is never written over anything", param=param
+    )
+
+
+def input_directory(value: object, param: str) -> str:
+    """A directory to read (a store root, a run, a project, an archive), or an ``s3://``
+    URL: a missing path, a file or a FIFO is refused naming the parameter (InputError)."""
+    where = location(value, param)
+    if not where.startswith("s3://"):
+        existing_input(Path(where), param)
+        if not Path(where).is_dir():
+            raise InputError(f"{param}: {where}: not a directory", param=param)
+    return where

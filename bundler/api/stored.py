@@ -133,7 +133,7 @@ def download(
     from bundler import storage
 
     src = storage.parse_s3_url(params.s3_url(url, "url"))
-    where = params.path(dest, "dest")
+    where = params.output(dest, "dest")
     config = _config(endpoint_url)
     if on_progress is not None and not callable(on_progress):
         raise ParameterError("on_progress", "expected a callable")
@@ -228,11 +228,11 @@ def fixity(
     from bundler.fixity import FixityConfig, Selection, parse_duration, parse_sample, run_fixity
     from bundler.fixity.run import Progress as FixityProgress
 
-    where = params.location(source, "source")
-    ledger_path = params.path(ledger, "ledger")
+    where = params.input_directory(source, "source")
+    ledger_path = params.output(ledger, "ledger", existing_file_ok=True)
     check_level = params.choice(level, "level", ("object", "full"))
     is_upload = params.flag(upload_record, "upload_record")
-    record_path = params.optional_path(record, "record")
+    record_path = None if record is None else params.output(record, "record")
     signers = params.optional_path(allowed_signers, "allowed_signers")
     if signers is not None:
         params.existing_input(signers, "allowed_signers", directory_ok=False)
