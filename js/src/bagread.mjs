@@ -91,9 +91,9 @@ export function bagCollector(source, sha256) {
         if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files (limits.max_cases; refused before parsing)`);
       }
       if (decided) {
-        if (parts) parts.push(chunk.slice());
+        if (parts) parts.push(chunk);
       } else {
-        head.push(chunk.slice());
+        head.push(chunk);
         headSize += chunk.length;
         if (headSize >= MANIFEST_PREFIX.length) decide();
       }

@@ -97,24 +97,25 @@ class Parser {
     if (depth > MAX_DEPTH) this.fail(`nesting deeper than ${MAX_DEPTH} levels`);
     this.i++;
     /** @type {Record<string, unknown>} */
-    const out = Object.create(null);
-    const seen = new Set();
+    const out = {};
     this.ws();
     if (this.t[this.i] === '}') {
       this.i++;
-      return plain(out);
+      return out;
     }
     for (;;) {
       this.ws();
       if (this.t[this.i] !== '"') this.fail('expected a string key');
       const key = this.string();
-      if (seen.has(key)) this.fail(`duplicate key ${JSON.stringify(key)}`);
-      seen.add(key);
+      if (Object.prototype.hasOwnProperty.call(out, key)) this.fail(`duplicate key ${JSON.stringify(key)}`);
       this.ws();
       if (this.t[this.i] !== ':') this.fail("expected ':'");
       this.i++;
       this.ws();
-      out[key] = this.value(depth);
+      const v = this.value(depth);
+      // "__proto__" as a key is data: defined as an own property, never the prototype.
+      if (key === '__proto__') Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+      else out[key] = v;
       this.ws();
       const c = this.t[this.i];
       if (c === ',') {
@@ -123,7 +124,7 @@ class Parser {
       }
       if (c === '}') {
         this.i++;
-        return plain(out);
+        return out;
       }
       this.fail("expected ',' or '}'");
     }
@@ -251,20 +252,6 @@ class Parser {
     this.i += text.length;
     return value;
   }
-}
-
-/**
- * A plain object (prototype Object.prototype) holding the parsed members; keys such as
- * "__proto__" become own properties, never the prototype.
- * @param {Record<string, unknown>} o
- */
-function plain(o) {
-  /** @type {Record<string, unknown>} */
-  const out = {};
-  for (const k of Object.keys(o)) {
-    Object.defineProperty(out, k, { value: o[k], enumerable: true, writable: true, configurable: true });
-  }
-  return out;
 }
 
 /**

@@ -16,10 +16,13 @@ function digest(sha256, ...parts) {
 const LEAF = new Uint8Array([0]);
 const NODE = new Uint8Array([1]);
 
-/** @param {string} h */
+const NIBBLE = new Int8Array(128).fill(-1);
+for (let i = 0; i < 16; i++) NIBBLE['0123456789abcdef'.charCodeAt(i)] = i;
+
+/** @param {string} h 64 lowercase hex digits */
 function bytes(h) {
-  const out = new Uint8Array(h.length / 2);
-  for (let i = 0; i < out.length; i++) out[i] = parseInt(h.slice(2 * i, 2 * i + 2), 16);
+  const out = new Uint8Array(h.length >> 1);
+  for (let i = 0; i < out.length; i++) out[i] = (NIBBLE[h.charCodeAt(2 * i)] << 4) | NIBBLE[h.charCodeAt(2 * i + 1)];
   return out;
 }
 

@@ -4,12 +4,16 @@
 export const MAX_NAME_BYTES = 4096;
 export const MAX_SEGMENT_BYTES = 255;
 const ENC = new TextEncoder();
+const SEGMENT = '(?!\\.\\.?(?:/|$))[A-Za-z0-9._+=@,~-]{1,255}';
+const PLAIN = new RegExp(`^${SEGMENT}(?:/${SEGMENT})*$`);
 
 /**
  * Why `name` (without a trailing '/') cannot be a member name, or null.
  * @param {string} name
  */
 export function nameProblem(name) {
+  // Plain ASCII segments, none "." or "..": nothing below can apply (the exporter's names).
+  if (name.length <= MAX_NAME_BYTES && PLAIN.test(name)) return null;
   if (ENC.encode(name).length > MAX_NAME_BYTES) return `name longer than ${MAX_NAME_BYTES} bytes`;
   if (name.startsWith('/')) return 'absolute path';
   if (name.includes('\\')) return 'backslash in name';

@@ -65,6 +65,8 @@ export class Validator {
     this.root = root;
     /** @type {Map<string, RegExp>} */
     this.regex = new Map();
+    /** @type {Map<string, any>} */
+    this.refs = new Map();
     this.checkKeywords(root);
   }
 
@@ -90,6 +92,15 @@ export class Validator {
 
   /** @param {string} ref */
   resolve(ref) {
+    const hit = this.refs.get(ref);
+    if (hit !== undefined) return hit;
+    const found = this.lookup(ref);
+    this.refs.set(ref, found);
+    return found;
+  }
+
+  /** @param {string} ref */
+  lookup(ref) {
     if (!ref.startsWith('#/')) throw new Error(`unsupported $ref ${ref}`);
     /** @type {any} */
     let s = this.root;

@@ -103,11 +103,18 @@ export async function readTar(reader, opts, visit) {
   };
   /** @param {Uint8Array} block @param {number} s @param {number} e @param {string} field @param {number} hdr */
   const octal = (block, s, e, field, hdr) => {
-    const raw = block.subarray(s, e);
-    if (raw[0] & 0x80) throw at(hdr, `base-256 ${field} field (not allowed)`);
-    const text = LATIN.decode(raw).replace(/[\0 ]+$/, '').replace(/^ +/, '');
-    if (!text || !/^[0-7]+$/.test(text)) throw at(hdr, `${field} field is not an octal number`);
-    const v = parseInt(text, 8);
+    if (block[s] & 0x80) throw at(hdr, `base-256 ${field} field (not allowed)`);
+    let end = e;
+    while (end > s && (block[end - 1] === 0 || block[end - 1] === 0x20)) end--;
+    let start = s;
+    while (start < end && block[start] === 0x20) start++;
+    if (start === end) throw at(hdr, `${field} field is not an octal number`);
+    let v = 0;
+    for (let i = start; i < end; i++) {
+      const d = block[i] - 0x30;
+      if (d < 0 || d > 7) throw at(hdr, `${field} field is not an octal number`);
+      v = v * 8 + d;
+    }
     if (!Number.isSafeInteger(v)) throw at(hdr, `${field} field too large`);
     return v;
   };
@@ -143,20 +150,23 @@ export async function readTar(reader, opts, visit) {
     for (let i = 156; i < BLOCK; i++) sum += block[i];
     if (stored !== sum) throw at(hdr, `bad header checksum (stored ${stored}, computed ${sum})`);
     const spelled = sum.toString(8).padStart(6, '0');
-    const field = LATIN.decode(block.subarray(148, 156));
-    if (field !== `${spelled}\0 `) throw at(hdr, "checksum field not in the ustar form '%06o\\0 '");
+    let spelledOk = block[154] === 0 && block[155] === 0x20 && spelled.length === 6;
+    for (let i = 0; spelledOk && i < 6; i++) spelledOk = block[148 + i] === spelled.charCodeAt(i);
+    if (!spelledOk) throw at(hdr, "checksum field not in the ustar form '%06o\\0 '");
     const typeflag = String.fromCharCode(block[156]);
     const nameField = cstring(block.subarray(0, 100));
     const prefixField = cstring(block.subarray(345, 500));
-    let shown = showBytes(nameField ?? block.subarray(0, 100));
-    if (nameField && prefixField && prefixField.length) shown = showBytes(joinName(prefixField, nameField));
-    if (REJECTED[typeflag]) throw memberError(shown, hdr, `${REJECTED[typeflag]} (type '${typeflag}') not allowed`);
-    if (!['0', '\0', '5', 'x'].includes(typeflag)) throw memberError(shown, hdr, `unknown member type ${JSON.stringify(typeflag)}`);
-    const magic = LATIN.decode(block.subarray(257, 265));
-    if (magic === 'ustar  \0') throw memberError(shown, hdr, 'a GNU tar header, not a POSIX ustar header: not a bundle');
-    if (magic !== 'ustar\x0000') throw memberError(shown, hdr, `not a POSIX ustar header (magic ${JSON.stringify(magic)})`);
-    if (nameField === null || prefixField === null) throw memberError(shown, hdr, 'bytes after the NUL in the name field');
-    if (typeflag !== 'x' && !isZero(block.subarray(157, 257))) throw memberError(shown, hdr, 'link name set on a non-link member');
+    const shown = () =>
+      nameField && prefixField && prefixField.length ? showBytes(joinName(prefixField, nameField)) : showBytes(nameField ?? block.subarray(0, 100));
+    if (REJECTED[typeflag]) throw memberError(shown(), hdr, `${REJECTED[typeflag]} (type '${typeflag}') not allowed`);
+    if (typeflag !== '0' && typeflag !== '\0' && typeflag !== '5' && typeflag !== 'x') throw memberError(shown(), hdr, `unknown member type ${JSON.stringify(typeflag)}`);
+    if (!(block[257] === 0x75 && block[258] === 0x73 && block[259] === 0x74 && block[260] === 0x61 && block[261] === 0x72 && block[262] === 0 && block[263] === 0x30 && block[264] === 0x30)) {
+      const magic = LATIN.decode(block.subarray(257, 265));
+      if (magic === 'ustar  \0') throw memberError(shown(), hdr, 'a GNU tar header, not a POSIX ustar header: not a bundle');
+      throw memberError(shown(), hdr, `not a POSIX ustar header (magic ${JSON.stringify(magic)})`);
+    }
+    if (nameField === null || prefixField === null) throw memberError(shown(), hdr, 'bytes after the NUL in the name field');
+    if (typeflag !== 'x' && !isZero(block.subarray(157, 257))) throw memberError(shown(), hdr, 'link name set on a non-link member');
     const size = octal(block, 124, 136, 'size', hdr);
     const mtime = octal(block, 136, 148, 'mtime', hdr);
     const mode = octal(block, 100, 108, 'mode', hdr);
@@ -234,13 +244,14 @@ export async function readTar(reader, opts, visit) {
       async *[Symbol.asyncIterator]() {
         while (remaining > 0) {
           if (!live) throw new Error(`content of ${memberName} read after advancing`);
-          const want = Math.min(remaining, CHUNK);
-          const data = await reader.read(want);
-          if (data.length < want) {
-            throw new InputError(`${source}: truncated tar: stream ended at offset ${offset + data.length} inside member ${JSON.stringify(memberName)} (header at offset ${hdr})`);
+          // Whatever the decompressor has ready, without copying: the bag reader's
+          // decisions wait for a member's first bytes, so chunking changes nothing.
+          const data = await reader.readSome(Math.min(remaining, CHUNK));
+          if (data.length === 0) {
+            throw new InputError(`${source}: truncated tar: stream ended at offset ${offset} inside member ${JSON.stringify(memberName)} (header at offset ${hdr})`);
           }
-          remaining -= want;
-          offset += want;
+          remaining -= data.length;
+          offset += data.length;
           yield data;
         }
       },
@@ -248,13 +259,12 @@ export async function readTar(reader, opts, visit) {
     await visit(member, content);
     live = false;
     while (remaining > 0) {
-      const want = Math.min(remaining, CHUNK);
-      const data = await reader.read(want);
-      if (data.length < want) {
-        throw new InputError(`${source}: truncated tar: stream ended at offset ${offset + data.length} inside member ${JSON.stringify(memberName)} (header at offset ${hdr})`);
+      const data = await reader.readSome(Math.min(remaining, CHUNK));
+      if (data.length === 0) {
+        throw new InputError(`${source}: truncated tar: stream ended at offset ${offset} inside member ${JSON.stringify(memberName)} (header at offset ${hdr})`);
       }
-      remaining -= want;
-      offset += want;
+      remaining -= data.length;
+      offset += data.length;
     }
     await skipPadding(size, JSON.stringify(name), hdr);
   }

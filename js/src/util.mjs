@@ -59,13 +59,22 @@ export function parseKept(bag, path, canonical) {
   }
 }
 
-/** Byte-wise comparison of two strings' UTF-8 forms. @param {string} a @param {string} b */
+/**
+ * Byte-wise comparison of two strings' UTF-8 forms, which is code point order: UTF-16
+ * order with surrogates (U+D800..U+DFFF) moved above U+E000..U+FFFF. No encoding.
+ * @param {string} a @param {string} b
+ */
 export function byteOrder(a, b) {
-  const x = ENC.encode(a);
-  const y = ENC.encode(b);
-  const n = Math.min(x.length, y.length);
-  for (let i = 0; i < n; i++) if (x[i] !== y[i]) return x[i] - y[i];
-  return x.length - y.length;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    let x = a.charCodeAt(i);
+    let y = b.charCodeAt(i);
+    if (x === y) continue;
+    if (x >= 0xd800) x = x >= 0xe000 ? x - 0x800 : x + 0x2000;
+    if (y >= 0xd800) y = y >= 0xe000 ? y - 0x800 : y + 0x2000;
+    return x - y;
+  }
+  return a.length - b.length;
 }
 
 /** Compare strings by code point (Python's str order). @param {string} a @param {string} b */
