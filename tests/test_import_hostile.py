@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import struct
 import sys
 import zlib
@@ -321,20 +322,46 @@ def test_a_symlinked_or_special_run_file_is_refused(
 # ------------------------------------------------------------------ SPEC 5 bounds
 
 
+def _dense_sample() -> bytes:
+    """A sample whose events are just under the per-member cap of JSON values, as dense
+    and incompressible as JSON gets: the largest member the importer parses."""
+    from bundler.importers.inspect_log import MAX_MEMBER_VALUES
+
+    rng = random.Random(0)
+    events = [rng.randbytes(6).hex() for _ in range(MAX_MEMBER_VALUES - 10_000)]
+    return build_zip(edit_json(SAMPLE, lambda s: s.update(events=events)))
+
+
+def _too_many_values() -> bytes:
+    from bundler.importers.inspect_log import MAX_MEMBER_VALUES
+
+    events = b"[" + b",".join([b"0"] * (MAX_MEMBER_VALUES + 1)) + b"]"
+    return build_zip(edit(MEMBERS, SAMPLE, lambda m: replace(
+        m, data=m.data.replace(b'"events":', b'"events":' + events + b',"was":', 1))))
+
+
 @pytest.mark.parametrize(
-    ("family", "case"),
-    [("inflation", "ratio bomb"), ("size", "member over the cap"), ("count", "too many members"),
-     ("layout", "overlapping members")],
+    ("family", "make", "code"),
+    [
+        ("inflation", INSPECT_CASES["ratio bomb"][0], 3),
+        ("size", INSPECT_CASES["member over the cap"][0], 3),
+        ("count", INSPECT_CASES["too many members"][0], 3),
+        ("layout", INSPECT_CASES["overlapping members"][0], 3),
+        ("values", _too_many_values, 3),
+        ("dense member, accepted", _dense_sample, 0),
+    ],
 )
-def test_hostile_families_stay_within_memory_and_time(family: str, case: str, tmp_path: Path) -> None:
+def test_hostile_families_stay_within_memory_and_time(
+    family: str, make: Callable[[], bytes], code: int, tmp_path: Path
+) -> None:
     log = tmp_path / "hostile.eval"
-    log.write_bytes(INSPECT_CASES[case][0]())
+    log.write_bytes(make())
     run = measure.spawn_measured(
         [sys.executable, "-m", "bundler", "import-inspect", str(log), "--store",
          str(tmp_path / "store"), "--principal", "a"],
         deadline=60,
     )
-    assert run.code == 3, run.stderr
+    assert run.code == code, run.stderr
     assert run.peak_bytes < 300 * 1024 * 1024, family
     assert run.wall < 10, family
-    assert not (tmp_path / "store").exists()
+    assert (tmp_path / "store").exists() is (code == 0)

@@ -48,6 +48,7 @@ from bundler.importers.storewriter import StoreWriter
 MAX_RESULTS_BYTES = 32 * 1024 * 1024
 MAX_LINE_BYTES = 16 * 1024 * 1024
 MAX_LINES = 200_000
+MAX_MEMBER_VALUES = 1_000_000  # JSON values in one line or the results file (SPEC 5)
 _SAMPLES_NAME = re.compile(r"\Asamples_(.+)_(\d{4}-\d{2}-\d{2}T[0-9.:-]+)\.jsonl\Z")
 _RESULTS_NAME = re.compile(r"\Aresults_(\d{4}-\d{2}-\d{2}T[0-9.:-]+)\.json\Z")
 
@@ -57,21 +58,29 @@ def _sha(text: str) -> str:
 
 
 def _lines(f: RunFile) -> Iterator[tuple[int, bytes]]:
+    """The file's lines, each at most MAX_LINE_BYTES, at most MAX_LINES of them (each
+    chunk is scanned once: no copying of what remains per line)."""
     pending = b""
     number = 0
     for chunk in f.chunks():
-        pending += chunk
-        while (cut := pending.find(b"\n")) >= 0:
+        buffer = pending + chunk
+        start = 0
+        while (cut := buffer.find(b"\n", start)) >= 0:
             number += 1
-            yield number, pending[:cut]
-            pending = pending[cut + 1 :]
+            if number > MAX_LINES:
+                raise InputError(f"{f.name}: more than {MAX_LINES} lines")
+            if cut - start > MAX_LINE_BYTES:
+                raise InputError(f"{f.name}:{number}: a line longer than {MAX_LINE_BYTES} bytes")
+            yield number, buffer[start:cut]
+            start = cut + 1
+        pending = buffer[start:]
         if len(pending) > MAX_LINE_BYTES:
             raise InputError(f"{f.name}:{number + 1}: a line longer than {MAX_LINE_BYTES} bytes")
     if pending:
         number += 1
+        if number > MAX_LINES:
+            raise InputError(f"{f.name}: more than {MAX_LINES} lines")
         yield number, pending
-    if number > MAX_LINES:
-        raise InputError(f"{f.name}: more than {MAX_LINES} lines")
 
 
 def _number(value: Any) -> bool:
@@ -105,7 +114,7 @@ def read_lm_eval_run(
     try:
         results = canonical.loads(
             results_file.read_all(cap=MAX_RESULTS_BYTES), source=where,
-            max_values=canonical.MAX_VALUES,
+            max_values=MAX_MEMBER_VALUES,
         )
     except CanonicalJSONError as exc:
         raise InputError(str(exc)) from exc
@@ -233,7 +242,7 @@ def _read_task(
     for number, line in _lines(f):
         lwhere = f"{f.name}:{number}"
         try:
-            s = canonical.loads(line, source=lwhere, max_values=canonical.MAX_VALUES)
+            s = canonical.loads(line, source=lwhere, max_values=MAX_MEMBER_VALUES)
         except CanonicalJSONError as exc:
             raise InputError(str(exc)) from exc
         if not isinstance(s, dict):
