@@ -113,14 +113,20 @@ def read_lm_eval_run(
     where = results_file.name
     try:
         results = canonical.loads(
-            results_file.read_all(cap=MAX_RESULTS_BYTES), source=where,
+            results_file.read_all(cap=MAX_RESULTS_BYTES),
+            source=where,
             max_values=MAX_MEMBER_VALUES,
         )
     except CanonicalJSONError as exc:
         raise InputError(str(exc)) from exc
     if not isinstance(results, dict):
         raise InputError(f"{where}: a results file is a JSON object")
-    for key, kind in (("results", dict), ("configs", dict), ("task_hashes", dict), ("config", dict)):
+    for key, kind in (
+        ("results", dict),
+        ("configs", dict),
+        ("task_hashes", dict),
+        ("config", dict),
+    ):
         if not isinstance(results.get(key), kind):
             raise InputError(f"{where}: {key}: missing or not an object")
     if _RESULTS_NAME.match(results_file.path.name) is None:
@@ -154,7 +160,11 @@ def read_lm_eval_run(
         checks.extend(t_checks)
         datasets[task] = dataset
         config = results["configs"][task]
-        source = (config.get("metadata") or {}).get("config_source") if isinstance(config, dict) else None
+        source = (
+            (config.get("metadata") or {}).get("config_source")
+            if isinstance(config, dict)
+            else None
+        )
         scorers[task] = ImportedScorer(
             name=task,
             entrypoint=str(source or task),
@@ -169,8 +179,13 @@ def read_lm_eval_run(
         )
     unique_identifiers([c.check_id for c in checks], what="checks", source=where)
     files = [
-        ImportedFile(Role.RESULTS, results_file.path.name, results_file.sha256,
-                     results_file.size, str(results_file.path)),
+        ImportedFile(
+            Role.RESULTS,
+            results_file.path.name,
+            results_file.sha256,
+            results_file.size,
+            str(results_file.path),
+        ),
         *(
             ImportedFile(Role.SAMPLES, f.path.name, f.sha256, f.size, str(f.path))
             for f in sorted(samples_files, key=lambda f: f.path.name)

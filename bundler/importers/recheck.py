@@ -95,7 +95,12 @@ def recheck_bundle(bundle: str, runner: Runner) -> RecheckResult:
                 bundle,
                 None,
                 0,
-                [Difference("data/bundle.json", f"the bundle does not verify ({len(failed)} failed claims)")],
+                [
+                    Difference(
+                        "data/bundle.json",
+                        f"the bundle does not verify ({len(failed)} failed claims)",
+                    )
+                ],
             )
         top = next(bag.iterdir())
         return _compare(bundle, top, runner, Path(tmp))
@@ -124,7 +129,12 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
     for entry in files:
         digest = entry.get("digest") if isinstance(entry, dict) else None
         name = entry.get("name") if isinstance(entry, dict) else None
-        if not isinstance(digest, str) or not isinstance(name, str) or "/" in name or name in (".", ".."):
+        if (
+            not isinstance(digest, str)
+            or not isinstance(name, str)
+            or "/" in name
+            or name in (".", "..")
+        ):
             raise InputError(f"{bundle}: the report's subject lists a malformed run file")
         source = top / "data/blobs/sha256" / digest.removeprefix("sha256:")
         if not source.is_file():
@@ -156,7 +166,9 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
     if runner is Runner.INSPECT:
         run_files = tuple(paths.get(Role.LOG.value, []))
     else:
-        run_files = tuple(paths.get(Role.RESULTS.value, []) + sorted(paths.get(Role.SAMPLES.value, [])))
+        run_files = tuple(
+            paths.get(Role.RESULTS.value, []) + sorted(paths.get(Role.SAMPLES.value, []))
+        )
     decision = paths.get(Role.DECISION.value, [None])[0]
     store = tmp / "store"
     import_run(
@@ -212,10 +224,14 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
         if given != held:
             differences.append(Difference(path, _describe(found, top / path)))
     expected = {
-        f"data/checks/{p.stem}.json" for p in (store / "reports" / report_id / "checks").glob("*.json")
+        f"data/checks/{p.stem}.json"
+        for p in (store / "reports" / report_id / "checks").glob("*.json")
     }
     for path in sorted(expected - set(in_bundle)):
-        if not any(c["check_id"] + ".json" == path.rsplit("/", 1)[1] and c["path"] is None for c in manifest["checks"]):
+        if not any(
+            c["check_id"] + ".json" == path.rsplit("/", 1)[1] and c["path"] is None
+            for c in manifest["checks"]
+        ):
             differences.append(Difference(path, "the run gives this document; the bundle lacks it"))
     return RecheckResult(bundle, report_id, compared, differences)
 
