@@ -75,11 +75,47 @@ def build_log(path: Path, samples: int = SAMPLES) -> None:
             crc = zlib.crc32(data)
             encoded = name.encode()
             offset = out.tell()
-            out.write(struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 63, 0, 93, 0, 0x21, crc,
-                                  len(raw), len(data), len(encoded), 0) + encoded + raw)
-            central.extend(struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 63, 63, 0, 93, 0,
-                                       0x21, crc, len(raw), len(data), len(encoded), 0, 0, 0, 0,
-                                       0, offset) + encoded)
+            out.write(
+                struct.pack(
+                    "<4sHHHHHIIIHH",
+                    b"PK\x03\x04",
+                    63,
+                    0,
+                    93,
+                    0,
+                    0x21,
+                    crc,
+                    len(raw),
+                    len(data),
+                    len(encoded),
+                    0,
+                )
+                + encoded
+                + raw
+            )
+            central.extend(
+                struct.pack(
+                    "<4sHHHHHHIIIHHHHHII",
+                    b"PK\x01\x02",
+                    63,
+                    63,
+                    0,
+                    93,
+                    0,
+                    0x21,
+                    crc,
+                    len(raw),
+                    len(data),
+                    len(encoded),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    offset,
+                )
+                + encoded
+            )
             count += 1
 
         add("_journal/start.json", members["_journal/start.json"])
@@ -99,15 +135,17 @@ def build_log(path: Path, samples: int = SAMPLES) -> None:
         add("header.json", json.dumps(header).encode())
         cd_offset = out.tell()
         out.write(central)
-        out.write(struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, count, count, len(central),
-                              cd_offset, 0))
+        out.write(
+            struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, count, count, len(central), cd_offset, 0)
+        )
 
 
 def timed(cmd: list[str], cwd: Path) -> dict[str, Any]:
     """Wall clock and peak RSS of ``cmd`` (GNU time's %e and %M)."""
     fmt = "%e %M"
-    proc = subprocess.run([TIME, "-f", fmt, *cmd], cwd=cwd, capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [TIME, "-f", fmt, *cmd], cwd=cwd, capture_output=True, text=True, check=False
+    )
     last = proc.stderr.strip().splitlines()[-1].split()
     if proc.returncode != 0:
         raise SystemExit(f"bench: {' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr}")
@@ -117,8 +155,9 @@ def timed(cmd: list[str], cwd: Path) -> dict[str, Any]:
 def runner_python() -> str | None:
     for venv in (os.environ.get("RUNNERS_VENV"), str(REPO / ".venv-runners")):
         if venv and Path(venv, "bin", "python").is_file():
-            probe = subprocess.run([f"{venv}/bin/python", "-c", "import inspect_ai"],
-                                   capture_output=True, check=False)
+            probe = subprocess.run(
+                [f"{venv}/bin/python", "-c", "import inspect_ai"], capture_output=True, check=False
+            )
             if probe.returncode == 0:
                 return f"{venv}/bin/python"
     return None
@@ -130,13 +169,30 @@ def run(samples: int = SAMPLES) -> dict[str, Any]:
         log = tmp / "big.eval"
         build_log(log, samples)
         figures: dict[str, Any] = {"samples": samples, "log_bytes": log.stat().st_size}
-        imported = timed([BIN, "import-inspect", str(log), "--store", "store", "--principal",
-                          "alice", "--json"], tmp)
+        imported = timed(
+            [BIN, "import-inspect", str(log), "--store", "store", "--principal", "alice", "--json"],
+            tmp,
+        )
         report_id = json.loads(imported.pop("stdout"))["report_id"]
         figures["import"] = imported
-        exported = timed([BIN, "export", "--store", "store", "--report", report_id,
-                          "--principal", "alice", "--exported-at", "2030-01-01T00:00:00Z",
-                          "--out", "big.tar.zst", "--quiet"], tmp)
+        exported = timed(
+            [
+                BIN,
+                "export",
+                "--store",
+                "store",
+                "--report",
+                report_id,
+                "--principal",
+                "alice",
+                "--exported-at",
+                "2030-01-01T00:00:00Z",
+                "--out",
+                "big.tar.zst",
+                "--quiet",
+            ],
+            tmp,
+        )
         exported.pop("stdout")
         figures["export"] = exported
         figures["bundle_bytes"] = (tmp / "big.tar.zst").stat().st_size
@@ -144,9 +200,17 @@ def run(samples: int = SAMPLES) -> dict[str, Any]:
         if python is None:
             figures["read_eval_log"] = None
         else:
-            baseline = timed([python, "-c", "import sys; from inspect_ai.log import "
-                              "read_eval_log; log = read_eval_log(sys.argv[1]); "
-                              "print(len(log.samples))", str(log)], tmp)
+            baseline = timed(
+                [
+                    python,
+                    "-c",
+                    "import sys; from inspect_ai.log import "
+                    "read_eval_log; log = read_eval_log(sys.argv[1]); "
+                    "print(len(log.samples))",
+                    str(log),
+                ],
+                tmp,
+            )
             assert baseline.pop("stdout").strip() == str(samples)
             figures["read_eval_log"] = baseline
         shutil.rmtree(tmp / "store", ignore_errors=True)
@@ -154,22 +218,32 @@ def run(samples: int = SAMPLES) -> dict[str, Any]:
 
 
 def print_table(f: dict[str, Any]) -> None:
-    print(f"\nimport of an Inspect log: {f['samples']} samples, {f['log_bytes'] / 1e6:.0f} MB log, "
-          f"{f['bundle_bytes'] / 1e6:.0f} MB bundle")
+    print(
+        f"\nimport of an Inspect log: {f['samples']} samples, {f['log_bytes'] / 1e6:.0f} MB log, "
+        f"{f['bundle_bytes'] / 1e6:.0f} MB bundle"
+    )
     for name in ("import", "export"):
         r = f[name]
         met = "met" if r["peak_rss_mb"] < PEAK_TARGET_MB else "MISSED"
-        print(f"  {name:<28} {r['seconds']:>7.1f} s  peak {r['peak_rss_mb']:>6.0f} MB  "
-              f"(< {PEAK_TARGET_MB} MB: {met})")
+        print(
+            f"  {name:<28} {r['seconds']:>7.1f} s  peak {r['peak_rss_mb']:>6.0f} MB  "
+            f"(< {PEAK_TARGET_MB} MB: {met})"
+        )
     base = f["read_eval_log"]
     if base is None:
-        print("  read_eval_log                 not measured: no virtualenv with inspect_ai "
-              "(RUNNERS_VENV)")
+        print(
+            "  read_eval_log                 not measured: no virtualenv with inspect_ai "
+            "(RUNNERS_VENV)"
+        )
     else:
-        print(f"  {'inspect read_eval_log':<28} {base['seconds']:>7.1f} s  peak "
-              f"{base['peak_rss_mb']:>6.0f} MB")
-        print(f"  import / read_eval_log       {f['import']['seconds'] / base['seconds']:>7.2f}x time, "
-              f"{f['import']['peak_rss_mb'] / base['peak_rss_mb']:.2f}x memory")
+        print(
+            f"  {'inspect read_eval_log':<28} {base['seconds']:>7.1f} s  peak "
+            f"{base['peak_rss_mb']:>6.0f} MB"
+        )
+        print(
+            f"  import / read_eval_log       {f['import']['seconds'] / base['seconds']:>7.2f}x time, "
+            f"{f['import']['peak_rss_mb'] / base['peak_rss_mb']:.2f}x memory"
+        )
 
 
 if __name__ == "__main__":

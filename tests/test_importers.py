@@ -38,7 +38,15 @@ EXPORTED_AT = datetime(2030, 1, 1, tzinfo=UTC)  # after the recorded runs comple
 
 
 def inspect_args(store: Path, *extra: str) -> list[str]:
-    return ["import-inspect", str(INSPECT_LOG), "--store", str(store), "--task", str(INSPECT_TASK), *extra]
+    return [
+        "import-inspect",
+        str(INSPECT_LOG),
+        "--store",
+        str(store),
+        "--task",
+        str(INSPECT_TASK),
+        *extra,
+    ]
 
 
 def lm_args(store: Path, *extra: str) -> list[str]:
@@ -52,7 +60,9 @@ def lm_args(store: Path, *extra: str) -> list[str]:
 
 def snapshot(root: Path) -> dict[str, bytes]:
     return {
-        p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
     }
 
 
@@ -63,8 +73,10 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("imported")
     store = tmp / "store"
     out: dict[str, Any] = {"store": store, "tmp": tmp}
-    for name, args in (("inspect", inspect_args(store, "--principal", "alice", "--json")),
-                       ("lm-eval", lm_args(store, "--json"))):
+    for name, args in (
+        ("inspect", inspect_args(store, "--principal", "alice", "--json")),
+        ("lm-eval", lm_args(store, "--json")),
+    ):
         done = run_cli(*args)
         assert done.returncode == 0, done.stderr
         out[name] = json.loads(done.stdout)
@@ -104,8 +116,12 @@ def test_inspect_run_maps_checks_cases_examples_and_provenance(imported: dict[st
     subject = body["subject"]
     assert subject["runner"] == {"name": "inspect_ai", "version": "0.3.285"}
     assert subject["files"] == [
-        {"role": "log", "name": INSPECT_LOG.name, "digest": log_digest,
-         "size": INSPECT_LOG.stat().st_size}
+        {
+            "role": "log",
+            "name": INSPECT_LOG.name,
+            "digest": log_digest,
+            "size": INSPECT_LOG.stat().st_size,
+        }
     ]
     assert subject["task_files"][0]["name"] == INSPECT_TASK.name
     header = subject["run"]
@@ -129,16 +145,23 @@ def test_inspect_run_maps_checks_cases_examples_and_provenance(imported: dict[st
     assert (by_slot[("mul-1", 1)]["score"], by_slot[("mul-1", 2)]["score"]) == (1, 0)
     assert all(c["assurance"] == "reported" for c in cases)
     # The log itself is an artifact of every case, with its digest and size.
-    run_ref = {"kind": "artifact", "digest": log_digest, "size": INSPECT_LOG.stat().st_size,
-               "location": "inline" if INSPECT_LOG.stat().st_size <= 262144 else "sso"}
+    run_ref = {
+        "kind": "artifact",
+        "digest": log_digest,
+        "size": INSPECT_LOG.stat().st_size,
+        "location": "inline" if INSPECT_LOG.stat().st_size <= 262144 else "sso",
+    }
     assert all(run_ref in c["evidence"] for c in cases)
     manifest = json.loads(next((store / "datasets").glob("*/1/manifest.json")).read_bytes())
-    example = json.loads(
-        next((store / "datasets").glob("*/1/examples/add-2.json")).read_bytes()
-    )
+    example = json.loads(next((store / "datasets").glob("*/1/examples/add-2.json")).read_bytes())
     assert [e["example_id"] for e in manifest["examples"]] == ["add-1", "add-2", "boom", "mul-1"]
-    assert example == {"choices": None, "id": "add-2", "input": "What is 7 + 5? Answer with a number.",
-                       "metadata": {"difficulty": "easy", "source": "hand-written"}, "target": "12"}
+    assert example == {
+        "choices": None,
+        "id": "add-2",
+        "input": "What is 7 + 5? Answer with a number.",
+        "metadata": {"difficulty": "easy", "source": "hand-written"},
+        "target": "12",
+    }
 
 
 def test_lm_eval_run_maps_tasks_metrics_filters_and_hashes(imported: dict[str, Any]) -> None:
@@ -160,9 +183,10 @@ def test_lm_eval_run_maps_tasks_metrics_filters_and_hashes(imported: dict[str, A
     assert body["issued_at"] == stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
     mc = next(c for c in body["checks"] if c["check_id"] == "fixture_mc.acc.none")
     assert mc["score"] == results["results"]["fixture_mc"]["acc,none"]
-    assert {"metric": "acc_stderr", "value": results["results"]["fixture_mc"]["acc_stderr,none"]} in mc[
-        "observations"
-    ]
+    assert {
+        "metric": "acc_stderr",
+        "value": results["results"]["fixture_mc"]["acc_stderr,none"],
+    } in mc["observations"]
     gen = next(c for c in body["checks"] if c["check_id"] == "fixture_gen.exact_match.majority")
     assert {"metric": "runner_repeats", "value": 2} in gen["observations"]
     cases = cases_of(store, rid, "fixture_gen.exact_match.majority")
@@ -197,23 +221,34 @@ def decision(path: Path, checks: dict[str, Any]) -> Path:
 
 
 def agg(rule: str, threshold: float | None, repeats: int, **kw: Any) -> dict[str, Any]:
-    return {"rule": rule, "threshold": threshold, "min_coverage": kw.get("min_coverage"),
-            "min_samples": kw.get("min_samples"), "repeats": repeats}
+    return {
+        "rule": rule,
+        "threshold": threshold,
+        "min_coverage": kw.get("min_coverage"),
+        "min_samples": kw.get("min_samples"),
+        "repeats": repeats,
+    }
 
 
-@pytest.mark.parametrize(
-    ("threshold", "status"), [(0.3, "pass"), (0.5, "fail")]
-)
+@pytest.mark.parametrize(("threshold", "status"), [(0.3, "pass"), (0.5, "fail")])
 def test_a_decision_makes_checks_required_and_audit_rederives_it(
     threshold: float, status: str, tmp_path: Path
 ) -> None:
     store = tmp_path / "store"
-    d = decision(tmp_path / "decision.json", {
-        "fixture_mc.acc.none": {"required": True, "aggregation": agg("mean", threshold, 1)},
-        "fixture_gen.exact_match.majority": {"required": False, "aggregation": agg("pass_rate", 0.5, 1)},
-    })
+    d = decision(
+        tmp_path / "decision.json",
+        {
+            "fixture_mc.acc.none": {"required": True, "aggregation": agg("mean", threshold, 1)},
+            "fixture_gen.exact_match.majority": {
+                "required": False,
+                "aggregation": agg("pass_rate", 0.5, 1),
+            },
+        },
+    )
     result = import_run(
-        ImportConfig(Runner.LM_EVAL, (LM_RESULTS, *LM_SAMPLES), store, tuple(LM_TASKS), (), d, None, "alice")
+        ImportConfig(
+            Runner.LM_EVAL, (LM_RESULTS, *LM_SAMPLES), store, tuple(LM_TASKS), (), d, None, "alice"
+        )
     )
     checks = dict(result.checks)
     assert checks["fixture_mc.acc.none"] == status
@@ -221,7 +256,10 @@ def test_a_decision_makes_checks_required_and_audit_rederives_it(
     assert checks["fixture_mc.acc_norm.none"] == "inconclusive"  # not in the decision
     assert result.result == status
     body = body_of(store, result.report_id)
-    assert body["subject"]["decision"]["digest"] == "sha256:" + hashlib.sha256(d.read_bytes()).hexdigest()
+    assert (
+        body["subject"]["decision"]["digest"]
+        == "sha256:" + hashlib.sha256(d.read_bytes()).hexdigest()
+    )
     bundle = tmp_path / "b.tar.zst"
     export_bundle(ExportConfig(str(store), result.report_id, "alice", EXPORTED_AT, out=bundle))
     done = run_cli("audit", str(bundle), "--json")
@@ -234,12 +272,35 @@ def test_a_decision_makes_checks_required_and_audit_rederives_it(
 @pytest.mark.parametrize(
     ("checks", "message"),
     [
-        ({"no.such.check": {"required": True, "aggregation": agg("mean", 0.5, 1)}}, "no such check in this run"),
-        ({"fixture_mc.acc.none": {"required": "yes", "aggregation": agg("mean", 0.5, 1)}}, "required: must be true or false"),
-        ({"fixture_mc.acc.none": {"required": True, "aggregation": agg("median", 0.5, 1)}}, "rule must be one of"),
-        ({"fixture_mc.acc.none": {"required": True, "aggregation": {"rule": "mean"}}}, "missing key 'threshold'"),
-        ({"fixture_mc.acc.none": {"required": True, "aggregation": agg("mean", 0.5, 0)}}, "repeats must be"),
-        ({"fixture_mc.acc.none": {"required": True, "aggregation": agg("mean", 0.5, 1, min_coverage=2)}}, "min_coverage"),
+        (
+            {"no.such.check": {"required": True, "aggregation": agg("mean", 0.5, 1)}},
+            "no such check in this run",
+        ),
+        (
+            {"fixture_mc.acc.none": {"required": "yes", "aggregation": agg("mean", 0.5, 1)}},
+            "required: must be true or false",
+        ),
+        (
+            {"fixture_mc.acc.none": {"required": True, "aggregation": agg("median", 0.5, 1)}},
+            "rule must be one of",
+        ),
+        (
+            {"fixture_mc.acc.none": {"required": True, "aggregation": {"rule": "mean"}}},
+            "missing key 'threshold'",
+        ),
+        (
+            {"fixture_mc.acc.none": {"required": True, "aggregation": agg("mean", 0.5, 0)}},
+            "repeats must be",
+        ),
+        (
+            {
+                "fixture_mc.acc.none": {
+                    "required": True,
+                    "aggregation": agg("mean", 0.5, 1, min_coverage=2),
+                }
+            },
+            "min_coverage",
+        ),
     ],
 )
 def test_a_bad_decision_is_refused_and_nothing_is_written(
@@ -265,9 +326,14 @@ def test_both_bundles_verify_and_audit_with_and_without_read_body(
     for principal in ("alice", "bob"):
         path = imported[f"{name}/{principal}"]
         result = verify_bundle(str(path), VerifyOptions())
-        assert result.verdict is Verdict.VERIFIED, [c for c in result.claims if c.state.value == "failed"]
+        assert result.verdict is Verdict.VERIFIED, [
+            c for c in result.claims if c.state.value == "failed"
+        ]
         bundle = repack.open_bundle(path).bundle
-        run_files = {f["digest"] for f in body_of(imported["store"], imported[name]["report_id"])["subject"]["files"]}
+        run_files = {
+            f["digest"]
+            for f in body_of(imported["store"], imported[name]["report_id"])["subject"]["files"]
+        }
         payloads = {p["digest"] for p in bundle["payloads"]}
         redacted = {r["digest"]: r for r in bundle["redacted"]}
         if principal == "alice":
@@ -304,7 +370,9 @@ def test_prove_one_sample_and_render_the_page(imported: dict[str, Any], tmp_path
 # ------------------------------------------------------------------ --check
 
 
-@pytest.mark.parametrize(("name", "command"), [("inspect", "import-inspect"), ("lm-eval", "import-lm-eval")])
+@pytest.mark.parametrize(
+    ("name", "command"), [("inspect", "import-inspect"), ("lm-eval", "import-lm-eval")]
+)
 def test_check_confirms_an_untouched_bundle_and_cannot_rederive_a_redacted_one(
     imported: dict[str, Any], name: str, command: str
 ) -> None:
@@ -324,7 +392,9 @@ def _reseal(eb: repack.EditableBag) -> None:
     """What an attacker does after an edit: every digest that pins the edited document,
     up to the report body, recomputed, so the bundle verifies again."""
     files = eb.files
-    for path in [p for p in files if p.endswith("/manifest.json") and p.startswith("data/datasets/")]:
+    for path in [
+        p for p in files if p.endswith("/manifest.json") and p.startswith("data/datasets/")
+    ]:
         base = path.rsplit("/", 1)[0]
 
         def fix(m: dict[str, Any], base: str = base) -> None:
@@ -346,7 +416,9 @@ def _reseal(eb: repack.EditableBag) -> None:
             s = next(s for s in bundle["scorers"] if s["scorer_id"] == check["scorer_ref"]["id"])
             descriptor = eb.json(f"{s['path']}/scorer.json")
             components = [("scorer.json", files[f"{s['path']}/scorer.json"])]
-            components += [(f"files/{f}", files[f"{s['path']}/files/{f}"]) for f in sorted(descriptor["files"])]
+            components += [
+                (f"files/{f}", files[f"{s['path']}/files/{f}"]) for f in sorted(descriptor["files"])
+            ]
             check["scorer_ref"]["digest"] = framed_digest(SCORER_TAG, components)
 
     eb.edit_json("data/report/body.json", fix_body)
@@ -387,9 +459,15 @@ def _edit_output(eb: repack.EditableBag) -> str:
             lines.append(canonical.dumps(c))
         eb.set_lines(path, lines)
     renamed = {old: new}
-    for path in [p for p in eb.paths() if p.startswith("data/blobs/") and b'"evidence_manifest' in eb.files[p]]:
+    for path in [
+        p
+        for p in eb.paths()
+        if p.startswith("data/blobs/") and b'"evidence_manifest' in eb.files[p]
+    ]:
         manifest = eb.json(path)
-        entries = [dict(e, digest=new if e["digest"] == old else e["digest"]) for e in manifest["evidence"]]
+        entries = [
+            dict(e, digest=new if e["digest"] == old else e["digest"]) for e in manifest["evidence"]
+        ]
         manifest["evidence"] = sorted(entries, key=lambda e: (e["digest"], e["kind"]))
         data = canonical.dumps(manifest)
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -421,7 +499,9 @@ def _edit_example(eb: repack.EditableBag) -> str:
 
 EDITS: dict[str, Callable[[repack.EditableBag], str]] = {
     "report body": lambda eb: _edit_json(eb, "data/report/body.json", project="forged"),
-    "envelope": lambda eb: _edit_json(eb, "data/report/envelope.json", url="https://forged.example"),
+    "envelope": lambda eb: _edit_json(
+        eb, "data/report/envelope.json", url="https://forged.example"
+    ),
     "suite": lambda eb: _edit_json(eb, _first(eb, "data/suite/"), validity_hours=1),
     "scorer descriptor": lambda eb: _edit_json(
         eb, _first(eb, "data/scorers/", "scorer.json"), runtime="forged"
@@ -472,7 +552,9 @@ def _run_file_digest(eb: repack.EditableBag) -> str:
     return eb.json("data/report/body.json")["subject"]["files"][0]["digest"]
 
 
-def _relist(group: str, reason: str, kind: str = "artifact") -> Callable[[repack.EditableBag], None]:
+def _relist(
+    group: str, reason: str, kind: str = "artifact"
+) -> Callable[[repack.EditableBag], None]:
     """The run file taken out of the bundle (alice) or out of the redactions (bob), and
     listed under ``group`` with ``reason`` as ``kind``."""
 
@@ -496,11 +578,31 @@ def _as_svc(eb: repack.EditableBag) -> None:
 
 RUN_FILE_ATTACKS: dict[str, tuple[str, Callable[[repack.EditableBag], None], bool]] = {
     # name: (principal, edit, verifies)
-    "run file at sso called payload_at_sso": ("alice", _relist("unavailable", "payload_at_sso"), False),
-    "run file withheld for read_body though alice has it": ("alice", _relist("redacted", "no_dataset_read_body"), False),
-    "run file missing from the store": ("alice", _relist("unavailable", "missing_from_store"), True),
-    "bob's run file listed unavailable, not redacted": ("bob", _relist("unavailable", "missing_from_store"), False),
-    "bob's run file redacted as an output": ("bob", _relist("redacted", "no_dataset_read_body", "output"), False),
+    "run file at sso called payload_at_sso": (
+        "alice",
+        _relist("unavailable", "payload_at_sso"),
+        False,
+    ),
+    "run file withheld for read_body though alice has it": (
+        "alice",
+        _relist("redacted", "no_dataset_read_body"),
+        False,
+    ),
+    "run file missing from the store": (
+        "alice",
+        _relist("unavailable", "missing_from_store"),
+        True,
+    ),
+    "bob's run file listed unavailable, not redacted": (
+        "bob",
+        _relist("unavailable", "missing_from_store"),
+        False,
+    ),
+    "bob's run file redacted as an output": (
+        "bob",
+        _relist("redacted", "no_dataset_read_body", "output"),
+        False,
+    ),
     "a run file's leniency for a report EvalBook issued": ("bob", _as_svc, False),
 }
 

@@ -17,22 +17,48 @@ from bundler.core.textsafe import shown
 def _common_options(command: Any) -> Any:
     for option in reversed(
         [
-            click.option("--store", "store", type=click.Path(path_type=Path), metavar="DIR",
-                         help="Store root directory (created when it does not exist)."),
-            click.option("--task", "task_files", multiple=True, type=click.Path(path_type=Path),
-                         metavar="FILE", help="A task source file; repeat for several. "
-                         "Becomes a file of every scorer version."),
-            click.option("--decision", type=click.Path(path_type=Path), metavar="FILE",
-                         help="An evalbook.decision.v1 file: which checks are required, "
-                         "with which aggregation. Without it every result is inconclusive."),
-            click.option("--report-id", "report_id", metavar="ID",
-                         help="The report id (default: derived from the run's content)."),
-            click.option("--principal", envvar="EVALBOOK_PRINCIPAL",
-                         help="Principal a new store's access.json grants report.export and "
-                         "dataset.read_body (default $EVALBOOK_PRINCIPAL)."),
-            click.option("--check", "check_bundle", metavar="BUNDLE",
-                         help="Instead of importing: re-import the run files inside BUNDLE "
-                         "and compare every document (exit 0 same, 1 differs, 3 unreadable)."),
+            click.option(
+                "--store",
+                "store",
+                type=click.Path(path_type=Path),
+                metavar="DIR",
+                help="Store root directory (created when it does not exist).",
+            ),
+            click.option(
+                "--task",
+                "task_files",
+                multiple=True,
+                type=click.Path(path_type=Path),
+                metavar="FILE",
+                help="A task source file; repeat for several. "
+                "Becomes a file of every scorer version.",
+            ),
+            click.option(
+                "--decision",
+                type=click.Path(path_type=Path),
+                metavar="FILE",
+                help="An evalbook.decision.v1 file: which checks are required, "
+                "with which aggregation. Without it every result is inconclusive.",
+            ),
+            click.option(
+                "--report-id",
+                "report_id",
+                metavar="ID",
+                help="The report id (default: derived from the run's content).",
+            ),
+            click.option(
+                "--principal",
+                envvar="EVALBOOK_PRINCIPAL",
+                help="Principal a new store's access.json grants report.export and "
+                "dataset.read_body (default $EVALBOOK_PRINCIPAL).",
+            ),
+            click.option(
+                "--check",
+                "check_bundle",
+                metavar="BUNDLE",
+                help="Instead of importing: re-import the run files inside BUNDLE "
+                "and compare every document (exit 0 same, 1 differs, 3 unreadable).",
+            ),
             click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout."),
             _quiet_option,
         ]
@@ -86,8 +112,10 @@ def _run(
     for check_id, status in result.checks:
         click.echo(f"  {shown(check_id)}: {status}")
     if not quiet and result.result == "inconclusive":
-        _say("note: without --decision every check is optional with no threshold, so the "
-             "result is inconclusive (SPEC 12, 16)\n")
+        _say(
+            "note: without --decision every check is optional with no threshold, so the "
+            "result is inconclusive (SPEC 12, 16)\n"
+        )
 
 
 def _check(bundle: str, runner: Any, as_json: bool) -> None:
@@ -126,8 +154,14 @@ def _check(bundle: str, runner: Any, as_json: bool) -> None:
     ],
 )
 @click.argument("log", required=False, type=click.Path(path_type=Path))
-@click.option("--dataset", "dataset_files", multiple=True, type=click.Path(path_type=Path),
-              metavar="FILE", help="A dataset file to keep as a run file; repeat for several.")
+@click.option(
+    "--dataset",
+    "dataset_files",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="A dataset file to keep as a run file; repeat for several.",
+)
 @_common_options
 def import_inspect(
     log: Path | None,
@@ -151,9 +185,17 @@ def import_inspect(
     from bundler.importers.importing import Runner
 
     _run(
-        Runner.INSPECT, (log,) if log is not None else (), store=store, task_files=task_files,
-        dataset_files=dataset_files, decision=decision, report_id=report_id,
-        principal=principal, check_bundle=check_bundle, as_json=as_json, quiet=quiet,
+        Runner.INSPECT,
+        (log,) if log is not None else (),
+        store=store,
+        task_files=task_files,
+        dataset_files=dataset_files,
+        decision=decision,
+        report_id=report_id,
+        principal=principal,
+        check_bundle=check_bundle,
+        as_json=as_json,
+        quiet=quiet,
     )
 
 
@@ -166,8 +208,14 @@ def import_inspect(
     ],
 )
 @click.argument("results", required=False, type=click.Path(path_type=Path))
-@click.option("--samples", "samples_files", multiple=True, type=click.Path(path_type=Path),
-              metavar="FILE", help="A samples_<task>_<date>.jsonl file; one per task.")
+@click.option(
+    "--samples",
+    "samples_files",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="A samples_<task>_<date>.jsonl file; one per task.",
+)
 @_common_options
 def import_lm_eval(
     results: Path | None,
@@ -193,7 +241,15 @@ def import_lm_eval(
         raise UsageError("--samples needs the RESULTS file")
     run_files = ((results, *samples_files)) if results is not None else ()
     _run(
-        Runner.LM_EVAL, run_files, store=store, task_files=task_files, dataset_files=(),
-        decision=decision, report_id=report_id, principal=principal,
-        check_bundle=check_bundle, as_json=as_json, quiet=quiet,
+        Runner.LM_EVAL,
+        run_files,
+        store=store,
+        task_files=task_files,
+        dataset_files=(),
+        decision=decision,
+        report_id=report_id,
+        principal=principal,
+        check_bundle=check_bundle,
+        as_json=as_json,
+        quiet=quiet,
     )

@@ -16,6 +16,7 @@ Directories are written just before their first member.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -557,7 +558,7 @@ class _Collector:
                 writer.add_stream(
                     path,
                     size,
-                    iter(lambda: stream.read(1024 * 1024), b""),
+                    iter(functools.partial(stream.read, 1024 * 1024), b""),
                     sha256_hex=hex_digest,
                     planned=size,
                 )

@@ -94,7 +94,7 @@ def build_documents(
 
     datasets: dict[str, tuple[str, str, list[str]]] = {}  # key -> (id, digest, example ids)
     for key, dataset in sorted(run.datasets.items()):
-        examples = [
+        examples: list[dict[str, Any]] = [
             {"example_id": eid, "digest": d, "size": n}
             for eid, (d, n) in sorted(dataset.examples.items())
         ]
@@ -124,7 +124,9 @@ def build_documents(
             "files": ordered,
         }
         files = [(f"files/{name}", by_name[name].data) for name in ordered]
-        scorer_id = _tagged_id(scorer.name, [descriptor, [[n, hashlib.sha256(d).hexdigest()] for n, d in files]])
+        scorer_id = _tagged_id(
+            scorer.name, [descriptor, [[n, hashlib.sha256(d).hexdigest()] for n, d in files]]
+        )
         descriptor = {"scorer_id": scorer_id, **descriptor}
         data = canonical.dumps(descriptor)
         base = f"scorers/{scorer_id}/{VERSION}"
@@ -154,18 +156,24 @@ def build_documents(
     writer.put_document(f"suites/{suite_id}/{VERSION}.json", canonical.dumps(suite))
 
     derived = derive_report((c["required"], c["derived"]) for c in checks_out)
-    reasons = [NO_DECISION] if decision is None else [
-        f"check {c['body']['check_id']}: {c['body']['result']}"
-        for c in checks_out
-        if c["required"] and c["body"]["result"] != "pass"
-    ]
+    reasons = (
+        [NO_DECISION]
+        if decision is None
+        else [
+            f"check {c['body']['check_id']}: {c['body']['result']}"
+            for c in checks_out
+            if c["required"] and c["body"]["result"] != "pass"
+        ]
+    )
     subject = {
         "importer": {"tool": TOOL_NAME, "version": __version__},
         "runner": run.runner,
         "run": run.run,
         "files": [f.subject_entry() for f in run.files],
         "task_files": [t.entry.subject_entry() for t in task_files],
-        "decision": None if decision is None else {"name": decision.name, "digest": decision.digest},
+        "decision": None
+        if decision is None
+        else {"name": decision.name, "digest": decision.digest},
     }
     body: dict[str, Any] = {
         "schema_version": "1.0",
@@ -245,7 +253,11 @@ def _build_checks(
                 "case_id": _case_id(check.check_id, case.example_id, case.repeat),
                 "check_id": check.check_id,
                 "evidence": evidence,
-                "example": {"dataset_id": dataset_id, "example_id": case.example_id, "version": VERSION},
+                "example": {
+                    "dataset_id": dataset_id,
+                    "example_id": case.example_id,
+                    "version": VERSION,
+                },
                 "output": None if case.output is None else case.output.as_case_ref("output"),
                 "repeat": case.repeat,
                 "score": case.score,
@@ -296,8 +308,7 @@ def _build_checks(
             "assurance": assurance,
             "evidence_refs": evidence_refs,
             "score": check.value,
-            "explanation": check.explanation
-            + ("" if chosen is not None else f"; {NO_DECISION}"),
+            "explanation": check.explanation + ("" if chosen is not None else f"; {NO_DECISION}"),
             "coverage": coverage,
             "observations": check.observations,
             "slices": [],

@@ -95,9 +95,7 @@ def _read_task_files(paths: tuple[Path, ...]) -> list[TaskFile]:
     return sorted(out, key=lambda t: t.name.encode("utf-8"))
 
 
-def import_run(
-    config: ImportConfig, progress: Callable[[int], None] | None = None
-) -> ImportResult:
+def import_run(config: ImportConfig, progress: Callable[[int], None] | None = None) -> ImportResult:
     """Import one run into ``config.store``; return what was written.
 
     Raises UsageError (exit 2) for a missing principal when the store must be created,
@@ -120,7 +118,11 @@ def import_run(
     try:
         names: set[str] = set()
         for i, path in enumerate(config.run_files):
-            role = "log" if config.runner is Runner.INSPECT else ("results file" if i == 0 else "samples file")
+            role = (
+                "log"
+                if config.runner is Runner.INSPECT
+                else ("results file" if i == 0 else "samples file")
+            )
             name = _base_name(path, role)
             if name in names:
                 raise InputError(f"{path}: a second run file named {name!r}")
@@ -153,7 +155,9 @@ def import_run(
                 if name in names:
                     raise InputError(f"{config.decision}: a second file named {name!r}")
                 run.files.append(
-                    ImportedFile(Role.DECISION, name, decision.digest, decision.size, str(config.decision))
+                    ImportedFile(
+                        Role.DECISION, name, decision.digest, decision.size, str(config.decision)
+                    )
                 )
             check_known(decision, {c.check_id for c in run.checks})
             built = build_documents(
@@ -161,9 +165,7 @@ def import_run(
             )
             access = None
             if principal is not None:
-                access = canonical.dumps(
-                    {"principals": {principal: sorted([EXPORT, READ_BODY])}}
-                )
+                access = canonical.dumps({"principals": {principal: sorted([EXPORT, READ_BODY])}})
             committed = writer.commit(f"reports/{built.report_id}", access)
     finally:
         for f in opened:

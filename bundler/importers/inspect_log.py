@@ -51,12 +51,15 @@ _KNOWN = re.compile(
 )
 SCORE_LETTERS = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 MAX_EPOCHS = 20_000
+# JSON values in one member (a sample, the header): parsed whole, so bounded to keep the
+# import under SPEC 5's 300 MB (a member of a million dense values peaks near 200 MB).
+MAX_MEMBER_VALUES = 1_000_000
 
 
 def _json(log: ZipLog, name: str) -> Any:
     try:
         return canonical.loads(
-            log.read(name), source=f"{log.file.name}: member {name}", max_values=canonical.MAX_VALUES
+            log.read(name), source=f"{log.file.name}: member {name}", max_values=MAX_MEMBER_VALUES
         )
     except CanonicalJSONError as exc:
         raise InputError(str(exc)) from exc
@@ -153,7 +156,9 @@ def read_inspect_log(
         observations = []
         for metric_name, metric in sorted(metrics.items()):
             value = metric.get("value") if isinstance(metric, dict) else None
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float)
+            ):
                 raise InputError(f"{swhere}: metrics.{metric_name}.value: not a number")
             if metric_name in DISPERSION_METRICS:
                 observations.append({"metric": metric_name, "value": value})
@@ -219,8 +224,10 @@ def read_inspect_log(
         example_bodies[example_id] = digest
         examples[example_id] = (digest, len(body_bytes))
         errored = sample.get("error") is not None
-        output = None if sample.get("output") is None else writer.put_payload(
-            canonical.dumps(sample["output"])
+        output = (
+            None
+            if sample.get("output") is None
+            else writer.put_payload(canonical.dumps(sample["output"]))
         )
         sample_scores = sample.get("scores") or {}
         if not isinstance(sample_scores, dict):
@@ -247,9 +254,7 @@ def read_inspect_log(
                     raise InputError(f"{swhere}: scores.{check.scorer}: no value")
                 score = score_value(record["value"], f"{swhere}: scores.{check.scorer}")
                 status = CaseStatus.PASS if score >= 1 else CaseStatus.FAIL
-            check.cases.append(
-                ImportedCase(example_id, epoch, status, score, output, (evidence,))
-            )
+            check.cases.append(ImportedCase(example_id, epoch, status, score, output, (evidence,)))
         if progress is not None:
             progress(count)
     model = ev.get("model")
@@ -269,9 +274,7 @@ def read_inspect_log(
         "headline": results.get("headline"),
     }
     runtime = f"inspect_ai {packages.get('inspect_ai', 'unknown')}"
-    scorer_configs = {
-        s.get("name"): s for s in ev.get("scorers") or [] if isinstance(s, dict)
-    }
+    scorer_configs = {s.get("name"): s for s in ev.get("scorers") or [] if isinstance(s, dict)}
     scorers = {
         name: ImportedScorer(
             name=name,

@@ -48,6 +48,7 @@ from bundler.importers.storewriter import StoreWriter
 MAX_RESULTS_BYTES = 32 * 1024 * 1024
 MAX_LINE_BYTES = 16 * 1024 * 1024
 MAX_LINES = 200_000
+MAX_MEMBER_VALUES = 1_000_000  # JSON values in one line or the results file (SPEC 5)
 _SAMPLES_NAME = re.compile(r"\Asamples_(.+)_(\d{4}-\d{2}-\d{2}T[0-9.:-]+)\.jsonl\Z")
 _RESULTS_NAME = re.compile(r"\Aresults_(\d{4}-\d{2}-\d{2}T[0-9.:-]+)\.json\Z")
 
@@ -57,21 +58,29 @@ def _sha(text: str) -> str:
 
 
 def _lines(f: RunFile) -> Iterator[tuple[int, bytes]]:
+    """The file's lines, each at most MAX_LINE_BYTES, at most MAX_LINES of them (each
+    chunk is scanned once: no copying of what remains per line)."""
     pending = b""
     number = 0
     for chunk in f.chunks():
-        pending += chunk
-        while (cut := pending.find(b"\n")) >= 0:
+        buffer = pending + chunk
+        start = 0
+        while (cut := buffer.find(b"\n", start)) >= 0:
             number += 1
-            yield number, pending[:cut]
-            pending = pending[cut + 1 :]
+            if number > MAX_LINES:
+                raise InputError(f"{f.name}: more than {MAX_LINES} lines")
+            if cut - start > MAX_LINE_BYTES:
+                raise InputError(f"{f.name}:{number}: a line longer than {MAX_LINE_BYTES} bytes")
+            yield number, buffer[start:cut]
+            start = cut + 1
+        pending = buffer[start:]
         if len(pending) > MAX_LINE_BYTES:
             raise InputError(f"{f.name}:{number + 1}: a line longer than {MAX_LINE_BYTES} bytes")
     if pending:
         number += 1
+        if number > MAX_LINES:
+            raise InputError(f"{f.name}: more than {MAX_LINES} lines")
         yield number, pending
-    if number > MAX_LINES:
-        raise InputError(f"{f.name}: more than {MAX_LINES} lines")
 
 
 def _number(value: Any) -> bool:
@@ -104,14 +113,20 @@ def read_lm_eval_run(
     where = results_file.name
     try:
         results = canonical.loads(
-            results_file.read_all(cap=MAX_RESULTS_BYTES), source=where,
-            max_values=canonical.MAX_VALUES,
+            results_file.read_all(cap=MAX_RESULTS_BYTES),
+            source=where,
+            max_values=MAX_MEMBER_VALUES,
         )
     except CanonicalJSONError as exc:
         raise InputError(str(exc)) from exc
     if not isinstance(results, dict):
         raise InputError(f"{where}: a results file is a JSON object")
-    for key, kind in (("results", dict), ("configs", dict), ("task_hashes", dict), ("config", dict)):
+    for key, kind in (
+        ("results", dict),
+        ("configs", dict),
+        ("task_hashes", dict),
+        ("config", dict),
+    ):
         if not isinstance(results.get(key), kind):
             raise InputError(f"{where}: {key}: missing or not an object")
     if _RESULTS_NAME.match(results_file.path.name) is None:
@@ -145,7 +160,11 @@ def read_lm_eval_run(
         checks.extend(t_checks)
         datasets[task] = dataset
         config = results["configs"][task]
-        source = (config.get("metadata") or {}).get("config_source") if isinstance(config, dict) else None
+        source = (
+            (config.get("metadata") or {}).get("config_source")
+            if isinstance(config, dict)
+            else None
+        )
         scorers[task] = ImportedScorer(
             name=task,
             entrypoint=str(source or task),
@@ -160,8 +179,13 @@ def read_lm_eval_run(
         )
     unique_identifiers([c.check_id for c in checks], what="checks", source=where)
     files = [
-        ImportedFile(Role.RESULTS, results_file.path.name, results_file.sha256,
-                     results_file.size, str(results_file.path)),
+        ImportedFile(
+            Role.RESULTS,
+            results_file.path.name,
+            results_file.sha256,
+            results_file.size,
+            str(results_file.path),
+        ),
         *(
             ImportedFile(Role.SAMPLES, f.path.name, f.sha256, f.size, str(f.path))
             for f in sorted(samples_files, key=lambda f: f.path.name)
@@ -233,7 +257,7 @@ def _read_task(
     for number, line in _lines(f):
         lwhere = f"{f.name}:{number}"
         try:
-            s = canonical.loads(line, source=lwhere, max_values=canonical.MAX_VALUES)
+            s = canonical.loads(line, source=lwhere, max_values=MAX_MEMBER_VALUES)
         except CanonicalJSONError as exc:
             raise InputError(str(exc)) from exc
         if not isinstance(s, dict):

@@ -82,7 +82,12 @@ class ImportedFile:
     path: str  # where to read it from during this import (never recorded)
 
     def subject_entry(self) -> dict[str, Any]:
-        return {"role": self.role.value, "name": self.name, "digest": self.digest, "size": self.size}
+        return {
+            "role": self.role.value,
+            "name": self.name,
+            "digest": self.digest,
+            "size": self.size,
+        }
 
 
 class CaseStatus(StrEnum):

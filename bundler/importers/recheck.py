@@ -11,6 +11,9 @@ unavailable cannot be re-derived, and the result says so.
 
 from __future__ import annotations
 
+import filecmp
+import hashlib
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,7 +95,12 @@ def recheck_bundle(bundle: str, runner: Runner) -> RecheckResult:
                 bundle,
                 None,
                 0,
-                [Difference("data/bundle.json", f"the bundle does not verify ({len(failed)} failed claims)")],
+                [
+                    Difference(
+                        "data/bundle.json",
+                        f"the bundle does not verify ({len(failed)} failed claims)",
+                    )
+                ],
             )
         top = next(bag.iterdir())
         return _compare(bundle, top, runner, Path(tmp))
@@ -121,7 +129,12 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
     for entry in files:
         digest = entry.get("digest") if isinstance(entry, dict) else None
         name = entry.get("name") if isinstance(entry, dict) else None
-        if not isinstance(digest, str) or not isinstance(name, str) or "/" in name or name in (".", ".."):
+        if (
+            not isinstance(digest, str)
+            or not isinstance(name, str)
+            or "/" in name
+            or name in (".", "..")
+        ):
             raise InputError(f"{bundle}: the report's subject lists a malformed run file")
         source = top / "data/blobs/sha256" / digest.removeprefix("sha256:")
         if not source.is_file():
@@ -139,7 +152,7 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
                 "re-derived",
             )
         target = run_dir / name
-        target.write_bytes(source.read_bytes())
+        shutil.copyfile(source, target)
         paths.setdefault(str(entry.get("role")), []).append(target)
     tasks: list[Path] = []
     for scorer in manifest["scorers"][:1]:
@@ -148,12 +161,14 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
             task_dir = tmp / "tasks"
             task_dir.mkdir()
             for f in sorted(files_dir.iterdir()):
-                (task_dir / f.name).write_bytes(f.read_bytes())
+                shutil.copyfile(f, task_dir / f.name)
                 tasks.append(task_dir / f.name)
     if runner is Runner.INSPECT:
         run_files = tuple(paths.get(Role.LOG.value, []))
     else:
-        run_files = tuple(paths.get(Role.RESULTS.value, []) + sorted(paths.get(Role.SAMPLES.value, [])))
+        run_files = tuple(
+            paths.get(Role.RESULTS.value, []) + sorted(paths.get(Role.SAMPLES.value, []))
+        )
     decision = paths.get(Role.DECISION.value, [None])[0]
     store = tmp / "store"
     import_run(
@@ -168,6 +183,12 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
             principal="check",
         )
     )
+    limited = {e["ref"] for e in manifest["unavailable"] if e.get("reason") == "case_limit"}
+    cut = {
+        c["cases"]["path"]: c["cases"]["total"]
+        for c in manifest["checks"]
+        if c["check_id"] in limited and c["cases"]["path"] is not None
+    }
     differences: list[Difference] = []
     compared = 0
     in_bundle = sorted(
@@ -179,36 +200,52 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
         compared += 1
         candidates = [store / rel for rel in _store_path(path, report_id)]
         found = next((c for c in candidates if c.is_file()), None)
-        held = (top / path).read_bytes()
         if found is None:
             differences.append(Difference(path, "the run gives no such document"))
             continue
+        if not path.startswith("data/cases/"):
+            # Compared in chunks: a run file may be far larger than any document.
+            if not filecmp.cmp(found, top / path, shallow=False):
+                differences.append(Difference(path, _describe(found, top / path)))
+            continue
+        held = (top / path).read_bytes()
         given = found.read_bytes()
-        if path.startswith("data/cases/"):
-            given = _exported_prefix(given, held)
+        if path in cut:
+            # Export cut this check's cases at 20,000 (listed case_limit): the bundle
+            # holds the first lines, and the run must give as many as the bundle counts.
+            total = cut[path]
+            lines = given.count(b"\n")
+            if lines != total:
+                differences.append(
+                    Difference(path, f"the run gives {lines} cases, the bundle counts {total}")
+                )
+                continue
+            given = b"".join(line + b"\n" for line in given.split(b"\n")[: held.count(b"\n")])
         if given != held:
-            differences.append(Difference(path, _describe(given, held)))
+            differences.append(Difference(path, _describe(found, top / path)))
     expected = {
-        f"data/checks/{p.stem}.json" for p in (store / "reports" / report_id / "checks").glob("*.json")
+        f"data/checks/{p.stem}.json"
+        for p in (store / "reports" / report_id / "checks").glob("*.json")
     }
     for path in sorted(expected - set(in_bundle)):
-        if not any(c["check_id"] + ".json" == path.rsplit("/", 1)[1] and c["path"] is None for c in manifest["checks"]):
+        if not any(
+            c["check_id"] + ".json" == path.rsplit("/", 1)[1] and c["path"] is None
+            for c in manifest["checks"]
+        ):
             differences.append(Difference(path, "the run gives this document; the bundle lacks it"))
     return RecheckResult(bundle, report_id, compared, differences)
 
 
-def _exported_prefix(given: bytes, held: bytes) -> bytes:
-    """The first lines of the run's case file, as many as the bundle holds (export cuts
-    cases at 20,000)."""
-    lines = held.count(b"\n")
-    parts = given.split(b"\n")
-    return b"".join(line + b"\n" for line in parts[:lines]) if lines < len(parts) - 1 else given
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1024 * 1024):
+            h.update(chunk)
+    return "sha256:" + h.hexdigest()
 
 
-def _describe(given: bytes, held: bytes) -> str:
-    import hashlib
-
+def _describe(given: Path, held: Path) -> str:
     return (
-        f"differs from what the run gives (the run gives sha256:{hashlib.sha256(given).hexdigest()}, "
-        f"the bundle holds sha256:{hashlib.sha256(held).hexdigest()})"
+        f"differs from what the run gives (the run gives {_sha256(given)}, "
+        f"the bundle holds {_sha256(held)})"
     )

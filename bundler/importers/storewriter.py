@@ -210,7 +210,9 @@ class StoreWriter:
             os.link(staged, final)
         except FileExistsError:
             if not filecmp.cmp(final, staged, shallow=False):
-                raise StoreError(f"{relpath}: appeared with other bytes during the import") from None
+                raise StoreError(
+                    f"{relpath}: appeared with other bytes during the import"
+                ) from None
 
     def staged_paths(self) -> Iterable[str]:
         return sorted(self._staged)

@@ -159,9 +159,7 @@ def _read_layout(f: RunFile) -> dict[str, ZipMember]:
     if n_total > MAX_MEMBERS:
         raise InputError(f"{where}: {n_total} members, over the cap of {MAX_MEMBERS}")
     if cd_offset + cd_size != f.size - _EOCD.size:
-        raise InputError(
-            f"{where}: the central directory does not end where the end record begins"
-        )
+        raise InputError(f"{where}: the central directory does not end where the end record begins")
     if cd_offset >= 20 and f.pread(4, cd_offset - 20) == _ZIP64_LOCATOR_SIG:
         raise InputError(f"{where}: a zip64 log is refused")
     directory = f.pread(cd_size, cd_offset)
@@ -217,7 +215,9 @@ def _read_layout(f: RunFile) -> dict[str, ZipMember]:
                 f"{MAX_MEMBER_BYTES}-byte cap"
             )
         if method == STORED and csize != usize:
-            raise InputError(f"{where}: member {name}: stored, yet sizes {csize} and {usize} differ")
+            raise InputError(
+                f"{where}: member {name}: stored, yet sizes {csize} and {usize} differ"
+            )
         if usize > SMALL_MEMBER and usize > MAX_RATIO * max(csize, 1):
             raise InputError(
                 f"{where}: member {name}: expands {csize} bytes to {usize}, over the "
@@ -250,8 +250,10 @@ def _check_local_headers(
     out: dict[str, ZipMember] = {}
     for m in sorted(members.values(), key=lambda m: m.header_offset):
         if m.header_offset != expected_offset:
-            what = "overlaps the member before it" if m.header_offset < expected_offset else (
-                "leaves a gap before it"
+            what = (
+                "overlaps the member before it"
+                if m.header_offset < expected_offset
+                else ("leaves a gap before it")
             )
             raise InputError(f"{where}: member {m.name}: {what} (offset {m.header_offset})")
         if m.header_offset + _LFH.size > cd_offset:
@@ -299,7 +301,13 @@ def _check_local_headers(
             end = _check_descriptor(f, m, end, cd_offset)
         expected_offset = end
         out[m.name] = ZipMember(
-            m.name, m.method, m.flags, m.crc, m.compressed_size, m.size, m.header_offset,
+            m.name,
+            m.method,
+            m.flags,
+            m.crc,
+            m.compressed_size,
+            m.size,
+            m.header_offset,
             data_offset,
         )
     if expected_offset != cd_offset:
