@@ -406,6 +406,12 @@ def test_a_version_1_ledger_is_brought_forward_and_keeps_what_it_knew(
             "'2020-01-01T00:00:00.000000Z')",
             (str(root), good.stat().st_size, _sha(good)),
         )
+    before = ledger.read_bytes()
+    done = run_cli(
+        "fixity", str(root), "--ledger", str(ledger), "--retire", "b00.tar.zst", "--reason", "x"
+    )
+    assert done.returncode == 3 and b"latest outcome is pass" in done.stderr
+    assert ledger.read_bytes() == before  # a refused retire does not bring it forward
     _flip(root / "b00.tar.zst")
     code, summary, _ = _fixity(str(root), "--ledger", str(ledger), "--level", "object")
     assert code == 1 and summary["problems"][0]["key"] == "b00.tar.zst"

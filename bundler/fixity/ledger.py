@@ -318,6 +318,25 @@ def _inspect(conn: sqlite3.Connection, where: str) -> int:
     return version
 
 
+def verdicts(path: Path, source: str) -> dict[str, str | None]:
+    """Each bundle's verdict under ``source`` (a version 1 ledger: its last outcome),
+    read without changing the file; for refusing a ``--retire`` before anything is
+    written. The ledger must have passed ``inspect``."""
+    uri = "file:" + _uri_path(path) + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    try:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        column = "verdict" if version >= 2 else "last_outcome"
+        if version < 1:
+            return {}
+        rows = conn.execute(f"SELECT key, {column} FROM bundles WHERE source = ?", (source,))
+        return {py_key(key): verdict for key, verdict in rows}
+    except sqlite3.Error as exc:
+        raise _refuse(str(path), f"not a readable SQLite database ({exc})") from exc
+    finally:
+        conn.close()
+
+
 class Ledger:
     """A ledger open for writing: created when absent, brought to ``SCHEMA_VERSION``
     when older. Raises InputError (exit 3), before changing anything, when the file is

@@ -393,10 +393,20 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
     source = normalise_source(source)
     if ledger_file.inspect(ledger_path) is None:
         raise InputError(f"{ledger_path}: no such ledger; nothing to retire")
+    # Refused before the ledger is opened for writing (which would bring an older one
+    # forward): a refusal changes no byte.
+    known = ledger_file.verdicts(ledger_path, source)
+    exact = key if key in known else next((k for k in known if shown(k) == key), key)
+    if known.get(exact) not in ledger_file.OPEN_VERDICTS:
+        state = (
+            "not in the ledger" if exact not in known else f"its latest outcome is {known[exact]}"
+        )
+        raise InputError(
+            f"--retire: {key}: nothing to retire under {source} ({state}); only a bundle "
+            "whose latest outcome is fail or missing can be retired"
+        )
     ledger = Ledger(ledger_path, tool_version=__version__)
     try:
-        known = ledger.known(source)
-        exact = key if key in known else next((k for k in known if shown(k) == key), key)
         time_now = now_iso()
         run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(4)
         failure = ledger.retire(source, exact, shown(reason), time_now, run_id)
