@@ -317,11 +317,11 @@ def _consistent_fixity(r: dict[str, Any]) -> None:
     for outcome in ("fail", "missing", "error"):
         r["counts"][outcome] = min(r["counts"][outcome], listed[outcome])
     r["checked"] = sum(r["counts"].values())
-    failing = sum(r["counts"][k] for k in ("fail", "missing", "error"))
-    failing += len(r["problems"]) + len(r.get("carried", []))
-    if failing and r.get("exit_code") == 0:
+    lost = r["counts"]["fail"] + r["counts"]["missing"] + len(r.get("carried", []))
+    lost += sum(1 for p in r["problems"] if p["outcome"] in ("fail", "missing"))
+    if lost and r.get("exit_code") == 0:
         r["exit_code"] = 1
-    elif not failing and r.get("exit_code") == 1:
+    elif not lost and r.get("exit_code") == 1:
         r["exit_code"] = 0
 
 
