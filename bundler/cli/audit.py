@@ -84,7 +84,7 @@ def audit(
     strict: bool,
     as_json: bool,
     output_dir: Path | None,
-    html: Path | None,
+    html: str | None,
     max_bytes: int,
     endpoint_url: str | None,
     quiet: bool,
