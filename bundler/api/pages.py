@@ -4,40 +4,17 @@ audit): reading a saved record, choosing the page's name, writing it once."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bundler.api import params
 from bundler.api.bundles import _out
 from bundler.api.results import RenderResult
-from bundler.core.errors import InputError, OutputError, ParameterError
+from bundler.core.errors import OutputError, ParameterError
 
-# A saved record is at most what verify writes for a 20,000-case bundle, many times over.
-MAX_RECORD_BYTES = 512 * 1024 * 1024
-_RECORD_SCHEMAS = {"verification": "verification", "audit": "audit", "fixity": "fixity-summary"}
-
-
-def load_record(path: Path, param: str = "result") -> dict[str, Any]:
-    """A saved verification, audit or fixity record, size-capped, parsed and checked
-    against its schema. Raises InputError (3) naming the file."""
-    from bundler.core import canonical
-    from bundler.core.schemas import validate
-    from bundler.report.page import KINDS, record_kind
-    from bundler.trust.proof import read_bounded
-
-    params.existing_input(path, param, directory_ok=False)
-    data = read_bounded(str(path), limit=MAX_RECORD_BYTES, what="record")
-    value = canonical.loads(data, source=str(path))
-    kind = record_kind(value) if isinstance(value, dict) else None
-    if kind is None:
-        raise InputError(
-            f"{path}: not a verification, audit or fixity summary record "
-            f"(its schema field must be one of {', '.join(KINDS)})"
-        )
-    validate(_RECORD_SCHEMAS[kind], value, source=str(path))
-    assert isinstance(value, dict)
-    return value
-
+if TYPE_CHECKING:
+    from bundler.report.record import Sifted
 
 def page_target(value: object, default_name: str, param: str = "html") -> Path:
     """Where a page goes: a file that must not exist, or a directory (existing, or a
@@ -52,7 +29,7 @@ def page_target(value: object, default_name: str, param: str = "html") -> Path:
     return target
 
 
-def write_page(path: Path, record: dict[str, Any]) -> str:
+def write_page(path: Path, record: Mapping[str, Any] | Sifted) -> str:
     """Render ``record`` and write it to ``path`` (never over a file); its kind."""
     from bundler.core.outputs import write_new_file
     from bundler.report.page import render_record
@@ -62,7 +39,7 @@ def write_page(path: Path, record: dict[str, Any]) -> str:
     return kind
 
 
-def page_name(record: dict[str, Any]) -> str:
+def page_name(record: Mapping[str, Any]) -> str:
     """The default file name of a record's page: ``<report id>.<kind>.html``, or
     ``<kind>.html`` when the record names no report."""
     from bundler.report.page import record_kind
@@ -86,27 +63,27 @@ def render(
     (``Verification.to_json()``...). ``html`` is the page (never overwritten) or a
     directory that receives ``<report id>.<kind>.html``. Raises InputError (3) for a
     record that is not one, OutputError (3) for an existing page."""
+    from bundler.report.record import sift_path, sift_value
+
+    # The record is untrusted input (SPEC 14): read with caps, checked against its schema
+    # and against itself; the page is built from what its items give, never its claims.
     if isinstance(result, dict):
         from bundler.core import canonical
         from bundler.core.errors import BundlerError
-        from bundler.core.schemas import validate
-        from bundler.report.page import KINDS, record_kind
 
         try:
             value = canonical.loads(canonical.dumps(result), source="result")
         except BundlerError as exc:
             raise ParameterError("result", exc.message) from exc
-        kind = record_kind(value) if isinstance(value, dict) else None
-        if kind is None:
-            raise ParameterError(
-                "result", f"not a record (its schema must be one of {', '.join(KINDS)})"
-            )
-        validate(_RECORD_SCHEMAS[kind], value, source="result")
-        record: dict[str, Any] = value
+        if not isinstance(value, dict):
+            raise ParameterError("result", "not a JSON object")
+        sifted = sift_value(value, source="result")
     else:
-        record = load_record(params.path(result, "result"))
-    target = page_target(html, page_name(record))
-    kind = write_page(target, record)
+        path = params.path(result, "result")
+        params.existing_input(path, "result", directory_ok=False)
+        sifted = sift_path(path)
+    target = page_target(html, page_name(sifted.head))
+    kind = write_page(target, sifted)
     return RenderResult(
         {"schema": "evalbook.rendered.v1", "out": str(target), "kind": kind}, out=target, kind=kind
     )

@@ -181,6 +181,8 @@ class Terminated(KeyboardInterrupt):
     SIGTERM too; ``main`` then exits 143 instead of 130.
     """
 
+    signum = signal.SIGTERM
+
 
 def _on_sigterm(signum: int, frame: object) -> None:
     # One is enough: a second SIGTERM must not cut the cleanup the first one started.

@@ -370,6 +370,10 @@ class Audit:
                 "report_digest": v.report_digest,
                 "anchor": v.anchor.describe(),
                 "counts": v.counts(),
+                # The report facts a verification page shows, from the same fields.
+                "report_result": v.report_result,
+                "report_issued_at": v.report_issued_at,
+                "envelope": None if v.envelope is None else v.envelope.to_json(),
             },
             "anchor": _anchor_json(self.anchor),
             # The audit reads the bundle once, in its verification: the same time and bytes.
@@ -545,6 +549,8 @@ def basis_text(b: StatusBasis, coverage: Any, p: int | None = None) -> str:
         return (
             f"{short}; the highest-ranked status among the unscored repeats is {b.unscored.value}"
         )
+    if b.kind is BasisKind.NO_THRESHOLD:
+        return f"{rule} {format_value(b.value, p)} with no threshold: no decision, so inconclusive"
     # The value against the threshold.
     op = ">=" if b.value is not None and b.threshold is not None and b.value >= b.threshold else "<"
     if b.rule is AggregationRule.ALL_PASS:
