@@ -16,6 +16,7 @@ from bundler.core.errors import OutputError, ParameterError
 if TYPE_CHECKING:
     from bundler.report.record import Sifted
 
+
 def page_target(value: object, default_name: str, param: str = "html") -> Path:
     """Where a page goes: a file that must not exist, or a directory (existing, or a
     name ending in /) that receives ``default_name``. Raises ParameterError for a
