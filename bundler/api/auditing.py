@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from bundler.api import params
 from bundler.api.anchors import anchors
-from bundler.api.bundles import OnProgress, _bytes, _callback, _stream
+from bundler.api.bundles import OnProgress, bundle_at, bytes_progress, progress_callback
 from bundler.bundles.signatures import SignatureOutcome
 from bundler.core.limits import DEFAULT_MAX_BYTES
 from bundler.evalbook.audit import Audit
@@ -48,10 +48,12 @@ def audit(
         endpoint_url=endpoint_url,
     )
     where = params.input_location(bundle, "bundle")
-    report = _callback(on_progress)
+    report = progress_callback(on_progress)
     options = found.options_for(where)
-    with _stream(where, found.endpoint_url) as stream:
-        result = audit_bundle(where, options, stream=stream, progress=_bytes(report, [None]))
+    with bundle_at(where, found.endpoint_url) as stream:
+        result = audit_bundle(
+            where, options, stream=stream, progress=bytes_progress(report, [None])
+        )
     if result.verification is not None and found.outcomes:
         result = replace(result, verification=list_signatures(result.verification, found.outcomes))
     if signature_outcomes is not None:

@@ -35,13 +35,13 @@ OnProgress = Callable[[Progress], None]
 PRINCIPAL_ENV = "EVALBOOK_PRINCIPAL"
 
 
-def _callback(value: object) -> OnProgress | None:
+def progress_callback(value: object) -> OnProgress | None:
     if value is not None and not callable(value):
         raise ParameterError("on_progress", f"expected a callable, not {type(value).__name__}")
     return cast("OnProgress | None", value)
 
 
-def _signer(key: object, param: str = "key") -> Callable[[bytes], str] | None:
+def signer_for(key: object, param: str = "key") -> Callable[[bytes], str] | None:
     """The signing function of an OpenSSH Ed25519 key file (passphrase from
     ``$EVALBOOK_SIGN_PASSPHRASE``); None without a key."""
     if key is None:
@@ -63,7 +63,7 @@ def key_warning(key: str | os.PathLike[str]) -> str | None:
     return sshsig.key_permissions_warning(Path(key))
 
 
-def _out(value: object, param: str = "out") -> Path | None:
+def output_path(value: object, param: str = "out") -> Path | None:
     """An output path (``params.output``), or None."""
     return None if value is None else params.output(value, param)
 
@@ -92,7 +92,7 @@ def reports(store: str | os.PathLike[str], *, endpoint_url: str | None = None) -
 
 
 @contextmanager
-def _stream(location: str, endpoint_url: str | None) -> Iterator[BinaryIO | None]:
+def bundle_at(location: str, endpoint_url: str | None) -> Iterator[BinaryIO | None]:
     from bundler.bundles.stored import bundle_stream
 
     with bundle_stream(location, endpoint_url) as stream:
@@ -111,7 +111,9 @@ def _archive_size(location: str) -> int | None:
     return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
-def _bytes(report: OnProgress | None, total: list[int | None]) -> Callable[[int], None] | None:
+def bytes_progress(
+    report: OnProgress | None, total: list[int | None]
+) -> Callable[[int], None] | None:
     if report is None:
         return None
     return lambda done: report(Progress(done, total[0]))
@@ -146,11 +148,11 @@ def verify_one(
             # The record names its source already; the rule is what it needs.
             raise InputError(exc.message.removeprefix("bundle: ")) from exc
         opts = found.options_for(location)
-        with _stream(location, found.endpoint_url) as stream:
+        with bundle_at(location, found.endpoint_url) as stream:
             if stream is not None:
                 total[0] = getattr(stream, "size", None) or None
             result = verify_bundle(
-                location, opts, stream=stream, progress=_bytes(on_progress, total)
+                location, opts, stream=stream, progress=bytes_progress(on_progress, total)
             )
             if stream is not None:
                 result = verified_stored(location, stream, result)
@@ -214,7 +216,7 @@ def verify(
     if root is not None:
         params.existing_input(root, "project")
         params.existing_input(Path(where), "bundle")
-    return verify_one(where, found, project=root, on_progress=_callback(on_progress))
+    return verify_one(where, found, project=root, on_progress=progress_callback(on_progress))
 
 
 def inspect(
@@ -234,7 +236,7 @@ def inspect(
     where = params.input_location(bundle, "bundle")
     cap = params.integer(max_bytes, "max_bytes", 1)
     endpoint = params.optional_text(endpoint_url, "endpoint_url")
-    with _stream(where, endpoint) as stream:
+    with bundle_at(where, endpoint) as stream:
         info = inspect_bundle(where, max_bytes=cap, stream=stream)
     beside = [c.source for c in sidecar_signatures(where, endpoint)]
     if where.startswith("s3://") or beside:
@@ -298,15 +300,15 @@ def extract(
             error=exc.message.removeprefix("bundle: "),
             strict=found.options.strict,
         )
-    report = _callback(on_progress)
+    report = progress_callback(on_progress)
     sidecar = first_sidecar(where, found.endpoint_url)
     options = found.options_for(where)
     total: list[int | None] = [_archive_size(where)]
-    with _stream(where, found.endpoint_url) as stream:
+    with bundle_at(where, found.endpoint_url) as stream:
         if stream is not None:
             total[0] = getattr(stream, "size", None) or None
         result = extract_bundle(
-            where, target, options, stream=stream, progress=_bytes(report, total)
+            where, target, options, stream=stream, progress=bytes_progress(report, total)
         )
     if result.exit_code == 0 and sidecar is not None:
         # Beside the bag, not inside it (a tag file the tag manifest does not list would

@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from bundler.api import params
-from bundler.api.bundles import PRINCIPAL_ENV, OnProgress, _callback, _out, _signer
+from bundler.api.bundles import (
+    PRINCIPAL_ENV,
+    OnProgress,
+    output_path,
+    progress_callback,
+    signer_for,
+)
 from bundler.api.results import Progress
 from bundler.core import times
 from bundler.core.errors import ParameterError
@@ -57,15 +63,15 @@ def export(
     if not who:
         raise ParameterError("principal", f"none given: pass principal=... or set ${PRINCIPAL_ENV}")
     who = params.text(who, "principal")
-    target = _out(out)
+    target = output_path(out)
     environ = dict(os.environ)
     moment = times.export_time(exported_at, "exported_at", environ, time.time())
     zstd_level = params.integer(level, "level", 1, 19)
     is_strict = params.flag(strict, "strict")
     destination = None if upload is None else params.s3_url(upload, "upload")
     endpoint = params.optional_text(endpoint_url, "endpoint_url")
-    report = _callback(on_progress)
-    signer = _signer(key)
+    report = progress_callback(on_progress)
+    signer = signer_for(key)
     config = ExportConfig(
         root,
         rid,
@@ -115,13 +121,13 @@ def export_eb(
 
     run = Path(params.input_directory(run_dir, "run_dir"))
     root = Path(params.input_directory(project, "project"))
-    target = _out(out)
+    target = output_path(out)
     environ = dict(os.environ)
     moment = times.export_time(exported_at, "exported_at", environ, time.time())
     zstd_level = params.integer(level, "level", 1, 19)
     is_strict = params.flag(strict, "strict")
-    report = _callback(on_progress)
-    signer = _signer(key)
+    report = progress_callback(on_progress)
+    signer = signer_for(key)
     config = EbExportConfig(
         run,
         root,
