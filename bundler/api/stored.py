@@ -130,11 +130,14 @@ def download(
     from bundler import storage
 
     src = storage.parse_s3_url(params.s3_url(url, "url"))
-    where = params.output(dest, "dest")
+    where = params.path(dest, "dest")
     config = _config(endpoint_url)
     if on_progress is not None and not callable(on_progress):
         raise ParameterError("on_progress", "expected a callable")
-    target = storage.download_path(src, str(dest) if str(dest).endswith("/") else str(where))
+    # As ``aws s3 cp``: a directory, or a name ending in / (created), receives the
+    # object under its own name; the file itself is then checked as any output.
+    target = storage.download_path(src, dest if isinstance(dest, str) else str(where))
+    params.output(target, "dest")
     on_chunk, on_size = _chunks(on_progress, None)
     result = storage.download_bundle(src, target, config=config, progress=on_chunk, on_size=on_size)
     info = result.as_dict()
