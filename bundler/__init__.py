@@ -36,15 +36,10 @@ from bundler.core.errors import (
 from bundler.core.version import TOOL_NAME, __version__
 
 if TYPE_CHECKING:
-    from bundler.api.bundles import (
-        audit,
-        export,
-        export_eb,
-        extract,
-        inspect,
-        reports,
-        verify,
-    )
+    from bundler.api.auditing import audit
+    from bundler.api.bundles import extract, inspect, reports, verify
+    from bundler.api.exporting import export, export_eb
+    from bundler.api.fixity import fixity
     from bundler.api.pages import render
     from bundler.api.proofs import check_proof, prove, sign
     from bundler.api.results import (
@@ -59,7 +54,7 @@ if TYPE_CHECKING:
         SignResult,
         UploadResult,
     )
-    from bundler.api.stored import download, fixity, list_bundles, upload
+    from bundler.api.stored import download, list_bundles, upload
     from bundler.core.claims import Verdict, Verification
     from bundler.evalbanana.export import EbExportResult
     from bundler.evalbook.audit import Audit
@@ -69,21 +64,13 @@ if TYPE_CHECKING:
 
 # Where each lazily imported name lives.
 _LAZY = {
-    **dict.fromkeys(
-        (
-            "audit",
-            "export",
-            "export_eb",
-            "extract",
-            "inspect",
-            "reports",
-            "verify",
-        ),
-        "bundler.api.bundles",
-    ),
+    **dict.fromkeys(("extract", "inspect", "reports", "verify"), "bundler.api.bundles"),
+    **dict.fromkeys(("export", "export_eb"), "bundler.api.exporting"),
+    "audit": "bundler.api.auditing",
+    "fixity": "bundler.api.fixity",
     **dict.fromkeys(("check_proof", "prove", "sign"), "bundler.api.proofs"),
     "render": "bundler.api.pages",
-    **dict.fromkeys(("download", "fixity", "list_bundles", "upload"), "bundler.api.stored"),
+    **dict.fromkeys(("download", "list_bundles", "upload"), "bundler.api.stored"),
     **dict.fromkeys(
         (
             "BundleListing",

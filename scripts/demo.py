@@ -351,7 +351,7 @@ def storage_demo() -> None:
         run("upload", "rpt-clean.tar.zst", "s3://evidence/archive")
         run("upload", "rpt-clean.tar.zst", "s3://evidence/archive")
         listing = run("list", "s3://evidence/archive")
-        key = listing.stdout.splitlines()[0].split()[-1]
+        key = listing.stdout.splitlines()[1].split()[-1]  # the first row under the header
         run("verify", key)
         run("download", key, "downloaded.tar.zst")
 

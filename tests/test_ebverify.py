@@ -169,7 +169,9 @@ def bag(archives: dict[str, Path], tmp_path: Path) -> Path:
 def test_run_directory_verifies_in_place_with_eval_bananas_labels(name: str) -> None:
     proc = run_cli("verify", str(RUNS[name]), "--project", str(PROJECT), "--json")
     assert proc.returncode == 0, proc.stderr.decode()
-    stderr = proc.stderr.decode()
+    assert proc.stderr == b""  # SPEC 7: with --json no human summary; it is the default form
+    human = run_cli("verify", str(RUNS[name]), "--project", str(PROJECT))
+    stderr = human.stdout.decode()
     assert (
         "Checked:     run directory in place; claims 1 (BagIt) and 2 (bundle.json) do not apply"
         in stderr
@@ -364,8 +366,8 @@ def test_bundle_verification_json_is_schema_valid(archives: dict[str, Path], nam
     groups = {c["group"] for c in value["claims"]}
     assert groups == {1, 2, 3, 7, 8, 10}
     if proc is not None:
-        assert proc.returncode == 0
-        stderr = proc.stderr.decode()
+        assert proc.returncode == 0 and proc.stderr == b""
+        stderr = run_cli("verify", str(archives[name])).stdout.decode()
         for line in CONSOLE[name].read_text(encoding="utf-8").splitlines()[:4]:
             label, text = line.split(": ", 1)
             assert f"{label + ':':<12} {text}\n" in stderr

@@ -13,7 +13,7 @@ from conftest import REPO
 
 import bundler
 
-WRONG = '''
+WRONG = """
 from __future__ import annotations
 
 import bundler
@@ -21,7 +21,7 @@ import bundler
 bundler.verify(3)
 bundler.export("store", "rpt", principal=5)
 result: bundler.ExportResult = bundler.verify("b.tar.zst")
-'''
+"""
 
 
 def test_mypy_strict_passes_on_a_script_calling_every_function(tmp_path: Path) -> None:
@@ -55,3 +55,29 @@ def test_mypy_strict_passes_on_a_script_calling_every_function(tmp_path: Path) -
     assert all(line.startswith(str(wrong)) for line in errors), out
     # Each wrong line is caught: an int bundle, an int principal, the wrong result type.
     assert {int(line.split(":")[1]) for line in errors} == {6, 7, 8}, out
+
+
+def test_every_public_function_has_resolvable_type_hints() -> None:
+    import typing
+
+    for name in bundler.__all__:
+        value = getattr(bundler, name)
+        if callable(value) and name[0].islower():
+            hints = typing.get_type_hints(value)
+            assert "return" in hints, name
+            assert getattr(bundler, hints["return"].__name__, None) is hints["return"] or (
+                hints["return"].__name__ == "Summary" and bundler.FixitySummary is hints["return"]
+            ), (name, hints["return"])
+
+
+def test_results_show_a_short_repr(tmp_path: Path) -> None:
+    from conftest import EXPORTED_AT
+
+    store = REPO / "fixtures" / "stores" / "main"
+    result = bundler.export(
+        store, "rpt-clean", principal="alice", out=tmp_path, exported_at=EXPORTED_AT
+    )
+    for value in (result, bundler.verify(result.path), bundler.inspect(result.path)):
+        text = repr(value)
+        assert len(text) < 400 + len(str(result.path)) and "\n" not in text, text
+    assert "bundle=" not in repr(result) and "'checks'" not in repr(result)

@@ -312,6 +312,8 @@ def test_check_proof_without_anchor(signed: Bundle, proof_bytes: bytes, tmp_path
         "source": str(path),
         "proven": True,
         "case_id": CASE,
+        "case_status": "pass",
+        "case_score": 1,
         "leaf_index": 3,
         "tree_size": 32,
         "bundle_digest": signed.digest,

@@ -145,7 +145,7 @@ def test_missing_store_root_is_one_line_exit_3(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert done.stdout == b""
     assert done.stderr.decode().splitlines() == [
-        f"evalbook-bundle: error: {absent}: store root does not exist"
+        f"evalbook-bundle: error: --store: {absent}: not found (does not exist)"
     ]
 
 

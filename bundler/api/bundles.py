@@ -9,12 +9,11 @@ the rule. Results are frozen, with ``to_json()`` the command's ``--json`` object
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import BinaryIO, cast
 
 from bundler.api import params
 from bundler.api.anchors import Anchors, anchors
@@ -23,7 +22,7 @@ from bundler.api.results import (
     Progress,
     ReportListing,
 )
-from bundler.core import times
+from bundler.core.claims import Verification
 from bundler.core.errors import (
     InputError,
     ParameterError,
@@ -32,24 +31,17 @@ from bundler.core.errors import (
 )
 from bundler.core.limits import DEFAULT_MAX_BYTES
 
-if TYPE_CHECKING:
-    from bundler.bundles.signatures import SignatureOutcome
-    from bundler.core.claims import Verification
-    from bundler.evalbanana.export import EbExportResult
-    from bundler.evalbook.audit import Audit
-    from bundler.evalbook.export import ExportResult
-
 OnProgress = Callable[[Progress], None]
 PRINCIPAL_ENV = "EVALBOOK_PRINCIPAL"
 
 
-def _callback(value: object) -> OnProgress | None:
+def progress_callback(value: object) -> OnProgress | None:
     if value is not None and not callable(value):
         raise ParameterError("on_progress", f"expected a callable, not {type(value).__name__}")
     return cast("OnProgress | None", value)
 
 
-def _signer(key: object, param: str = "key") -> Callable[[bytes], str] | None:
+def signer_for(key: object, param: str = "key") -> Callable[[bytes], str] | None:
     """The signing function of an OpenSSH Ed25519 key file (passphrase from
     ``$EVALBOOK_SIGN_PASSPHRASE``); None without a key."""
     if key is None:
@@ -71,132 +63,12 @@ def key_warning(key: str | os.PathLike[str]) -> str | None:
     return sshsig.key_permissions_warning(Path(key))
 
 
-def _out(value: object, param: str = "out") -> Path | None:
+def output_path(value: object, param: str = "out") -> Path | None:
     """An output path (``params.output``), or None."""
     return None if value is None else params.output(value, param)
 
 
-# ----------------------------------------------------------------------------- export
-
-
-def export(
-    store: str | os.PathLike[str],
-    report_id: str,
-    *,
-    principal: str | None = None,
-    out: str | os.PathLike[str] | None = None,
-    exported_at: Any = None,
-    level: int = 3,
-    strict: bool = False,
-    key: str | os.PathLike[str] | None = None,
-    upload: str | None = None,
-    endpoint_url: str | None = None,
-    on_progress: OnProgress | None = None,
-) -> ExportResult:
-    """Export one issued report into a reproducibility bundle (SPEC 4; ``export``).
-
-    ``store`` is a directory or ``s3://bucket/prefix``; ``principal`` (default
-    ``$EVALBOOK_PRINCIPAL``) needs ``report.export``. The archive goes to ``out`` (a file,
-    or a directory that receives ``evalbook-bundle-<report_id>.tar.zst``; default the
-    current directory) and is never overwritten. ``exported_at`` is an aware datetime or
-    RFC 3339 text (default ``$SOURCE_DATE_EPOCH``, else now); the same store, report,
-    principal and time give the same bytes. ``key`` signs the head inside the bundle;
-    ``upload`` then stores it under ``s3://bucket/prefix``.
-
-    Raises ParameterError (2) for a bad parameter or no principal, PermissionDenied (4),
-    InputError (3) for a missing or malformed report or an unusable ``out``,
-    StrictFailure (1) under ``strict``, VerificationFailed (1) or StorageError (5) from
-    ``upload``.
-    """
-    from bundler.evalbook.export import ExportConfig, export_bundle
-
-    root = params.input_directory(store, "store")
-    rid = params.text(report_id, "report_id")
-    who = principal if principal is not None else os.environ.get(PRINCIPAL_ENV)
-    if not who:
-        raise ParameterError("principal", f"none given: pass principal=... or set ${PRINCIPAL_ENV}")
-    who = params.text(who, "principal")
-    target = _out(out)
-    environ = dict(os.environ)
-    moment = times.export_time(exported_at, "exported_at", environ, time.time())
-    zstd_level = params.integer(level, "level", 1, 19)
-    is_strict = params.flag(strict, "strict")
-    destination = None if upload is None else params.s3_url(upload, "upload")
-    endpoint = params.optional_text(endpoint_url, "endpoint_url")
-    report = _callback(on_progress)
-    signer = _signer(key)
-    config = ExportConfig(
-        root,
-        rid,
-        who,
-        moment,
-        target,
-        zstd_level,
-        is_strict,
-        signer,
-        endpoint,
-        exported_at_source=times.time_source(exported_at, "exported_at", environ),
-    )
-
-    def forward(p: Any) -> None:
-        assert report is not None
-        report(Progress(p.bytes, p.total_bytes, f"{p.files} files, {p.cases} cases"))
-
-    result = export_bundle(config, forward if report is not None else None)
-    if destination is not None:
-        from bundler.api.stored import upload as upload_archive
-
-        uploaded = upload_archive(
-            result.path, destination, endpoint_url=endpoint, on_progress=report
-        )
-        record = uploaded.to_json()
-        record.pop("schema", None)  # the export summary carries it as "upload"
-        result = replace(result, upload=record)
-    return result
-
-
-def export_eb(
-    run_dir: str | os.PathLike[str],
-    *,
-    project: str | os.PathLike[str],
-    out: str | os.PathLike[str] | None = None,
-    exported_at: Any = None,
-    level: int = 3,
-    strict: bool = False,
-    key: str | os.PathLike[str] | None = None,
-    on_progress: OnProgress | None = None,
-) -> EbExportResult:
-    """Export an eval-banana run directory into an eval-banana bundle (SPEC 10.1;
-    ``export-eb``). Parameters as for ``export``; ``project`` is the project root the
-    run's definitions are found under. Raises as ``export`` does (no principal: a run
-    has no access rules)."""
-    from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
-
-    run = Path(params.input_directory(run_dir, "run_dir"))
-    root = Path(params.input_directory(project, "project"))
-    target = _out(out)
-    environ = dict(os.environ)
-    moment = times.export_time(exported_at, "exported_at", environ, time.time())
-    zstd_level = params.integer(level, "level", 1, 19)
-    is_strict = params.flag(strict, "strict")
-    report = _callback(on_progress)
-    signer = _signer(key)
-    config = EbExportConfig(
-        run,
-        root,
-        moment,
-        target,
-        zstd_level,
-        is_strict,
-        signer,
-        exported_at_source=times.time_source(exported_at, "exported_at", environ),
-    )
-
-    def forward(p: Any) -> None:
-        assert report is not None
-        report(Progress(p.bytes, p.total_bytes, f"{p.files} files"))
-
-    return export_eb_bundle(config, forward if report is not None else None)
+# ---------------------------------------------------------------------------- reports
 
 
 def reports(store: str | os.PathLike[str], *, endpoint_url: str | None = None) -> ReportListing:
@@ -220,7 +92,7 @@ def reports(store: str | os.PathLike[str], *, endpoint_url: str | None = None) -
 
 
 @contextmanager
-def _stream(location: str, endpoint_url: str | None) -> Iterator[BinaryIO | None]:
+def bundle_at(location: str, endpoint_url: str | None) -> Iterator[BinaryIO | None]:
     from bundler.bundles.stored import bundle_stream
 
     with bundle_stream(location, endpoint_url) as stream:
@@ -239,7 +111,9 @@ def _archive_size(location: str) -> int | None:
     return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
-def _bytes(report: OnProgress | None, total: list[int | None]) -> Callable[[int], None] | None:
+def bytes_progress(
+    report: OnProgress | None, total: list[int | None]
+) -> Callable[[int], None] | None:
     if report is None:
         return None
     return lambda done: report(Progress(done, total[0]))
@@ -274,11 +148,11 @@ def verify_one(
             # The record names its source already; the rule is what it needs.
             raise InputError(exc.message.removeprefix("bundle: ")) from exc
         opts = found.options_for(location)
-        with _stream(location, found.endpoint_url) as stream:
+        with bundle_at(location, found.endpoint_url) as stream:
             if stream is not None:
                 total[0] = getattr(stream, "size", None) or None
             result = verify_bundle(
-                location, opts, stream=stream, progress=_bytes(on_progress, total)
+                location, opts, stream=stream, progress=bytes_progress(on_progress, total)
             )
             if stream is not None:
                 result = verified_stored(location, stream, result)
@@ -342,7 +216,7 @@ def verify(
     if root is not None:
         params.existing_input(root, "project")
         params.existing_input(Path(where), "bundle")
-    return verify_one(where, found, project=root, on_progress=_callback(on_progress))
+    return verify_one(where, found, project=root, on_progress=progress_callback(on_progress))
 
 
 def inspect(
@@ -362,7 +236,7 @@ def inspect(
     where = params.input_location(bundle, "bundle")
     cap = params.integer(max_bytes, "max_bytes", 1)
     endpoint = params.optional_text(endpoint_url, "endpoint_url")
-    with _stream(where, endpoint) as stream:
+    with bundle_at(where, endpoint) as stream:
         info = inspect_bundle(where, max_bytes=cap, stream=stream)
     beside = [c.source for c in sidecar_signatures(where, endpoint)]
     if where.startswith("s3://") or beside:
@@ -426,15 +300,15 @@ def extract(
             error=exc.message.removeprefix("bundle: "),
             strict=found.options.strict,
         )
-    report = _callback(on_progress)
+    report = progress_callback(on_progress)
     sidecar = first_sidecar(where, found.endpoint_url)
     options = found.options_for(where)
     total: list[int | None] = [_archive_size(where)]
-    with _stream(where, found.endpoint_url) as stream:
+    with bundle_at(where, found.endpoint_url) as stream:
         if stream is not None:
             total[0] = getattr(stream, "size", None) or None
         result = extract_bundle(
-            where, target, options, stream=stream, progress=_bytes(report, total)
+            where, target, options, stream=stream, progress=bytes_progress(report, total)
         )
     if result.exit_code == 0 and sidecar is not None:
         # Beside the bag, not inside it (a tag file the tag manifest does not list would
@@ -442,48 +316,4 @@ def extract(
         from bundler.core.outputs import write_new_file
 
         write_new_file(target / "bundle-head.json.sig", sidecar.encode("ascii", "replace"))
-    return result
-
-
-def audit(
-    bundle: str | os.PathLike[str],
-    *,
-    expect_bundle_digest: str | None = None,
-    expect_report_digest: str | None = None,
-    allowed_signers: str | os.PathLike[str] | None = None,
-    identity: str | None = None,
-    signature: str | bytes | os.PathLike[str] | None = None,
-    strict: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    endpoint_url: str | None = None,
-    on_progress: OnProgress | None = None,
-    signature_outcomes: list[SignatureOutcome] | None = None,
-) -> Audit:
-    """Verify a bundle, then re-derive its report's verdict from its cases (SPEC 12;
-    ``audit``). Anchors as for ``verify``. The verdict is consistent, inconsistent or
-    error; nothing is audited unless the bundle verifies. Raises only what ``verify``
-    raises. ``signature_outcomes``, when given, receives each signature checked.
-    """
-    from bundler.bundles.audit import audit_bundle
-    from bundler.bundles.signatures import list_signatures
-
-    found = anchors(
-        expect_bundle_digest=expect_bundle_digest,
-        expect_report_digest=expect_report_digest,
-        allowed_signers=allowed_signers,
-        identity=identity,
-        signature=signature,
-        strict=strict,
-        max_bytes=max_bytes,
-        endpoint_url=endpoint_url,
-    )
-    where = params.input_location(bundle, "bundle")
-    report = _callback(on_progress)
-    options = found.options_for(where)
-    with _stream(where, found.endpoint_url) as stream:
-        result = audit_bundle(where, options, stream=stream, progress=_bytes(report, [None]))
-    if result.verification is not None and found.outcomes:
-        result = replace(result, verification=list_signatures(result.verification, found.outcomes))
-    if signature_outcomes is not None:
-        signature_outcomes.extend(found.outcomes)
     return result

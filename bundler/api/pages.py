@@ -9,18 +9,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bundler.api import params
-from bundler.api.bundles import _out
+from bundler.api.bundles import output_path
 from bundler.api.results import RenderResult
 from bundler.core.errors import OutputError, ParameterError
 
 if TYPE_CHECKING:
     from bundler.report.record import Sifted
 
+
 def page_target(value: object, default_name: str, param: str = "html") -> Path:
     """Where a page goes: a file that must not exist, or a directory (existing, or a
     name ending in /) that receives ``default_name``. Raises ParameterError for a
     directory that does not exist, OutputError (3) for an existing file."""
-    target = _out(value, param)
+    target = output_path(value, param)
     assert target is not None
     if target.is_dir():
         target = target / default_name

@@ -142,6 +142,8 @@ def existing_input(value: Path, param: str, *, directory_ok: bool = True) -> Pat
     Raises InputError (exit 3) naming the parameter and the file."""
     try:
         info = os.stat(value)
+    except FileNotFoundError as exc:
+        raise InputError(f"{param}: {value}: not found (does not exist)", param=param) from exc
     except OSError as exc:
         raise InputError(f"{param}: {value}: cannot read ({exc.strerror})", param=param) from exc
     if stat.S_ISDIR(info.st_mode):
@@ -189,7 +191,7 @@ def output(value: object, param: str, *, existing_file_ok: bool = False) -> Path
         return target
     if stat.S_ISREG(info.st_mode) and existing_file_ok:
         return target
-    what = "a file that exists" if stat.S_ISREG(info.st_mode) else "not a regular file"
+    what = "already exists" if stat.S_ISREG(info.st_mode) else "exists and is not a regular file"
     raise OutputError(
         f"{param}: {target}: {what}; an output is never written over anything", param=param
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler.api import params
-from bundler.api.bundles import _out, _signer, _stream
+from bundler.api.bundles import bundle_at, output_path, signer_for
 from bundler.api.results import ProofCheckResult, ProofResult, SignResult
 from bundler.core.errors import OutputError, ParameterError
 
@@ -33,12 +33,12 @@ def prove(
 
     where = params.input_location(bundle, "bundle")
     case = params.text(case_id, "case_id")
-    target = _out(out)
+    target = output_path(out)
     if target is not None and target.is_dir():
         target = _in_directory(target, f"{case}.proof.json", "out")
     endpoint = params.optional_text(endpoint_url, "endpoint_url")
     sidecar = first_sidecar(where, endpoint)
-    with _stream(where, endpoint) as stream:
+    with bundle_at(where, endpoint) as stream:
         proof = prove_case(where, case, stream=stream, sidecar_signature=sidecar)
     tree_size = proof["head"]["cases_tree"]["tree_size"]
     record: dict[str, Any] = proof
@@ -210,7 +210,7 @@ def sign(
 
     where = params.location(bundle, "bundle")
     endpoint = params.optional_text(endpoint_url, "endpoint_url")
-    signer = _signer(key)
+    signer = signer_for(key)
     assert signer is not None
     if where.startswith("s3://"):
         from bundler.api.stored import sign_stored

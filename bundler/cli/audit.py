@@ -84,12 +84,12 @@ def audit(
     strict: bool,
     as_json: bool,
     output_dir: Path | None,
-    html: Path | None,
+    html: str | None,
     max_bytes: int,
     endpoint_url: str | None,
     quiet: bool,
 ) -> None:
-    from bundler.api.bundles import audit as audit_bundle
+    from bundler.api.auditing import audit as audit_bundle
     from bundler.api.pages import page_target, write_page
     from bundler.evalbook.audit import AuditVerdict
     from bundler.report.audit import audit_markdown, audit_text

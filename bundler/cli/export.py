@@ -101,7 +101,7 @@ def export(
     redacted with its reason. stdout: the archive, its bundle digest and its file
     SHA-256 on labelled lines, then the summary (--json: one JSON object).
     """
-    from bundler.api.bundles import export as export_report
+    from bundler.api.exporting import export as export_report
     from bundler.report.render import export_result_text, export_text
 
     if not principal:
@@ -187,7 +187,7 @@ def export_eb(
     holding symbolic links is refused (exit 3). stdout: the archive, its bundle digest
     and its file SHA-256 on labelled lines, then the summary (--json: one JSON object).
     """
-    from bundler.api.bundles import export_eb as export_run
+    from bundler.api.exporting import export_eb as export_run
     from bundler.report.render import export_eb_text, export_result_text
 
     _warn_key(sign_key)

@@ -143,7 +143,7 @@ def fixity(
     endpoint_url: str | None,
     quiet: bool,
 ) -> None:
-    from bundler.api.stored import fixity as run_fixity
+    from bundler.api.fixity import fixity as run_fixity
     from bundler.cli.export import _warn_key
 
     if retire is not None or reason is not None:

@@ -31,7 +31,7 @@ def _html_option(help_text: str) -> Callable[[F], F]:
         return click.option(
             "--html",
             "html",
-            type=click.Path(path_type=Path),
+            type=click.Path(path_type=str),  # a str keeps the trailing / of a directory
             help=help_text,
         )(command)
 
@@ -55,7 +55,7 @@ def _html_option(help_text: str) -> Callable[[F], F]:
     "--html",
     "html",
     required=True,
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=str),  # a str keeps the trailing / of a directory
     help="The page to write (must not exist; never overwritten), or a directory that "
     "receives <report_id>.<kind>.html.",
 )
@@ -66,7 +66,7 @@ def _html_option(help_text: str) -> Callable[[F], F]:
     help='One JSON object on stdout: {"schema", "out", "kind"}.',
 )
 @_quiet_option
-def render(result: Path, html: Path, as_json: bool, quiet: bool) -> None:
+def render(result: Path, html: str, as_json: bool, quiet: bool) -> None:
     from bundler.api.pages import render as render_page
 
     written = render_page(result, html=html)

@@ -93,7 +93,7 @@ def verify(
     strict: bool,
     as_json: bool,
     output_dir: Path | None,
-    html: Path | None,
+    html: str | None,
     max_bytes: int,
     endpoint_url: str | None,
     quiet: bool,
@@ -106,8 +106,6 @@ def verify(
     if (signature is not None or identity is not None) and allowed_signers is None:
         raise UsageError("--identity and --signature need --allowed-signers")
     several = len(bundles) > 1
-    if html is not None and several and not _names_directory(html):
-        raise UsageError("--html FILE takes a single BUNDLE; give a directory for several")
     for location in bundles:
         if location.startswith("s3://"):
             from bundler import storage
@@ -123,12 +121,13 @@ def verify(
         max_bytes=max_bytes,
         endpoint_url=endpoint_url,
     )
-    if html is not None and not several:
-        html = page_target(html, "verification.html")  # refused before any work
     if output_dir is not None:
         from bundler.core.outputs import prepare_output_dir
 
         prepare_output_dir(output_dir)  # absent or empty, before any work (SPEC 5)
+    if html is not None and several and not _names_directory(html):
+        raise UsageError("--html FILE takes a single BUNDLE; give a directory for several")
+    page = None if html is None or several else page_target(html, "verification.html")
     names = _OutputNames()
     codes: list[int] = []
     tally: dict[str, int] = {}
@@ -170,7 +169,7 @@ def verify(
         if html is not None:
             from bundler.api.pages import write_page
 
-            target = html if not several else page_target(html, f"{stem}.verification.html")
+            target = page if page is not None else page_target(html, f"{stem}.verification.html")
             write_page(target, result.to_json())
             if not quiet:
                 _say(f"Wrote:       {shown(str(target))} (verification page)\n")
@@ -200,9 +199,9 @@ def _say_error(result: Any) -> None:
         _say(f"evalbook-bundle: error: {shown(result.error)}\n")
 
 
-def _names_directory(path: Path) -> bool:
+def _names_directory(path: str) -> bool:
     """An output option naming a directory: an existing one, or a name ending in /."""
-    return path.is_dir() or str(path).endswith("/")
+    return Path(path).is_dir() or path.endswith("/")
 
 
 def _signature_argument(value: str | None) -> str | bytes | None:

@@ -390,8 +390,9 @@ def export_eb_bundle(
     if config.strict and plan.unavailable:
         reasons = sorted({u["reason"] for u in plan.unavailable})
         raise StrictFailure(
-            f"--strict: {len(plan.unavailable)} definition(s) would be unavailable "
-            f"({', '.join(reasons)}); nothing written"
+            f"strict: {len(plan.unavailable)} definition(s) would be unavailable "
+            f"({', '.join(reasons)}); nothing written",
+            param="strict",
         )
     top = top_directory(run.run_id)
     members = [RUN_PREFIX + rel for rel in run.files]

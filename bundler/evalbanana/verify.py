@@ -129,10 +129,13 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
     """
     if options.expect_bundle_digest is not None:
         raise UsageError(
-            "--expect-bundle-digest: a run directory has no bundle digest (export it with export-eb)"
+            "expect_bundle_digest: a run directory has no bundle digest (export it with export-eb)",
+            param="expect_bundle_digest",
         )
     if options.check_signature is not None or options.signature_text is not None:
-        raise UsageError("--allowed-signers/--signature: a run directory has no signed bundle head")
+        raise UsageError(
+            "allowed_signers: a run directory has no signed bundle head", param="allowed_signers"
+        )
     source = str(run_dir)
     try:
         if project_root.is_symlink() or not project_root.is_dir():

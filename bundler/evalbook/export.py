@@ -662,8 +662,9 @@ def export_bundle(
         if config.strict and bundle["unavailable"]:
             reasons = sorted({u["reason"] for u in bundle["unavailable"]})
             raise StrictFailure(
-                f"--strict: {len(bundle['unavailable'])} item(s) would be unavailable "
-                f"({', '.join(reasons)}); nothing written"
+                f"strict: {len(bundle['unavailable'])} item(s) would be unavailable "
+                f"({', '.join(reasons)}); nothing written",
+                param="strict",
             )
 
     bundle, archive_sha256, archive_size = write_bag_archive(

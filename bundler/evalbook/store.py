@@ -37,12 +37,14 @@ CHUNK = 1024 * 1024
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
-def check_identifier(value: str, *, what: str, source: str) -> str:
-    """Return ``value`` if it is a valid store identifier, else raise StoreError."""
+def check_identifier(value: str, *, what: str, source: str, param: str | None = None) -> str:
+    """Return ``value`` if it is a valid store identifier, else raise StoreError (naming
+    ``param`` when ``source`` is a parameter of the library)."""
     if not isinstance(value, str) or IDENTIFIER_RE.match(value) is None:
         raise StoreError(
             f"{source}: invalid {what} {value!r} "
-            "(identifiers match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$)"
+            "(identifiers match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$)",
+            param=param,
         )
     return value
 
@@ -321,7 +323,7 @@ class Store:
 
     def report_body(self, report_id: str) -> Document:
         """The issued report body; InputError when the report does not exist."""
-        check_identifier(report_id, what="report id", source="--report")
+        check_identifier(report_id, what="report id", source="report_id", param="report_id")
         relpath = f"reports/{report_id}/body.json"
         doc = self.document(relpath, schema="report-body", stored_canonical=True)
         if doc is None:

@@ -412,14 +412,15 @@ def _execute_dask(
         distributed: Any = importlib.import_module("distributed")
     except ImportError as exc:
         raise UsageError(
-            "--scheduler needs the Dask distributed client: pip install 'evalbook-bundle[cluster]'"
+            "scheduler needs the Dask distributed client: pip install 'evalbook-bundle[cluster]'",
+            param="scheduler",
         ) from exc
     try:
         client = distributed.Client(address, timeout=10, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         # The run cannot start (exit 3): nothing was checked.
         raise BundlerError(
-            f"--scheduler {address}: cannot reach the Dask scheduler ({exc})"
+            f"scheduler {address}: cannot reach the Dask scheduler ({exc})", param="scheduler"
         ) from exc
     try:
         workers = max(1, len(client.scheduler_info().get("workers", {})))

@@ -1,0 +1,121 @@
+"""The library's fixity run (SPEC 13; ``fixity``). ``Summary`` is imported here so that
+``typing.get_type_hints`` resolves it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from bundler.api import params
+from bundler.api.results import Progress
+from bundler.core.errors import ParameterError, UsageError
+from bundler.fixity.run import Summary
+
+OnProgress = Callable[[Progress], None]
+
+
+def _parsed(parse: Callable[[str], Any], value: object, param: str) -> Any:
+    """``parse(value)``, its refusal naming ``param`` (the parsers name the option)."""
+    try:
+        return parse(params.text(value, param))
+    except ParameterError:
+        raise
+    except UsageError as exc:
+        raise ParameterError(param, exc.message.split(": ", 1)[-1]) from exc
+
+
+def fixity(
+    source: str | os.PathLike[str],
+    *,
+    ledger: str | os.PathLike[str] = "evalbook-fixity.sqlite",
+    level: str = "full",
+    older_than: str | None = None,
+    sample: str | None = None,
+    limit: int | None = None,
+    limit_bytes: int | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    allowed_signers: str | os.PathLike[str] | None = None,
+    record: str | os.PathLike[str] | None = None,
+    upload_record: bool = False,
+    key: str | os.PathLike[str] | None = None,
+    endpoint_url: str | None = None,
+    on_progress: OnProgress | None = None,
+) -> Summary:
+    """Check that every bundle of an archive still holds its bytes and verifies (SPEC
+    13; ``fixity``): ``source`` is ``s3://bucket/prefix`` or a local directory. The
+    ledger keeps every bundle and check; ``record`` (never overwritten) and
+    ``upload_record`` keep the run's record, signed with ``key``. The summary's
+    ``exit_code`` is the command's. Raises ParameterError (2), InputError (3) when the
+    run cannot start, StorageError (5) when the source cannot be listed."""
+    from bundler.fixity import FixityConfig, Selection, parse_duration, parse_sample, run_fixity
+    from bundler.fixity.run import Progress as FixityProgress
+
+    where = params.input_directory(source, "source")
+    ledger_path = params.output(ledger, "ledger", existing_file_ok=True)
+    check_level = params.choice(level, "level", ("object", "full"))
+    is_upload = params.flag(upload_record, "upload_record")
+    record_path = None if record is None else params.output(record, "record")
+    signers = params.optional_path(allowed_signers, "allowed_signers")
+    if signers is not None:
+        params.existing_input(signers, "allowed_signers", directory_ok=False)
+    if is_upload and not where.startswith("s3://"):
+        raise ParameterError("upload_record", "needs an s3://bucket/prefix source")
+    if key is not None and record_path is None and not is_upload:
+        raise ParameterError("key", "signs the record: give record or upload_record")
+    if record_path is not None and os.path.lexists(record_path):
+        raise ParameterError(
+            "record", f"{record_path} already exists; a record is never overwritten"
+        )
+    selection = Selection(
+        sample=None if sample is None else _parsed(parse_sample, sample, "sample"),
+        older_than=None
+        if older_than is None
+        else _parsed(parse_duration, older_than, "older_than"),
+        limit=params.optional_integer(limit, "limit", 1),
+        limit_bytes=params.optional_integer(limit_bytes, "limit_bytes", 1),
+    )
+    count = params.optional_integer(workers, "workers", 1, 1024)
+    config = FixityConfig(
+        source=where,
+        level=check_level,
+        ledger=ledger_path,
+        selection=selection,
+        workers=count or os.cpu_count() or 1,
+        scheduler=params.optional_text(scheduler, "scheduler"),
+        endpoint_url=params.optional_text(endpoint_url, "endpoint_url"),
+        allowed_signers=signers,
+        record=record_path,
+        upload_record=is_upload,
+    )
+    signer = None
+    if key is not None:
+        from bundler.fixity.record import SIGNATURE_NAMESPACE
+        from bundler.trust import sshsig
+
+        key_path = params.existing_input(params.path(key, "key"), "key", directory_ok=False)
+        passphrase = os.environ.get(sshsig.PASSPHRASE_ENV)
+        loaded = sshsig.load_private_key(
+            key_path, passphrase=passphrase.encode() if passphrase else None
+        )
+
+        def signer(data: bytes) -> str:
+            return sshsig.sign(data, loaded, namespace=SIGNATURE_NAMESPACE)
+
+    report = on_progress
+    if report is not None and not callable(report):
+        raise ParameterError("on_progress", "expected a callable")
+
+    def forward(progress: FixityProgress) -> None:
+        assert report is not None
+        report(
+            Progress(
+                progress.checked,
+                progress.total,
+                f"{progress.bytes_read / 1e6:.1f} MB read, {progress.not_passed} not passed",
+                unit="bundles",
+            )
+        )
+
+    return run_fixity(config, on_progress=forward if report is not None else None, signer=signer)
