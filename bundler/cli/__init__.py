@@ -6,8 +6,18 @@ errors on stderr. Errors become exit codes in one place, ``app.main``. One modul
 command group; importing this package registers them all on the ``cli`` group.
 """
 
-from bundler.cli import audit, export, fixity, proof, render, reports, storage, tools, verify
-from bundler.cli import verifier_page
+from bundler.cli import (
+    audit,
+    export,
+    fixity,
+    proof,
+    render,
+    reports,
+    storage,
+    tools,
+    verifier_page,  # the offline verifier page (SPEC 15)
+    verify,
+)
 from bundler.cli.app import Terminated, _on_sigterm, cli, main
 from bundler.cli.common import _exported_at
 
@@ -25,5 +35,6 @@ __all__ = [
     "reports",
     "storage",
     "tools",
+    "verifier_page",
     "verify",
 ]
