@@ -63,9 +63,20 @@ def page_verify(archive: Path, timeout: float = 600) -> dict[str, Any]:
         raise SystemExit("bench: chromium is needed for the page measurement")
     profile = Path(tempfile.mkdtemp(prefix="bench-page-"))
     proc = subprocess.Popen(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-         "--proxy-server=127.0.0.1:9", "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-extensions",
+            "--proxy-server=127.0.0.1:9",
+            "--remote-debugging-port=0",
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     peak = 0.0
     stop = threading.Event()
@@ -88,6 +99,7 @@ def page_verify(archive: Path, timeout: float = 600) -> dict[str, Any]:
         async def drive() -> float:
             ids = itertools.count(1)
             async with websockets.connect(f"ws://127.0.0.1:{port}{path}", max_size=None) as ws:
+
                 async def call(method: str, session: str | None = None, **params: Any) -> Any:
                     ident = next(ids)
                     msg: dict[str, Any] = {"id": ident, "method": method, "params": params}
@@ -102,7 +114,9 @@ def page_verify(archive: Path, timeout: float = 600) -> dict[str, Any]:
                             return reply.get("result", {})
 
                 target = (await call("Target.createTarget", url="about:blank"))["targetId"]
-                session = (await call("Target.attachToTarget", targetId=target, flatten=True))["sessionId"]
+                session = (await call("Target.attachToTarget", targetId=target, flatten=True))[
+                    "sessionId"
+                ]
                 await call("Page.enable", session)
                 await call("Page.navigate", session, url=PAGE.as_uri())
 
@@ -112,15 +126,24 @@ def page_verify(archive: Path, timeout: float = 600) -> dict[str, Any]:
 
                 while await value("document.body && document.body.dataset.state") != "ready":
                     await asyncio.sleep(0.05)
-                obj = await call("Runtime.evaluate", session, expression="document.getElementById('bundle')")
-                await call("DOM.setFileInputFiles", session, files=[str(archive)], objectId=obj["result"]["objectId"])
+                obj = await call(
+                    "Runtime.evaluate", session, expression="document.getElementById('bundle')"
+                )
+                await call(
+                    "DOM.setFileInputFiles",
+                    session,
+                    files=[str(archive)],
+                    objectId=obj["result"]["objectId"],
+                )
                 await value("document.getElementById('go').click(); true")
                 end = time.monotonic() + timeout
                 while await value("document.body.dataset.state") != "done":
                     if time.monotonic() > end:
                         raise SystemExit("bench: the page did not finish")
                     await asyncio.sleep(0.2)
-                verdict = await value("window.verificationRecord && window.verificationRecord.verdict")
+                verdict = await value(
+                    "window.verificationRecord && window.verificationRecord.verdict"
+                )
                 if verdict != "verified":
                     raise SystemExit(f"bench: the page says {verdict!r} for {archive}")
                 return float(await value("window.verifySeconds"))
@@ -137,7 +160,12 @@ def page_verify(archive: Path, timeout: float = 600) -> dict[str, Any]:
             proc.kill()
         shutil.rmtree(profile, ignore_errors=True)
     size = archive.stat().st_size
-    return {"seconds": seconds, "mb_per_s": size / 1e6 / seconds, "peak_rss_mb": peak, "archive_bytes": size}
+    return {
+        "seconds": seconds,
+        "mb_per_s": size / 1e6 / seconds,
+        "peak_rss_mb": peak,
+        "archive_bytes": size,
+    }
 
 
 if __name__ == "__main__":

@@ -15,8 +15,6 @@ under --out with both results; exit 1 if there is any. Deterministic for a seed.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
 import json
 import random
 import shutil
@@ -38,11 +36,37 @@ from bundler.core import canonical  # noqa: E402
 from bundler.core.claims import VerifyOptions  # noqa: E402
 from bundler.core.errors import CanonicalJSONError  # noqa: E402
 
-
-SOURCES = [("rpt-clean", "alice"), ("rpt-every-reason", "bob"), ("rpt-evidence-manifest", "alice"),
-           ("rpt-sso-traces", "bob"), ("rpt-retention", "alice")]
-VALUES: list[Any] = [None, True, False, 0, 1, -1, 1.5, 2**53, "", "x", "sha256:" + "0" * 64, [], {}, [1], {"a": 1},
-                     "data/report/body.json", "inline", "sso", "payload_at_sso", "missing_from_store", 20000, 262145]
+SOURCES = [
+    ("rpt-clean", "alice"),
+    ("rpt-every-reason", "bob"),
+    ("rpt-evidence-manifest", "alice"),
+    ("rpt-sso-traces", "bob"),
+    ("rpt-retention", "alice"),
+]
+VALUES: list[Any] = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    1.5,
+    2**53,
+    "",
+    "x",
+    "sha256:" + "0" * 64,
+    [],
+    {},
+    [1],
+    {"a": 1},
+    "data/report/body.json",
+    "inline",
+    "sso",
+    "payload_at_sso",
+    "missing_from_store",
+    20000,
+    262145,
+]
 
 
 def python_result(path: Path) -> dict[str, Any]:
@@ -76,7 +100,9 @@ def set_at(value: Any, at: tuple[Any, ...], new: Any, rng: random.Random) -> Any
     elif op < 0.25 and isinstance(parent, list):
         parent.insert(key, parent[key])
     elif op < 0.3 and isinstance(parent, dict):
-        parent[rng.choice(["extra", "path", "digest", "kind"]) + ("" if rng.random() < 0.5 else "_x")] = new
+        parent[
+            rng.choice(["extra", "path", "digest", "kind"]) + ("" if rng.random() < 0.5 else "_x")
+        ] = new
     else:
         parent[key] = new
     return value
@@ -86,7 +112,13 @@ def mutate(eb: repack.EditableBag, rng: random.Random) -> tuple[str, dict[str, b
     """Change ``eb`` in place; returns a description and what to reseal."""
     kind = rng.random()
     everything = {}
-    nothing = {"bundle_json": False, "manifest": False, "bag_info": False, "head": False, "tagmanifest": False}
+    nothing = {
+        "bundle_json": False,
+        "manifest": False,
+        "bag_info": False,
+        "head": False,
+        "tagmanifest": False,
+    }
     json_files = [p for p in eb.files if p.endswith(".json") and not p.startswith("data/datasets/")]
     if kind < 0.55:
         path = rng.choice(json_files)
@@ -118,7 +150,9 @@ def mutate(eb: repack.EditableBag, rng: random.Random) -> tuple[str, dict[str, b
         if rng.random() < 0.5 and path not in ("data/bundle.json",):
             del eb.files[path]
             return f"drop {path}", rng.choice([everything, {"bundle_json": False}])
-        new = rng.choice(["data/extra.json", "data/blobs/sha256/" + "1" * 64, "extra.txt", "data/cases/x.jsonl"])
+        new = rng.choice(
+            ["data/extra.json", "data/blobs/sha256/" + "1" * 64, "extra.txt", "data/cases/x.jsonl"]
+        )
         eb.files[new] = b"{}\n"
         return f"add {new}", rng.choice([everything, {"bundle_json": False}])
     path = rng.choice(list(eb.files))
@@ -138,8 +172,13 @@ def main() -> int:
     rng = random.Random(args.seed)
     out = Path(args.out)
     work = Path(tempfile.mkdtemp(prefix="differential-"))
-    node = subprocess.Popen(["node", str(ROOT / "js" / "scripts" / "batch.mjs")], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, bufsize=1)
+    node = subprocess.Popen(
+        ["node", str(ROOT / "js" / "scripts" / "batch.mjs")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
     disagreements = 0
     outcomes: dict[int, int] = {}
     started = time.monotonic()
@@ -147,9 +186,26 @@ def main() -> int:
         sources = []
         for report, principal in SOURCES:
             path = work / f"{report}-{principal}.tar.zst"
-            subprocess.run([sys.executable, "-m", "bundler", "export", "--store", str(ROOT / "fixtures" / "stores" / "main"),
-                            "--report", report, "--principal", principal, "--exported-at", "2026-11-30T00:00:00Z",
-                            "--out", str(path)], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "bundler",
+                    "export",
+                    "--store",
+                    str(ROOT / "fixtures" / "stores" / "main"),
+                    "--report",
+                    report,
+                    "--principal",
+                    principal,
+                    "--exported-at",
+                    "2026-11-30T00:00:00Z",
+                    "--out",
+                    str(path),
+                ],
+                check=True,
+                capture_output=True,
+            )
             sources.append(repack.open_bundle(path))
         for i in range(args.n):
             eb = rng.choice(sources).copy()
@@ -173,19 +229,31 @@ def main() -> int:
                 out.mkdir(parents=True, exist_ok=True)
                 keep = out / f"case-{i:06d}.tar.zst"
                 shutil.copyfile(path, keep)
-                (out / f"case-{i:06d}.json").write_text(json.dumps(
-                    {"mutation": what, "python": py, "node": {**js, "failed": js_failed}}, indent=1))
-                print(f"DISAGREE {i}: {what}: python {py['exit_code']} {py['failed'][:4]} {py['error'] or ''}"
-                      f" | node {js['exit_code']} {js_failed[:4]} {js.get('error') or ''}", flush=True)
+                (out / f"case-{i:06d}.json").write_text(
+                    json.dumps(
+                        {"mutation": what, "python": py, "node": {**js, "failed": js_failed}},
+                        indent=1,
+                    )
+                )
+                print(
+                    f"DISAGREE {i}: {what}: python {py['exit_code']} {py['failed'][:4]} {py['error'] or ''}"
+                    f" | node {js['exit_code']} {js_failed[:4]} {js.get('error') or ''}",
+                    flush=True,
+                )
             if (i + 1) % 1000 == 0:
-                print(f"{i + 1} mutations, {disagreements} disagreements, {time.monotonic() - started:.0f} s", flush=True)
+                print(
+                    f"{i + 1} mutations, {disagreements} disagreements, {time.monotonic() - started:.0f} s",
+                    flush=True,
+                )
     finally:
         if node.stdin:
             node.stdin.close()
         node.wait(timeout=30)
         shutil.rmtree(work, ignore_errors=True)
-    print(f"differential: {args.n} mutations (exit codes {dict(sorted(outcomes.items()))}), "
-          f"{disagreements} disagreements between the verifiers")
+    print(
+        f"differential: {args.n} mutations (exit codes {dict(sorted(outcomes.items()))}), "
+        f"{disagreements} disagreements between the verifiers"
+    )
     return 1 if disagreements else 0
 
 

@@ -22,7 +22,9 @@ from typing import Any
 def run_case(runner: str, corpus: Path, case: dict[str, Any]) -> dict[str, Any]:
     argv = [runner, case["command"], case["input"], *case["args"], "--json"]
     try:
-        proc = subprocess.run(argv, cwd=corpus, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            argv, cwd=corpus, capture_output=True, timeout=120, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         return {"exit_code": None, "record": None, "stderr": "timed out after 120 s"}
     record = None
@@ -33,7 +35,11 @@ def run_case(runner: str, corpus: Path, case: dict[str, Any]) -> dict[str, Any]:
             except ValueError:
                 record = None
             break
-    return {"exit_code": proc.returncode, "record": record, "stderr": proc.stderr.decode("utf-8", "replace")[-400:]}
+    return {
+        "exit_code": proc.returncode,
+        "record": record,
+        "stderr": proc.stderr.decode("utf-8", "replace")[-400:],
+    }
 
 
 def failed_claims(record: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -52,21 +58,32 @@ def problems(case: dict[str, Any], got: dict[str, Any]) -> list[str]:
     if case["command"] == "check-proof":
         return out
     if record is None:
-        return out + ["no JSON record on stdout"]
+        return [*out, "no JSON record on stdout"]
     if "verdict" in e and record.get("verdict") != e["verdict"]:
         out.append(f"verdict {record.get('verdict')}, expected {e['verdict']}")
     failed = failed_claims(record)
     for want in e.get("failed", []):
-        if not any(c["group"] == want["group"] and (want["path"] is None or c["path"] == want["path"]) for c in failed):
-            out.append(f"no failed claim of group {want['group']}" + (f" at {want['path']}" if want["path"] else ""))
+        if not any(
+            c["group"] == want["group"] and (want["path"] is None or c["path"] == want["path"])
+            for c in failed
+        ):
+            out.append(
+                f"no failed claim of group {want['group']}"
+                + (f" at {want['path']}" if want["path"] else "")
+            )
     if e.get("no_other_failures") and failed:
-        out.append("unexpected failed claims: " + "; ".join(f"[{c['group']}] {c['subject']}" for c in failed[:3]))
+        out.append(
+            "unexpected failed claims: "
+            + "; ".join(f"[{c['group']}] {c['subject']}" for c in failed[:3])
+        )
     if "failed_groups" in e:
         groups = sorted({c["group"] for c in failed})
         if groups != e["failed_groups"]:
             out.append(f"failed groups {groups}, expected {e['failed_groups']}")
     if "unprovable_reasons" in e:
-        reasons = sorted({c["reason"] for c in record.get("claims", []) if c["state"] == "unprovable"})
+        reasons = sorted(
+            {c["reason"] for c in record.get("claims", []) if c["state"] == "unprovable"}
+        )
         if reasons != e["unprovable_reasons"]:
             out.append(f"unprovable reasons {reasons}, expected {e['unprovable_reasons']}")
     for reason in e.get("failed_reasons_include", []):
@@ -79,7 +96,13 @@ def claim_key(got: dict[str, Any]) -> tuple[Any, ...]:
     """What two verifiers must agree on (SPEC 15; docs/format.md "The same claim")."""
     record = got["record"] or {}
     failed = sorted({(c["group"], c["path"] or "") for c in failed_claims(record)})
-    unprovable = sorted({(c["group"], c["path"] or "", c["reason"]) for c in record.get("claims", []) if c.get("state") == "unprovable"})
+    unprovable = sorted(
+        {
+            (c["group"], c["path"] or "", c["reason"])
+            for c in record.get("claims", [])
+            if c.get("state") == "unprovable"
+        }
+    )
     return (got["exit_code"], record.get("verdict"), tuple(failed), tuple(unprovable))
 
 
@@ -107,10 +130,16 @@ def main(argv: list[str]) -> int:
     for runner in runners:
         name = Path(runner).name
         bad = []
-        for case, got in zip(cases, results[runner]):
+        for case, got in zip(cases, results[runner], strict=True):
             p = problems(case, got)
             if p:
-                bad.append({"id": case["id"], "problems": p, "stderr": got["stderr"].strip().splitlines()[-1:] })
+                bad.append(
+                    {
+                        "id": case["id"],
+                        "problems": p,
+                        "stderr": got["stderr"].strip().splitlines()[-1:],
+                    }
+                )
         agree = len(cases) - len(bad)
         ok = ok and not bad
         summary["runners"][name] = {"agree": agree, "disagree": bad}
@@ -122,9 +151,13 @@ def main(argv: list[str]) -> int:
         for i, case in enumerate(cases):
             keys = {Path(r).name: claim_key(results[r][i]) for r in runners}
             if len(set(keys.values())) > 1:
-                summary["disagreements"].append({"id": case["id"], "by_runner": {k: repr(v) for k, v in keys.items()}})
+                summary["disagreements"].append(
+                    {"id": case["id"], "by_runner": {k: repr(v) for k, v in keys.items()}}
+                )
         if not as_json:
-            print(f"verifiers disagree with one another on {len(summary['disagreements'])} of {len(cases)} cases")
+            print(
+                f"verifiers disagree with one another on {len(summary['disagreements'])} of {len(cases)} cases"
+            )
             for d in summary["disagreements"]:
                 print(f"  {d['id']}")
                 for k, v in d["by_runner"].items():

@@ -34,20 +34,28 @@ PYTHON_GAPS = {
 }
 
 
-
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("conformance") / "corpus"
-    subprocess.run([sys.executable, str(ROOT / "conformance" / "build.py"), str(out)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "conformance" / "build.py"), str(out)],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
 def run(corpus: Path, runner: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "conformance" / "run.py"), str(corpus), str(RUNNERS / runner),
-         "--json", "--jobs", "3"],
+        [
+            sys.executable,
+            str(ROOT / "conformance" / "run.py"),
+            str(corpus),
+            str(RUNNERS / runner),
+            "--json",
+            "--jobs",
+            "3",
+        ],
         capture_output=True,
         env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin:/usr/local/bin"},
     )
@@ -57,7 +65,17 @@ def run(corpus: Path, runner: str) -> dict:
 def test_corpus_covers_every_class(corpus: Path) -> None:
     cases = json.loads((corpus / "manifest.json").read_text())["cases"]
     classes = {c["class"] for c in cases}
-    assert {"fixture", "archive", "tamper", "listing", "coherence", "malformed", "signature", "proof", "anchor"} <= classes
+    assert {
+        "fixture",
+        "archive",
+        "tamper",
+        "listing",
+        "coherence",
+        "malformed",
+        "signature",
+        "proof",
+        "anchor",
+    } <= classes
     for klass in classes:
         assert sum(c["class"] == klass for c in cases) >= 3, klass
     assert len({c["id"] for c in cases}) == len(cases)
@@ -76,4 +94,6 @@ def test_python_verifier_agrees_with_every_expectation(corpus: Path) -> None:
     unexpected = {k: v for k, v in bad.items() if k not in PYTHON_GAPS}
     assert not unexpected, json.dumps(unexpected, indent=1)
     closed = sorted(set(PYTHON_GAPS) - set(bad))
-    assert not closed, f"the Python verifier now follows the SPEC here; remove from PYTHON_GAPS: {closed}"
+    assert not closed, (
+        f"the Python verifier now follows the SPEC here; remove from PYTHON_GAPS: {closed}"
+    )

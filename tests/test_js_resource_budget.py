@@ -48,8 +48,11 @@ def test_node_verifier_stays_within_budget(families: dict[str, Path], family: st
     out, err = path.with_suffix(".out"), path.with_suffix(".err")
     start = time.monotonic()
     with out.open("wb") as fo, err.open("wb") as fe:
-        proc = subprocess.Popen(["node", str(ROOT / "js" / "verify-bundle.mjs"), str(path), "--json"],
-                                stdout=fo, stderr=fe)
+        proc = subprocess.Popen(
+            ["node", str(ROOT / "js" / "verify-bundle.mjs"), str(path), "--json"],
+            stdout=fo,
+            stderr=fe,
+        )
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - start
     code = proc.returncode = os.waitstatus_to_exitcode(status)

@@ -35,15 +35,25 @@ def test_committed_page_is_a_fresh_build_and_what_verifier_page_writes(tmp_path:
     node = shutil.which("node")
     assert node is not None, "node is missing; .ci/run installs it"
     fresh = subprocess.run(
-        [node, "--input-type=module", "-e",
-         "const m = await import(process.argv[1]); process.stdout.write(await m.buildPage());",
-         (ROOT / "js" / "build.mjs").as_uri()],
-        capture_output=True, check=True, cwd=ROOT,
+        [
+            node,
+            "--input-type=module",
+            "-e",
+            "const m = await import(process.argv[1]); process.stdout.write(await m.buildPage());",
+            (ROOT / "js" / "build.mjs").as_uri(),
+        ],
+        capture_output=True,
+        check=True,
+        cwd=ROOT,
     ).stdout
     assert fresh == PAGE.read_bytes(), "js/dist/verify-bundle.html is stale: run make js"
     out = tmp_path / "verify.html"
-    subprocess.run(["evalbook-bundle", "verifier-page", "--out", str(out)], check=True,
-                   capture_output=True, env={"PATH": str(Path(__import__("sys").executable).parent) + ":/usr/bin:/bin"})
+    subprocess.run(
+        ["evalbook-bundle", "verifier-page", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        env={"PATH": str(Path(__import__("sys").executable).parent) + ":/usr/bin:/bin"},
+    )
     assert out.read_bytes() == fresh
 
 
@@ -77,18 +87,42 @@ def inputs(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
     eb = repack.open_bundle(clean)
     blob = next(p for p in eb.files if p.startswith("data/blobs/"))
     eb.files[blob] = eb.files[blob][:-1] + b"!"
-    tampered = repack.write_bundle(eb, out / "tampered.tar.zst", bundle_json=False, manifest=False,
-                                   bag_info=False, head=False, tagmanifest=False)
+    tampered = repack.write_bundle(
+        eb,
+        out / "tampered.tar.zst",
+        bundle_json=False,
+        manifest=False,
+        bag_info=False,
+        head=False,
+        tagmanifest=False,
+    )
     key = out / "key"
     shutil.copyfile(KEYS / "conformance.key", key)
     key.chmod(0o600)
     signed = out / "signed.tar.zst"
     subprocess.run(
-        ["evalbook-bundle", "export", "--store", str(ROOT / "fixtures" / "stores" / "main"), "--report",
-         "rpt-clean", "--principal", "alice", "--exported-at", "2026-11-30T00:00:00Z", "--key", str(key),
-         "--out", str(signed)],
-        check=True, capture_output=True,
-        env={"PATH": str(Path(__import__("sys").executable).parent) + ":/usr/bin:/bin", "EVALBOOK_SIGN_PASSPHRASE": ""},
+        [
+            "evalbook-bundle",
+            "export",
+            "--store",
+            str(ROOT / "fixtures" / "stores" / "main"),
+            "--report",
+            "rpt-clean",
+            "--principal",
+            "alice",
+            "--exported-at",
+            "2026-11-30T00:00:00Z",
+            "--key",
+            str(key),
+            "--out",
+            str(signed),
+        ],
+        check=True,
+        capture_output=True,
+        env={
+            "PATH": str(Path(__import__("sys").executable).parent) + ":/usr/bin:/bin",
+            "EVALBOOK_SIGN_PASSPHRASE": "",
+        },
     )
     pub = (KEYS / "conformance.key.pub").read_text().split()[:2]
     signers = out / "allowed_signers"
@@ -96,36 +130,50 @@ def inputs(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
     return {"good": clean, "tampered": tampered, "signed": signed, "signers": signers}
 
 
-def _verify_on_page(browser: Browser, bundle: Path, signers: Path | None = None, identity: str = "") -> tuple[str, dict[str, Any]]:
+def _verify_on_page(
+    browser: Browser, bundle: Path, signers: Path | None = None, identity: str = ""
+) -> tuple[str, dict[str, Any]]:
     session = browser.open(PAGE.as_uri())
     browser.call("DOM.enable", session)
 
     def set_file(element: str, path: Path) -> None:
-        obj = browser.call("Runtime.evaluate", session, expression=f"document.getElementById('{element}')")
-        browser.call("DOM.setFileInputFiles", session, files=[str(path)], objectId=obj["result"]["objectId"])
+        obj = browser.call(
+            "Runtime.evaluate", session, expression=f"document.getElementById('{element}')"
+        )
+        browser.call(
+            "DOM.setFileInputFiles", session, files=[str(path)], objectId=obj["result"]["objectId"]
+        )
 
     set_file("bundle", bundle)
     if signers is not None:
         set_file("signers", signers)
-    browser.evaluate(session, f"document.getElementById('identity').value = {json.dumps(identity)}; true")
+    browser.evaluate(
+        session, f"document.getElementById('identity').value = {json.dumps(identity)}; true"
+    )
     browser.evaluate(session, "document.getElementById('go').click(); true")
     deadline = time.monotonic() + 60
     while browser.evaluate(session, "document.body.dataset.state") != "done":
         assert time.monotonic() < deadline, "the page did not finish verifying"
         time.sleep(0.05)
     record = browser.evaluate(session, "JSON.stringify(window.verificationRecord || null)")
-    assert record not in (None, "null"), browser.evaluate(session, "document.getElementById('status').textContent")
+    assert record not in (None, "null"), browser.evaluate(
+        session, "document.getElementById('status').textContent"
+    )
     return session, json.loads(record)
 
 
 def _requests(browser: Browser, session: str) -> list[str]:
-    return [e["params"]["request"]["url"] for e in browser.session_events(session)
-            if e.get("method") == "Network.requestWillBeSent"]
+    return [
+        e["params"]["request"]["url"]
+        for e in browser.session_events(session)
+        if e.get("method") == "Network.requestWillBeSent"
+    ]
 
 
 @pytest.mark.parametrize(("name", "verdict"), [("good", "verified"), ("tampered", "failed")])
-def test_page_verifies_in_chromium(browser: Browser, inputs: dict[str, Path], name: str, verdict: str,
-                                   tmp_path: Path) -> None:
+def test_page_verifies_in_chromium(
+    browser: Browser, inputs: dict[str, Path], name: str, verdict: str, tmp_path: Path
+) -> None:
     session, record = _verify_on_page(browser, inputs[name])
     assert record["verdict"] == verdict
     assert record["tool"]["name"] == "verify-bundle.mjs"
@@ -139,24 +187,35 @@ def test_page_verifies_in_chromium(browser: Browser, inputs: dict[str, Path], na
     saved = tmp_path / "verification.json"
     saved.write_text(json.dumps(record))
     page = tmp_path / "page.html"
-    done = subprocess.run(["evalbook-bundle", "render", str(saved), "--html", str(page)], capture_output=True,
-                          env={"PATH": str(Path(__import__("sys").executable).parent) + ":/usr/bin:/bin"})
+    done = subprocess.run(
+        ["evalbook-bundle", "render", str(saved), "--html", str(page)],
+        capture_output=True,
+        env={"PATH": str(Path(__import__("sys").executable).parent) + ":/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr
     assert _requests(browser, session) == [PAGE.as_uri()]
     assert _errors(browser.session_events(session)) == []
 
 
-def test_page_anchors_a_signed_bundle_to_the_allowed_signer(browser: Browser, inputs: dict[str, Path]) -> None:
-    session, record = _verify_on_page(browser, inputs["signed"], inputs["signers"], "auditor@example.org")
+def test_page_anchors_a_signed_bundle_to_the_allowed_signer(
+    browser: Browser, inputs: dict[str, Path]
+) -> None:
+    session, record = _verify_on_page(
+        browser, inputs["signed"], inputs["signers"], "auditor@example.org"
+    )
     assert record["verdict"] == "verified"
     assert record["anchor"]["signer"].startswith("auditor@example.org, key SHA256:")
     assert "Signed by auditor@example.org" in browser.evaluate(session, "document.body.innerText")
-    session, record = _verify_on_page(browser, inputs["signed"], inputs["signers"], "mallory@example.org")
+    session, record = _verify_on_page(
+        browser, inputs["signed"], inputs["signers"], "mallory@example.org"
+    )
     assert record["verdict"] == "failed"
     assert _requests(browser, session) == [PAGE.as_uri()]
 
 
-def test_saving_the_record_downloads_it(browser: Browser, inputs: dict[str, Path], tmp_path: Path) -> None:
+def test_saving_the_record_downloads_it(
+    browser: Browser, inputs: dict[str, Path], tmp_path: Path
+) -> None:
     session, record = _verify_on_page(browser, inputs["good"])
     browser.call("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(tmp_path))
     browser.evaluate(session, "document.getElementById('save').click(); true")
@@ -170,7 +229,9 @@ def test_saving_the_record_downloads_it(browser: Browser, inputs: dict[str, Path
     assert all(u == PAGE.as_uri() or u.startswith("blob:") for u in _requests(browser, session))
 
 
-def test_axe_finds_no_serious_violation_on_the_verifier_page(browser: Browser, inputs: dict[str, Path]) -> None:
+def test_axe_finds_no_serious_violation_on_the_verifier_page(
+    browser: Browser, inputs: dict[str, Path]
+) -> None:
     source = _axe_source()
     session, _ = _verify_on_page(browser, inputs["tampered"])
     browser.evaluate(session, source + "\n;true")

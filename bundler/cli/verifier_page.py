@@ -34,7 +34,9 @@ def page_bytes() -> bytes:
     examples=["evalbook-bundle verifier-page --out verify.html"],
 )
 @click.option("--out", "out", required=True, help="The file to write (never overwritten).")
-@click.option("--json", "as_json", is_flag=True, help='One JSON object: {"schema", "out", "sha256"}.')
+@click.option(
+    "--json", "as_json", is_flag=True, help='One JSON object: {"schema", "out", "sha256"}.'
+)
 @_quiet_option
 def verifier_page(out: str, as_json: bool, quiet: bool) -> None:
     path = _out_in_directory(out, PAGE_NAME, "--out")
