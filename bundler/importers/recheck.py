@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import filecmp
 import hashlib
+import json
 import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bundler.core import canonical
-from bundler.core.claims import Verdict, VerifyOptions
 from bundler.core.errors import InputError
 from bundler.importers.importing import ImportConfig, Runner, import_run
 from bundler.importers.model import Producer, Role
@@ -82,26 +84,28 @@ def recheck_bundle(bundle: str, runner: Runner) -> RecheckResult:
     this runner. A bundle that does not verify is a difference (exit 1), never compared
     further.
     """
-    from bundler.bundles.extract import extract_bundle
-
     with tempfile.TemporaryDirectory(prefix="evalbook-check-") as tmp:
         bag = Path(tmp) / "bag"
-        verification = extract_bundle(bundle, bag, VerifyOptions())
-        if verification.verdict is Verdict.ERROR:
-            raise InputError(f"{bundle}: cannot be read as a bundle")
-        if verification.verdict is not Verdict.VERIFIED:
-            failed = [c for c in verification.claims if c.state.value == "failed"]
+        # Extracted (and verified) by the extract command in its own process: the
+        # verifier's memory is returned before the import takes its own (SPEC 5).
+        done = subprocess.run(
+            [sys.executable, "-m", "bundler", "extract", bundle, str(bag), "--json", "-q"],
+            capture_output=True,
+            check=False,
+        )
+        if done.returncode == 1:
+            record = json.loads(done.stdout.splitlines()[-1])
+            failed = record.get("counts", {}).get("failed")
             return RecheckResult(
                 bundle,
                 None,
                 0,
-                [
-                    Difference(
-                        "data/bundle.json",
-                        f"the bundle does not verify ({len(failed)} failed claims)",
-                    )
-                ],
+                [Difference("data/bundle.json", f"the bundle does not verify ({failed} failed claims)")],
             )
+        if done.returncode != 0:
+            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            why = message[-1].removeprefix("evalbook-bundle: error: ") if message else "unreadable"
+            raise InputError(f"{bundle}: cannot be read as a bundle ({why})")
         top = next(bag.iterdir())
         return _compare(bundle, top, runner, Path(tmp))
 
