@@ -560,3 +560,27 @@ def test_hostile_families_stay_within_memory_and_time(
     assert run.peak_bytes < 300 * 1024 * 1024, family
     assert run.wall < 10, family
     assert (tmp_path / "store").exists() is (code == 0)
+
+
+def test_an_lm_eval_line_over_the_cap_stays_within_memory_and_time(tmp_path: Path) -> None:
+    from bundler.importers.lmeval import MAX_LINE_BYTES
+
+    results = tmp_path / LM_RESULTS.name
+    results.write_bytes(LM_RESULTS.read_bytes())
+    samples = []
+    for s in LM_SAMPLES:
+        target = tmp_path / s.name
+        target.write_bytes(s.read_bytes())
+        samples += ["--samples", str(target)]
+    with (tmp_path / LM_SAMPLES[0].name).open("ab") as f:
+        f.write(b'{"doc": "' + b"x" * (MAX_LINE_BYTES + 1) + b'"}\n')
+    run = measure.spawn_measured(
+        [sys.executable, "-m", "bundler", "import-lm-eval", str(results), *samples, "--store",
+         str(tmp_path / "store"), "--principal", "a"],
+        deadline=60,
+    )
+    assert run.code == 3, run.stderr
+    assert b"a line longer than" in run.stderr
+    assert run.peak_bytes < 300 * 1024 * 1024
+    assert run.wall < 10
+    assert not (tmp_path / "store").exists()
