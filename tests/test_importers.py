@@ -570,3 +570,27 @@ def test_run_file_bundles_verify_as_the_contract_says(tmp_path: Path) -> None:
         if e["verdict"] == "failed":
             groups = {c.group for c in result.claims if c.state.value == "failed"}
             assert groups <= {10, 11}, (name, groups)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"digest": "sha256:../../../../../../etc/hostname", "name": "log.eval"},
+        {"digest": "sha256:" + "0" * 64, "name": "../escape.eval"},
+        {"digest": "sha256:" + "0" * 64, "name": "a\x00b"},
+        {"digest": 7, "name": "log.eval"},
+    ],
+)
+def test_check_refuses_a_subject_that_names_paths(
+    imported: dict[str, Any], entry: dict[str, Any], tmp_path: Path
+) -> None:
+    """--check writes the run files by the names and reads them by the digests the
+    report's subject gives: a bundle whose subject would lead it outside is refused."""
+    eb = repack.open_bundle(imported["inspect/alice"])
+    eb.edit_json(
+        "data/report/body.json",
+        lambda body: body["subject"]["files"][0].update(role="log", **entry),
+    )
+    forged = repack.write_bundle(eb, tmp_path / "forged.tar.zst")
+    with pytest.raises(InputError, match="malformed run file"):
+        recheck_bundle(str(forged), Runner.INSPECT)

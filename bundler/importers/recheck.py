@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from bundler.core import canonical
+from bundler.core.digests import is_digest
 from bundler.core.errors import InputError
-from bundler.importers.importing import ImportConfig, Runner, import_run
+from bundler.importers.importing import ImportConfig, Runner, import_run, is_file_name
 from bundler.importers.model import Producer, Role
 
 PRODUCER = {Runner.INSPECT: Producer.INSPECT, Runner.LM_EVAL: Producer.LM_EVAL}
@@ -100,7 +101,11 @@ def recheck_bundle(bundle: str, runner: Runner) -> RecheckResult:
                 bundle,
                 None,
                 0,
-                [Difference("data/bundle.json", f"the bundle does not verify ({failed} failed claims)")],
+                [
+                    Difference(
+                        "data/bundle.json", f"the bundle does not verify ({failed} failed claims)"
+                    )
+                ],
             )
         if done.returncode != 0:
             message = done.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -145,13 +150,11 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
     for entry in files:
         digest = entry.get("digest") if isinstance(entry, dict) else None
         name = entry.get("name") if isinstance(entry, dict) else None
-        if (
-            not isinstance(digest, str)
-            or not isinstance(name, str)
-            or "/" in name
-            or name in (".", "..")
-        ):
+        if not is_digest(digest) or not isinstance(name, str) or not is_file_name(name):
+            # The digest names a path under data/blobs/ and the name a file written
+            # here: anything but a digest and a plain file name is refused.
             raise InputError(f"{bundle}: the report's subject lists a malformed run file")
+        assert isinstance(digest, str)
         source = top / "data/blobs/sha256" / digest.removeprefix("sha256:")
         if not source.is_file():
             listed = [
