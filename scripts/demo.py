@@ -386,7 +386,9 @@ def storage_demo() -> None:
 
 def fixity_demo(listing: str, endpoint: str) -> None:
     """Rot one stored archive in place (same length, metadata kept, as bit rot would),
-    run fixity with a ledger and a signed record, then again with --older-than."""
+    run fixity with a ledger and a signed record; the next run, --older-than, still
+    reports the failure (it is never forgotten), until the keeper retires it with a
+    reason, after which a run passes."""
     import boto3
 
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
@@ -402,6 +404,13 @@ def fixity_demo(listing: str, endpoint: str) -> None:
     print(f"  (flipped one bit of s3://evidence/{key}, its metadata kept)")
     run("fixity", "s3://evidence/archive", "--ledger", "fixity.sqlite", "--workers", "2",
         "--record", "fixity-record.jsonl", "--key", "auditor-key", expect=1)
+    # Checked again first, whatever --older-than says: the failure is still there.
+    again = run("fixity", "s3://evidence/archive", "--ledger", "fixity.sqlite", "--older-than",
+                "30d", expect=1)
+    if key not in again.stdout:
+        sys.exit("demo: the second fixity run forgot the rotted bundle")
+    run("fixity", "s3://evidence/archive", "--ledger", "fixity.sqlite", "--retire", key,
+        "--reason", "bit rot confirmed; the bundle is re-exported from the store")
     run("fixity", "s3://evidence/archive", "--ledger", "fixity.sqlite", "--older-than", "30d")
     print("$ ssh-keygen -Y verify -f allowed_signers -I auditor@example.org -n evalbook-fixity-v1 "
           "-s fixity-record.jsonl.sig < fixity-record.jsonl", flush=True)

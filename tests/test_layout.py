@@ -29,14 +29,18 @@ ALLOWED: dict[str, set[str]] = {
     "report": {"core", "archive", "trust", "evalbook", "evalbanana", "bundles"},
     # Runs of other tools (SPEC 16) become store documents; --check reads a bundle.
     "importers": {"core", "archive", "trust", "evalbook", "bundles"},
-    "cli": {
+    "api": {
         "core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "fixity",
         "report", "importers",
+    },
+    "cli": {
+        "core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "fixity",
+        "report", "api", "importers",
     },
     "testing": {"core", "archive", "trust", "evalbook", "evalbanana"},
     "bundler": {
         "core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "fixity",
-        "report", "importers",
+        "report", "api", "importers",
     },
     "__main__": {"cli"},
 }

@@ -17,6 +17,7 @@ from bundler.cli import (
     storage,
     tools,
     verify,
+    verifier_page,
 )
 from bundler.cli.app import Terminated, _on_sigterm, cli, main
 from bundler.cli.common import _exported_at

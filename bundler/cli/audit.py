@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -12,23 +11,17 @@ import orjson
 from bundler.cli.app import cli
 from bundler.cli.common import (
     _anchor_options,
-    _bytes_progress,
     _emit_json,
     _endpoint_option,
     _max_bytes_option,
     _ProgressLine,
     _say,
-    _verify_options,
 )
-from bundler.cli.render import _html_option, refuse_existing, write_page
+from bundler.cli.render import _html_option
 from bundler.cli.signatures import (
-    _explicit_signature,
-    _list_signatures,
-    _sidecar_signatures,
     _SignatureOutcome,
-    _SignatureSet,
 )
-from bundler.cli.stored import _bundle_stream
+from bundler.cli.verify import _signature_argument
 from bundler.core.errors import UsageError
 from bundler.core.textsafe import shown
 
@@ -96,45 +89,36 @@ def audit(
     endpoint_url: str | None,
     quiet: bool,
 ) -> None:
-    from bundler.bundles.audit import audit_bundle
+    from bundler.api.bundles import audit as audit_bundle
+    from bundler.api.pages import page_target, write_page
     from bundler.evalbook.audit import AuditVerdict
     from bundler.report.audit import audit_markdown, audit_text
 
-    if signature is not None and allowed_signers is None:
+    if (signature is not None or identity is not None) and allowed_signers is None:
         raise UsageError("--identity and --signature need --allowed-signers")
-    refuse_existing(html)
     if bundle.startswith("s3://"):
         from bundler import storage
 
         storage.parse_s3_url(bundle)
-    # As verify: --identity alone is refused by _verify_options; with --allowed-signers
-    # every signature found is checked by one _SignatureSet.
-    options = _verify_options(
-        expect_bundle_digest,
-        expect_report_digest,
-        strict,
-        max_bytes,
-        None,
-        identity if allowed_signers is None else None,
-    )
+    target = None if html is None else page_target(html, "audit.html")  # before any work
     outcomes: list[_SignatureOutcome] = []
-    if allowed_signers is not None:
-        signers = _SignatureSet(allowed_signers, identity)
-        explicit = _explicit_signature(signature, endpoint_url) if signature is not None else None
-        found = [explicit] if explicit is not None else _sidecar_signatures(bundle, endpoint_url)
-        options = replace(
-            options,
-            check_signature=signers.checker(found, outcomes, embedded=explicit is None),
-            signature_text=None,
-        )
     line = _ProgressLine(not quiet, "audit")
     try:
-        with _bundle_stream(bundle, endpoint_url) as stream:
-            result = audit_bundle(bundle, options, stream=stream, progress=_bytes_progress(line))
+        result = audit_bundle(
+            bundle,
+            expect_bundle_digest=expect_bundle_digest,
+            expect_report_digest=expect_report_digest,
+            allowed_signers=allowed_signers,
+            identity=identity,
+            signature=_signature_argument(signature),
+            strict=strict,
+            max_bytes=max_bytes,
+            endpoint_url=endpoint_url,
+            on_progress=line.callback(),
+            signature_outcomes=outcomes,
+        )
     finally:
         line.done()
-    if result.verification is not None and outcomes:
-        result = replace(result, verification=_list_signatures(result.verification, outcomes))
     signature_lines = _signature_lines(outcomes)
     if as_json:
         _emit_json(result.to_json())
@@ -155,10 +139,10 @@ def audit(
         )
         if not quiet:
             _say(f"Wrote:       {shown(str(output_dir / 'audit.json'))} and audit.md\n")
-    if html is not None:
-        write_page(html, result.to_json())
+    if target is not None:
+        write_page(target, result.to_json())
         if not quiet:
-            _say(f"Wrote:       {shown(str(html))} (audit page)\n")
+            _say(f"Wrote:       {shown(str(target))} (audit page)\n")
     sys.exit(result.exit_code)
 
 

@@ -15,15 +15,11 @@ from bundler.cli.common import (
     _out_in_directory,
     _quiet_option,
     _say,
-    _signature_checker,
-    _signer,
     _source_name,
 )
-from bundler.cli.storage import _sign_stored
-from bundler.cli.stored import _bundle_stream, _first_sidecar
+from bundler.core.digests import parse_digest
 from bundler.core.errors import (
     BundlerError,
-    InputError,
     UsageError,
 )
 from bundler.core.textsafe import shown
@@ -56,36 +52,18 @@ def sign(
     `verify --allowed-signers`. For an s3:// BUNDLE the signature is stored beside the
     archive, as a countersignature when one is there already (none is replaced).
     """
-    from bundler.bundles.proof import sign_bundle
-    from bundler.trust.proof import write_sidecar
+    from bundler.api.proofs import sign as sign_bundle
+    from bundler.cli.export import _warn_key
 
-    if isinstance(bundle, str):
-        info = _sign_stored(bundle, key_path, endpoint_url, quiet)
-    else:
-        if not bundle.exists() and not bundle.is_symlink():
-            raise InputError(f"{bundle}: not found (no such file); nothing to sign")
-        if bundle.is_dir():
-            raise InputError(f"{bundle}: is a directory; sign takes a .tar.zst bundle archive")
-        sidecar = Path(str(bundle) + ".sig")
-        if sidecar.exists() or sidecar.is_symlink():
-            raise InputError(f"{sidecar}: already exists; refusing to overwrite")
-        signature, result = sign_bundle(str(bundle), _signer(key_path, quiet))
-        target = write_sidecar(bundle, signature)
-        info = {
-            "schema": "evalbook.signed.v1",
-            "bundle": str(bundle),
-            "bundle_digest": result.bundle_digest,
-            "report_id": result.report_id,
-            "signature": str(target),
-            "state": "stored",
-        }
+    _warn_key(key_path)
+    signed = sign_bundle(str(bundle), key=key_path, endpoint_url=endpoint_url)
     if as_json:
-        _emit_json(info)
+        _emit_json(signed.to_json())
         return
-    state = "" if info["state"] == "stored" else " (already stored)"
+    state = "" if signed.state == "stored" else " (already stored)"
     click.echo(
-        f"Signed:      head of {shown(info['bundle_digest'])} ({shown(info['report_id'])})\n"
-        f"Signature:   {shown(info['signature'])}{state}"
+        f"Signed:      head of {shown(str(signed.bundle_digest))} ({shown(str(signed.report_id))})\n"
+        f"Signature:   {shown(signed.signature)}{state}"
     )
 
 
@@ -135,37 +113,21 @@ def prove(
     A bundle that does not verify exits 1, one that cannot be read 3. The proof is one
     line of canonical JSON.
     """
-    from bundler.bundles.proof import prove_case
+    from bundler.api.proofs import prove as prove_case
     from bundler.trust.proof import proof_file_bytes
 
     target = None if out is None else _out_in_directory(out, f"{case_id}.proof.json", "--out")
-    sidecar = _first_sidecar(bundle, endpoint_url)
-    with _bundle_stream(bundle, endpoint_url) as stream:
-        proof = prove_case(bundle, case_id, stream=stream, sidecar_signature=sidecar)
-    data = proof_file_bytes(proof)
+    proof = prove_case(bundle, case_id, out=target, endpoint_url=endpoint_url)
     if target is None:
-        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.write(proof_file_bytes(dict(proof.proof)))
         sys.stdout.flush()
         return
-    from bundler.core.outputs import write_new_file
-
-    write_new_file(target, data)
-    tree_size = proof["head"]["cases_tree"]["tree_size"]
     if as_json:
-        _emit_json(
-            {
-                "schema": "evalbook.proof_written.v1",
-                "case_id": case_id,
-                "leaf_index": proof["leaf_index"],
-                "tree_size": tree_size,
-                "bundle_digest": proof["head"].get("bundle_digest"),
-                "out": str(target),
-            }
-        )
+        _emit_json(proof.to_json())
         return
     click.echo(
-        f"Proof:       case {shown(case_id)} at leaf {proof['leaf_index']} of {tree_size} "
-        f"-> {shown(target)}"
+        f"Proof:       case {shown(case_id)} at leaf {proof.leaf_index} of {proof.tree_size} "
+        f"-> {shown(str(target))}"
     )
 
 
@@ -205,8 +167,8 @@ def check_proof_cmd(
     Any layout of the same JSON is the same proof. Only a valid signature on the head
     (--allowed-signers) anchors it; --expect-bundle-digest without one is not proven.
     """
-    from bundler.core.digests import parse_digest
-    from bundler.trust.proof import NotProven, check_proof, read_proof_file
+    from bundler.api.proofs import check_proof
+    from bundler.trust.proof import NotProven, read_proof_file
 
     if identity is not None and allowed_signers is None:
         raise UsageError("--identity needs --allowed-signers")
@@ -215,14 +177,15 @@ def check_proof_cmd(
             parse_digest(expect_bundle_digest, source="--expect-bundle-digest")
         except BundlerError as exc:
             raise UsageError(exc.message) from exc
-    checker = _signature_checker(allowed_signers, identity) if allowed_signers is not None else None
+    # Read here: "-" is standard input, which only the command line reads.
     data = read_proof_file(proof_file)
     try:
         result = check_proof(
             data,
-            source=_source_name(proof_file),
-            check_signature=checker,
+            allowed_signers=allowed_signers,
+            identity=identity,
             expect_bundle_digest=expect_bundle_digest,
+            source=_source_name(proof_file),
         )
     except NotProven as exc:
         if not as_json:
@@ -233,34 +196,21 @@ def check_proof_cmd(
                 "source": _source_name(proof_file),
                 "proven": False,
                 "reason": exc.message,
+                "exit_code": exc.exit_code,
+                "input": proof_file,
             }
         )
         _say(f"evalbook-bundle: error: {shown(exc.message)}\n")
         sys.exit(exc.exit_code)
-    anchor = {
-        "signer": result.signer,
-        "expected_bundle_digest": expect_bundle_digest,
-        "self_consistent_only": result.signer is None,
-        "description": result.anchor,
-    }
     if as_json:
-        _emit_json(
-            {
-                "schema": "evalbook.proof_check.v1",
-                "source": _source_name(proof_file),
-                "proven": True,
-                "case_id": result.case_id,
-                "leaf_index": result.leaf_index,
-                "tree_size": result.tree_size,
-                "bundle_digest": result.bundle_digest,
-                "report_id": result.report_id,
-                "anchored": result.anchored,
-                "anchor": anchor,
-            }
-        )
+        _emit_json(result.to_json())
         return
+    case = ""
+    if result.case_status is not None:
+        score = "" if result.case_score is None else f", score {result.case_score:g}"
+        case = f" (status {shown(result.case_status)}{score})"
     click.echo(
-        f"Proven:      case {shown(result.case_id)} is leaf {result.leaf_index} of "
+        f"Proven:      case {shown(result.case_id)}{case} is leaf {result.leaf_index} of "
         f"{result.tree_size} in bundle {result.bundle_digest} ({shown(result.report_id)})\n"
         f"Anchor:      {shown(result.anchor)}"
     )

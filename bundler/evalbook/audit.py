@@ -356,6 +356,7 @@ class Audit:
         return {
             "schema": AUDIT_SCHEMA,
             "source": self.source,
+            "input": self.source,
             "verdict": self.verdict.value,
             "exit_code": self.exit_code,
             "error": self.error,
@@ -369,6 +370,10 @@ class Audit:
                 "report_digest": v.report_digest,
                 "anchor": v.anchor.describe(),
                 "counts": v.counts(),
+                # The report facts a verification page shows, from the same fields.
+                "report_result": v.report_result,
+                "report_issued_at": v.report_issued_at,
+                "envelope": None if v.envelope is None else v.envelope.to_json(),
             },
             "anchor": _anchor_json(self.anchor),
             # The audit reads the bundle once, in its verification: the same time and bytes.

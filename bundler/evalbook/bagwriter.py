@@ -83,7 +83,8 @@ def check_not_before(moment: datetime, earliest: str, what: str, source: str) ->
     if moment < bound:
         raise UsageError(
             f"{source} {format_timestamp(moment)}: before {what} {earliest}; "
-            "an export cannot predate what it exports"
+            "an export cannot predate what it exports",
+            param=source,
         )
 
 

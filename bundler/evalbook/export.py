@@ -104,11 +104,20 @@ class ExportResult:
     report_digest: str
     archive_sha256: str
     archive_size: int
-    bundle: dict[str, Any]
+    bundle: dict[str, Any] = field(repr=False)  # the whole bundle.json: not for a repr
+    # What ``export --upload`` stored (the upload record), when it was asked to.
+    upload: dict[str, Any] | None = field(default=None, repr=False)
 
     def summary(self) -> dict[str, Any]:
         """The machine-readable summary printed by ``export --json``."""
-        return export_summary(self)
+        summary = export_summary(self)
+        if self.upload is not None:
+            summary["upload"] = self.upload
+        return summary
+
+    def to_json(self) -> dict[str, Any]:
+        """The object ``export --json`` prints (schemas/export-summary.schema.json)."""
+        return self.summary()
 
 
 def archive_name(report_id: str) -> str:
