@@ -65,7 +65,7 @@ screenshot: $(STAMP)
 	  --screenshot=$(CURDIR)/docs/page-verify.png file://$(CURDIR)/out/demo/page-tampered.html
 
 bench: $(STAMP)
-	$(PY) bench/run.py --fixity
+	$(PY) bench/run.py --fixity --import
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache bundler/*.so

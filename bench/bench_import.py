@@ -64,6 +64,14 @@ def build_log(path: Path, samples: int = SAMPLES) -> None:
     header["eval"]["dataset"].update(samples=samples, sample_ids=ids)
     header["eval"]["config"]["epochs"] = 1
     header["results"].update(total_samples=samples, completed_samples=samples)
+    # C and I alternate, so each scorer's accuracy is what Inspect would compute.
+    passed = (samples + 1) // 2
+    accuracy = passed / samples
+    stderr = (accuracy * (1 - accuracy) / (samples - 1)) ** 0.5 if samples > 1 else 0.0
+    for score in header["results"]["scores"]:
+        score["metrics"]["accuracy"]["value"] = accuracy
+        score["metrics"]["stderr"]["value"] = stderr
+        score.update(scored_samples=samples, unscored_samples=0)
     compressor = zstandard.ZstdCompressor(level=3)
     with path.open("wb") as out:
         central = bytearray()

@@ -13,6 +13,8 @@ times (median and range, wall clock; peak RSS from /usr/bin/time):
 - canonical.dumps MB/s      vs  orjson.dumps
 - audit                     vs  verify (when the audit command exists)
 - with --fixity: fixity over --fixity-bundles stored bundles (bench/bench_fixity.py)
+- with --import: an Inspect log of 20,000 samples imported and exported, against Inspect's
+  own read_eval_log on the same log (bench/bench_import.py)
 
 Each of these runs for each store shape (``--shape``, repeatable): ``1gb`` (the store
 above), ``4gb`` (the same with 4 GB of payloads) and ``small-files`` (20,000 cases with
@@ -381,6 +383,13 @@ def main() -> None:
     )
     parser.add_argument("--fixity-bundles", type=int, default=1000)
     parser.add_argument(
+        "--import",
+        dest="import_log",
+        action="store_true",
+        help="Also import and export an Inspect log of 20,000 samples against Inspect's "
+        "read_eval_log (bench/bench_import.py; RUNNERS_VENV names the runner's virtualenv).",
+    )
+    parser.add_argument(
         "--fixity-only", action="store_true", help="Measure fixity alone (implies --fixity)."
     )
     args = parser.parse_args()
@@ -412,6 +421,11 @@ def main() -> None:
     }
     if args.fixity:
         results["fixity"] = fixity_part(args.fixity_bundles)
+    if args.import_log:
+        import bench_import
+
+        print("import of an Inspect log (bench/bench_import.py)", flush=True)
+        results["import"] = bench_import.run()
     args.json_out.write_text(json.dumps(results, indent=2) + "\n")
     for shape in results["shapes"].values():
         print_table(shape)
@@ -426,6 +440,10 @@ def main() -> None:
         import bench_fixity
 
         bench_fixity.print_table(results["fixity"])
+    if "import" in results:
+        import bench_import
+
+        bench_import.print_table(results["import"])
     print(f"\nfigures written to {args.json_out}")
 
 

@@ -1461,6 +1461,29 @@ def eb_cases(c: Corpus) -> None:
     )
 
 
+def imported_cases(c: Corpus) -> None:
+    """Imported Inspect AI and lm-eval runs (SPEC 16), from scripts/runner_bundles.py:
+    legitimate (alice; bob without dataset.read_body) and run-file listings against
+    the rule, every digest re-sealed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("runner_bundles", ROOT / "scripts" / "runner_bundles.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    built = c.tmp / "imported"
+    expected = module.build(built)
+    for name, e in sorted(expected.items()):
+        shutil.copyfile(built / name, c.out / name)
+        case_id = "imported/" + name.removesuffix(".tar.zst").removeprefix("imported-")
+        if e["verdict"] == "verified":
+            reasons = ["no_dataset_read_body"] if name.endswith("-bob.tar.zst") else []
+            c.add(case_id, "fixture", "16", name, verified(reasons), why=e["why"])
+        else:
+            c.add(case_id, "listing", "16, 5 claim 10", name, failed((10, None), exact=True),
+                  why=e["why"])
+
+
 def main() -> int:
     out = Path(sys.argv[1]).resolve()
     if out.exists():
@@ -1475,6 +1498,7 @@ def main() -> int:
         signed, _ = signature_cases(c)
         proof_cases(c, signed, clean)
         eb_cases(c)
+        imported_cases(c)
     finally:
         shutil.rmtree(c.tmp, ignore_errors=True)
     manifest = {"schema": "evalbook.conformance.v1", "cases": c.cases}

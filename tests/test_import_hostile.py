@@ -178,6 +178,21 @@ def edit_json(name: str, change: Callable[[Any], None]) -> list[Member]:
 
 
 SAMPLE = "samples/add-2_epoch_1.json"
+
+
+def _unsized(data: bytes) -> bytes:
+    """A zstd frame whose header does not declare its content size."""
+    return zstandard.ZstdCompressor(write_content_size=False).compress(data)
+
+
+def _bomb() -> bytes:
+    """256 MiB of zeros in one zstd frame of a few KB, without a content size."""
+    c = zstandard.ZstdCompressor(level=1, write_content_size=False)
+    chunk = bytes(1024 * 1024)
+    out = c.compressobj()
+    return b"".join([*(out.compress(chunk) for _ in range(256)), out.flush()])
+
+
 ZEROS = bytes(20 * 1024 * 1024)
 
 # name -> (the log's bytes, a phrase the one-line error must hold)
@@ -254,11 +269,15 @@ INSPECT_CASES: dict[str, tuple[Callable[[], bytes], str]] = {
         "ratio cap",
     ),
     "expands past its size": (
-        lambda: build_zip(edit(MEMBERS, SAMPLE, lambda m: replace(m, usize=100))),
+        lambda: build_zip(
+            edit(MEMBERS, SAMPLE, lambda m: replace(m, usize=100, raw=_unsized(m.data)))
+        ),
         "beyond its declared",
     ),
     "shorter than its size": (
-        lambda: build_zip(edit(MEMBERS, SAMPLE, lambda m: replace(m, usize=len(m.data) + 5))),
+        lambda: build_zip(
+            edit(MEMBERS, SAMPLE, lambda m: replace(m, usize=len(m.data) + 5, raw=_unsized(m.data)))
+        ),
         "decompresses to",
     ),
     "corrupt zstd": (
@@ -266,6 +285,36 @@ INSPECT_CASES: dict[str, tuple[Callable[[], bytes], str]] = {
             edit(MEMBERS, SAMPLE, lambda m: replace(m, raw=b"\x28\xb5\x2f\xfdgarbage"))
         ),
         "zstd",
+    ),
+    "small member, huge frame": (
+        lambda: build_zip(
+            edit(
+                MEMBERS, SAMPLE, lambda m: replace(m, usize=60_000, crc=0, local_crc=0, raw=_bomb())
+            )
+        ),
+        "expands beyond its declared 60000",
+    ),
+    "frame header lies": (
+        lambda: build_zip(
+            edit(
+                MEMBERS,
+                SAMPLE,
+                lambda m: replace(
+                    m, usize=len(m.data) - 1, raw=zstandard.ZstdCompressor().compress(m.data)
+                ),
+            )
+        ),
+        "its zstd frame declares",
+    ),
+    "two frames": (
+        lambda: build_zip(
+            edit(
+                MEMBERS,
+                SAMPLE,
+                lambda m: replace(m, raw=zstandard.ZstdCompressor().compress(m.data) * 2),
+            )
+        ),
+        "bytes after its zstd frame",
     ),
     "too many members": (lambda: build_zip(MEMBERS, count=MAX_MEMBERS + 1), "over the cap"),
     "zip64 count": (lambda: build_zip(MEMBERS, count=0xFFFF), "zip64"),
@@ -534,6 +583,7 @@ def _too_many_values() -> bytes:
         ("count", INSPECT_CASES["too many members"][0], 3),
         ("layout", INSPECT_CASES["overlapping members"][0], 3),
         ("values", _too_many_values, 3),
+        ("small member, huge frame", INSPECT_CASES["small member, huge frame"][0], 3),
         ("dense member, accepted", _dense_sample, 0),
     ],
 )
@@ -560,3 +610,37 @@ def test_hostile_families_stay_within_memory_and_time(
     assert run.peak_bytes < 300 * 1024 * 1024, family
     assert run.wall < 10, family
     assert (tmp_path / "store").exists() is (code == 0)
+
+
+def test_an_lm_eval_line_over_the_cap_stays_within_memory_and_time(tmp_path: Path) -> None:
+    from bundler.importers.lmeval import MAX_LINE_BYTES
+
+    results = tmp_path / LM_RESULTS.name
+    results.write_bytes(LM_RESULTS.read_bytes())
+    samples = []
+    for s in LM_SAMPLES:
+        target = tmp_path / s.name
+        target.write_bytes(s.read_bytes())
+        samples += ["--samples", str(target)]
+    with (tmp_path / LM_SAMPLES[0].name).open("ab") as f:
+        f.write(b'{"doc": "' + b"x" * (MAX_LINE_BYTES + 1) + b'"}\n')
+    run = measure.spawn_measured(
+        [
+            sys.executable,
+            "-m",
+            "bundler",
+            "import-lm-eval",
+            str(results),
+            *samples,
+            "--store",
+            str(tmp_path / "store"),
+            "--principal",
+            "a",
+        ],
+        deadline=60,
+    )
+    assert run.code == 3, run.stderr
+    assert b"a line longer than" in run.stderr
+    assert run.peak_bytes < 300 * 1024 * 1024
+    assert run.wall < 10
+    assert not (tmp_path / "store").exists()

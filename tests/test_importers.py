@@ -548,75 +548,49 @@ def test_check_of_an_unreadable_bundle_exits_3(tmp_path: Path) -> None:
 # ------------------------------------------- claims 10 and 11 on run files (SPEC 16)
 
 
-def _run_file_digest(eb: repack.EditableBag) -> str:
-    return eb.json("data/report/body.json")["subject"]["files"][0]["digest"]
+def test_run_file_bundles_verify_as_the_contract_says(tmp_path: Path) -> None:
+    """scripts/runner_bundles.py (the recipe any verifier can be run against): the
+    legitimate imported bundles verify, one with a run file from SSO, and each listing
+    of a run file against the rule fails, digests re-sealed."""
+    import importlib.util
 
-
-def _relist(
-    group: str, reason: str, kind: str = "artifact"
-) -> Callable[[repack.EditableBag], None]:
-    """The run file taken out of the bundle (alice) or out of the redactions (bob), and
-    listed under ``group`` with ``reason`` as ``kind``."""
-
-    def edit(eb: repack.EditableBag) -> None:
-        digest = _run_file_digest(eb)
-        eb.files.pop(f"data/blobs/sha256/{digest[7:]}", None)
-        b = eb.bundle
-        b["redacted"] = [r for r in b["redacted"] if r["digest"] != digest]
-        entry = {"kind": kind, "ref": digest, "digest": digest, "reason": reason}
-        if group == "unavailable":
-            entry["detail"] = None
-        b[group] = sorted([*b[group], entry], key=lambda e: (e["kind"], e["ref"]))
-        eb.set_bundle(b)
-
-    return edit
-
-
-def _as_svc(eb: repack.EditableBag) -> None:
-    eb.edit_json("data/report/body.json", lambda body: body.update(producer="svc_evalbook"))
-
-
-RUN_FILE_ATTACKS: dict[str, tuple[str, Callable[[repack.EditableBag], None], bool]] = {
-    # name: (principal, edit, verifies)
-    "run file at sso called payload_at_sso": (
-        "alice",
-        _relist("unavailable", "payload_at_sso"),
-        False,
-    ),
-    "run file withheld for read_body though alice has it": (
-        "alice",
-        _relist("redacted", "no_dataset_read_body"),
-        False,
-    ),
-    "run file missing from the store": (
-        "alice",
-        _relist("unavailable", "missing_from_store"),
-        True,
-    ),
-    "bob's run file listed unavailable, not redacted": (
-        "bob",
-        _relist("unavailable", "missing_from_store"),
-        False,
-    ),
-    "bob's run file redacted as an output": (
-        "bob",
-        _relist("redacted", "no_dataset_read_body", "output"),
-        False,
-    ),
-    "a run file's leniency for a report EvalBook issued": ("bob", _as_svc, False),
-}
-
-
-@pytest.mark.parametrize("attack", sorted(RUN_FILE_ATTACKS))
-def test_run_file_listings_are_held_to_the_rule(
-    imported: dict[str, Any], attack: str, tmp_path: Path
-) -> None:
     from bundler.bundles.verify import verify_bundle
 
-    principal, edit, verifies = RUN_FILE_ATTACKS[attack]
-    eb = repack.open_bundle(imported[f"inspect/{principal}"])
-    edit(eb)
+    spec = importlib.util.spec_from_file_location(
+        "runner_bundles", ROOT / "scripts" / "runner_bundles.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    expected = module.build(tmp_path / "bundles")
+    assert len(expected) == 9
+    for name, e in sorted(expected.items()):
+        result = verify_bundle(str(tmp_path / "bundles" / name), VerifyOptions())
+        assert (result.verdict.value, result.exit_code) == (e["verdict"], e["exit_code"]), name
+        if e["verdict"] == "failed":
+            groups = {c.group for c in result.claims if c.state.value == "failed"}
+            assert groups <= {10, 11}, (name, groups)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"digest": "sha256:../../../../../../etc/hostname", "name": "log.eval"},
+        {"digest": "sha256:" + "0" * 64, "name": "../escape.eval"},
+        {"digest": "sha256:" + "0" * 64, "name": "a\x00b"},
+        {"digest": 7, "name": "log.eval"},
+    ],
+)
+def test_check_refuses_a_subject_that_names_paths(
+    imported: dict[str, Any], entry: dict[str, Any], tmp_path: Path
+) -> None:
+    """--check writes the run files by the names and reads them by the digests the
+    report's subject gives: a bundle whose subject would lead it outside is refused."""
+    eb = repack.open_bundle(imported["inspect/alice"])
+    eb.edit_json(
+        "data/report/body.json",
+        lambda body: body["subject"]["files"][0].update(role="log", **entry),
+    )
     forged = repack.write_bundle(eb, tmp_path / "forged.tar.zst")
-    result = verify_bundle(str(forged), VerifyOptions())
-    failed = [c for c in result.claims if c.state.value == "failed"]
-    assert (result.verdict is Verdict.VERIFIED) is verifies, failed
+    with pytest.raises(InputError, match="malformed run file"):
+        recheck_bundle(str(forged), Runner.INSPECT)

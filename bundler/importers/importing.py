@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from bundler.archive import names
 from bundler.core import canonical
 from bundler.core.errors import InputError, UsageError
 from bundler.evalbook.contract import EXPORT, READ_BODY
@@ -70,9 +71,20 @@ class ImportResult:
         }
 
 
+def is_file_name(name: str) -> bool:
+    """A plain file name that can be recorded and written back: one segment, not ``.``
+    or ``..``, no slash, backslash or control character, and one a bundle member may
+    carry (archive/names.py), so the scorer files' names are ones a bundle can hold."""
+    return (
+        _SAFE_NAME.match(name) is not None
+        and name not in (".", "..")
+        and names.name_problem(f"x/{name}") is None
+    )
+
+
 def _base_name(path: Path, what: str) -> str:
     name = path.name
-    if _SAFE_NAME.match(name) is None or name in (".", ".."):
+    if not is_file_name(name):
         raise InputError(f"{path}: the {what}'s name cannot be recorded safely")
     return name
 

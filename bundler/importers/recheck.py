@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import filecmp
 import hashlib
+import json
 import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bundler.core import canonical
-from bundler.core.claims import Verdict, VerifyOptions
+from bundler.core.digests import is_digest
 from bundler.core.errors import InputError
-from bundler.importers.importing import ImportConfig, Runner, import_run
+from bundler.importers.importing import ImportConfig, Runner, import_run, is_file_name
 from bundler.importers.model import Producer, Role
 
 PRODUCER = {Runner.INSPECT: Producer.INSPECT, Runner.LM_EVAL: Producer.LM_EVAL}
@@ -82,28 +85,46 @@ def recheck_bundle(bundle: str, runner: Runner) -> RecheckResult:
     this runner. A bundle that does not verify is a difference (exit 1), never compared
     further.
     """
-    from bundler.bundles.extract import extract_bundle
-
     with tempfile.TemporaryDirectory(prefix="evalbook-check-") as tmp:
         bag = Path(tmp) / "bag"
-        verification = extract_bundle(bundle, bag, VerifyOptions())
-        if verification.verdict is Verdict.ERROR:
-            raise InputError(f"{bundle}: cannot be read as a bundle")
-        if verification.verdict is not Verdict.VERIFIED:
-            failed = [c for c in verification.claims if c.state.value == "failed"]
+        # Extracted (and verified) by the extract command in its own process: the
+        # verifier's memory is returned before the import takes its own (SPEC 5).
+        done = subprocess.run(
+            [sys.executable, "-m", "bundler", "extract", bundle, str(bag), "--json", "-q"],
+            capture_output=True,
+            check=False,
+        )
+        if done.returncode == 1:
+            record = json.loads(done.stdout.splitlines()[-1])
+            failed = record.get("counts", {}).get("failed")
             return RecheckResult(
                 bundle,
                 None,
                 0,
                 [
                     Difference(
-                        "data/bundle.json",
-                        f"the bundle does not verify ({len(failed)} failed claims)",
+                        "data/bundle.json", f"the bundle does not verify ({failed} failed claims)"
                     )
                 ],
             )
+        if done.returncode != 0:
+            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            why = message[-1].removeprefix("evalbook-bundle: error: ") if message else "unreadable"
+            raise InputError(f"{bundle}: cannot be read as a bundle ({why})")
         top = next(bag.iterdir())
         return _compare(bundle, top, runner, Path(tmp))
+
+
+def _small(bundle: dict[str, Any]) -> dict[str, Any]:
+    """What --check needs of bundle.json: the listings, the first scorer, the checks
+    (the payload and example lists, the bulk of a large bundle.json, are let go before
+    the re-import takes its memory)."""
+    return {
+        "redacted": bundle["redacted"],
+        "unavailable": bundle["unavailable"],
+        "scorers": bundle["scorers"][:1],
+        "checks": bundle["checks"],
+    }
 
 
 def _load(path: Path) -> Any:
@@ -111,7 +132,7 @@ def _load(path: Path) -> Any:
 
 
 def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult:
-    manifest = _load(top / "data/bundle.json")
+    manifest = _small(_load(top / "data/bundle.json"))
     body = _load(top / "data/report/body.json")
     report_id = body["report_id"]
     if body.get("producer") != PRODUCER[runner].value:
@@ -129,13 +150,11 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
     for entry in files:
         digest = entry.get("digest") if isinstance(entry, dict) else None
         name = entry.get("name") if isinstance(entry, dict) else None
-        if (
-            not isinstance(digest, str)
-            or not isinstance(name, str)
-            or "/" in name
-            or name in (".", "..")
-        ):
+        if not is_digest(digest) or not isinstance(name, str) or not is_file_name(name):
+            # The digest names a path under data/blobs/ and the name a file written
+            # here: anything but a digest and a plain file name is refused.
             raise InputError(f"{bundle}: the report's subject lists a malformed run file")
+        assert isinstance(digest, str)
         source = top / "data/blobs/sha256" / digest.removeprefix("sha256:")
         if not source.is_file():
             listed = [

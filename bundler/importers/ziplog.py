@@ -39,6 +39,7 @@ MAX_RATIO = 1000
 SMALL_MEMBER = 64 * 1024
 
 STORED, DEFLATE, ZSTD = 0, 8, 93
+ZSTD_PIECE = 1024  # compressed bytes fed to zstd at a time (see _zstd)
 METHODS = {STORED: "stored", DEFLATE: "deflate", ZSTD: "zstd"}
 
 _EOCD = struct.Struct("<4sHHHHIIH")  # signature .. comment length
@@ -121,16 +122,7 @@ class ZipLog:
             if not d.eof or d.unused_data or d.unconsumed_tail:
                 raise InputError(f"{where}: deflate data does not end at its declared size")
         else:
-            try:
-                dctx = zstandard.ZstdDecompressor(max_window_size=1 << 27)
-                obj = dctx.decompressobj()
-                data = obj.decompress(raw)
-                if len(data) > m.size:
-                    raise InputError(f"{where}: expands beyond its declared {m.size} bytes")
-                if not obj.eof or obj.unused_data:
-                    raise InputError(f"{where}: zstd data does not end where the member ends")
-            except zstandard.ZstdError as exc:
-                raise InputError(f"{where}: corrupt zstd data ({exc})") from exc
+            data = _zstd(raw, m.size, where)
         if len(data) != m.size:
             raise InputError(
                 f"{where}: decompresses to {len(data)} bytes, the directory says {m.size}"
@@ -138,6 +130,39 @@ class ZipLog:
         if zlib.crc32(data) != m.crc:
             raise InputError(f"{where}: CRC-32 does not match its bytes")
         return data
+
+
+def _zstd(raw: bytes, size: int, where: str) -> bytes:
+    """One zstd frame that expands to exactly ``size`` bytes, never more held.
+
+    A frame header that declares another size is refused before decompressing (zstandard
+    would allocate what the header says); the input is fed in small pieces and the
+    output checked after each, so a hostile frame (run-length blocks expand about
+    40,000-fold) is stopped within ``ZSTD_PIECE`` x 43,000 bytes past ``size``; bytes after
+    the frame are refused.
+    """
+    try:
+        declared = zstandard.get_frame_parameters(raw).content_size
+        if declared != zstandard.CONTENTSIZE_UNKNOWN and declared != size:
+            raise InputError(
+                f"{where}: its zstd frame declares {declared} bytes, the directory says {size}"
+            )
+        obj = zstandard.ZstdDecompressor(max_window_size=1 << 27).decompressobj()
+        parts: list[bytes] = []
+        total = 0
+        for start in range(0, len(raw), ZSTD_PIECE):
+            if obj.eof:
+                raise InputError(f"{where}: bytes after its zstd frame")
+            out = obj.decompress(raw[start : start + ZSTD_PIECE])
+            total += len(out)
+            if total > size:
+                raise InputError(f"{where}: expands beyond its declared {size} bytes")
+            parts.append(out)
+        if not obj.eof or obj.unused_data:
+            raise InputError(f"{where}: zstd data does not end where the member ends")
+    except zstandard.ZstdError as exc:
+        raise InputError(f"{where}: corrupt zstd data ({exc})") from exc
+    return b"".join(parts)
 
 
 def _read_layout(f: RunFile) -> dict[str, ZipMember]:

@@ -236,12 +236,15 @@ class Check {
       if (this.f.readBody) return "the exporter's recorded permissions include dataset.read_body";
       // SPEC 16: an imported run's files (artifacts) are redacted whenever example bodies are.
       if (e.kind === 'artifact') {
-        return this.f.importedRun ? null : 'only case outputs, and the run files of an imported run, are redacted for dataset.read_body';
+        if (!this.f.importedRun) return 'only case outputs, and the run files of an imported run, are redacted for dataset.read_body';
+        // The exporter redacts a payload any case calls an output as an output.
+        return use.kinds.includes('output') ? 'redacted as artifact, but its cases make it an output' : null;
       }
       if (!use.kinds.includes('output')) return 'only case outputs are redacted for dataset.read_body';
       return null;
     }
     if (use.kinds.includes('output') && !this.f.readBody) return 'without dataset.read_body a case output is redacted, not unavailable';
+    if (this.f.importedRun && use.kinds.includes('artifact') && !this.f.readBody) return 'without dataset.read_body an imported run file is redacted, not unavailable';
     if (e.kind !== use.kinds[0]) return `listed as ${e.kind}, but its first use in the cases is as ${use.kinds[0]}`;
     if (e.reason === 'payload_at_sso') {
       if (use.locations.has('inline')) return 'a case payload stored inline cannot be payload_at_sso';
