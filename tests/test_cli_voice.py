@@ -255,7 +255,8 @@ def test_sign_prove_check_proof_json(
     copy.write_bytes(exported.read_bytes())
     signed = one_line(run_cli("sign", str(copy), "--key", str(key), "--json"))
     assert signed["signature"] == f"{copy}.sig" and signed["state"] == "stored"
-    failure(run_cli("sign", str(copy), "--key", str(key), "--json"), 3)  # sidecar exists
+    again = one_line(run_cli("sign", str(copy), "--key", str(key), "--json"))
+    assert (again["signature"], again["state"]) == (f"{copy}.sig", "already_signed")
     proof_file = tmp_path / "p.json"
     written = one_line(
         run_cli("prove", str(copy), "--case", "accuracy-00000", "--out", str(proof_file), "--json")

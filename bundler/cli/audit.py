@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -21,15 +20,8 @@ from bundler.cli.common import (
     _verify_options,
 )
 from bundler.cli.render import _html_option, refuse_existing, write_page
-from bundler.cli.signatures import (
-    _explicit_signature,
-    _list_signatures,
-    _sidecar_signatures,
-    _SignatureOutcome,
-    _SignatureSet,
-)
-from bundler.cli.stored import _bundle_stream
-from bundler.core.errors import UsageError
+from bundler.cli.signatures import _with_sidecars
+from bundler.cli.stored import _bundle_stream, _verified_stored
 from bundler.core.textsafe import shown
 
 AUDIT_HELP = """Re-derive an issued report's verdict from a bundle (SPEC section 12).
@@ -99,43 +91,33 @@ def audit(
     from bundler.bundles.audit import audit_bundle
     from bundler.evalbook.audit import AuditVerdict
     from bundler.report.audit import audit_markdown, audit_text
+    from bundler.report.render import signatures_lines
 
-    if signature is not None and allowed_signers is None:
-        raise UsageError("--identity and --signature need --allowed-signers")
     refuse_existing(html)
     if bundle.startswith("s3://"):
         from bundler import storage
 
-        storage.parse_s3_url(bundle)
-    # As verify: --identity alone is refused by _verify_options; with --allowed-signers
-    # every signature found is checked by one _SignatureSet.
+        storage.stored_bundle_location(bundle)
     options = _verify_options(
         expect_bundle_digest,
         expect_report_digest,
         strict,
         max_bytes,
-        None,
-        identity if allowed_signers is None else None,
+        allowed_signers,
+        identity,
+        signature,
     )
-    outcomes: list[_SignatureOutcome] = []
-    if allowed_signers is not None:
-        signers = _SignatureSet(allowed_signers, identity)
-        explicit = _explicit_signature(signature, endpoint_url) if signature is not None else None
-        found = [explicit] if explicit is not None else _sidecar_signatures(bundle, endpoint_url)
-        options = replace(
-            options,
-            check_signature=signers.checker(found, outcomes, embedded=explicit is None),
-            signature_text=None,
-        )
+    options = _with_sidecars(options, bundle, endpoint_url, signature)
     line = _ProgressLine(not quiet, "audit")
     try:
         with _bundle_stream(bundle, endpoint_url) as stream:
             result = audit_bundle(bundle, options, stream=stream, progress=_bytes_progress(line))
+            if stream is not None and result.verification is not None:
+                _verified_stored(bundle, stream, result)
     finally:
         line.done()
-    if result.verification is not None and outcomes:
-        result = replace(result, verification=_list_signatures(result.verification, outcomes))
-    signature_lines = _signature_lines(outcomes)
+    checks = result.verification.signatures if result.verification is not None else ()
+    signature_lines = signatures_lines(checks)
     if as_json:
         _emit_json(result.to_json())
         if result.verdict is AuditVerdict.ERROR:
@@ -160,15 +142,3 @@ def audit(
         if not quiet:
             _say(f"Wrote:       {shown(str(html))} (audit page)\n")
     sys.exit(result.exit_code)
-
-
-def _signature_lines(outcomes: list[_SignatureOutcome]) -> list[str]:
-    """The signatures checked, as verify lists them (raw text: the summary escapes it)."""
-    if not outcomes:
-        return []
-    good = sum(o.signer is not None for o in outcomes)
-    lines = [f"Signatures:  {len(outcomes)} ({good} verified)"]
-    for o in outcomes:
-        state = f"verified: {o.signer}" if o.signer else f"not verified: {o.detail}"
-        lines.append(f"  - {o.source}: {state}")
-    return lines

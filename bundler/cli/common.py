@@ -371,8 +371,12 @@ def _verify_options(
     max_bytes: int,
     allowed_signers: Path | None = None,
     identity: str | None = None,
-    signature: Path | None = None,
+    signature: str | None = None,
 ) -> Any:
+    """The options of a verifying command; every signature is checked whatever they
+    say (SPEC 11.3), ``allowed_signers`` anchors them. The sidecars of each bundle are
+    added per bundle (``bundler.bundles.signatures.with_sidecars``)."""
+    from bundler.bundles.signatures import load_allowed
     from bundler.core.claims import VerifyOptions
     from bundler.core.digests import parse_digest
 
@@ -385,16 +389,15 @@ def _verify_options(
                 parse_digest(value, source=flag)
             except BundlerError as exc:
                 raise UsageError(exc.message) from exc
-    check = None
-    sig_text = None
-    if signature is not None:
-        sig_text = _read_input(str(signature)).decode("utf-8", "replace")
-    if allowed_signers is not None:
-        check = _signature_checker(allowed_signers, identity)
-    elif identity is not None or signature is not None:
+    if allowed_signers is None and (identity is not None or signature is not None):
         raise UsageError("--identity and --signature need --allowed-signers")
     return VerifyOptions(
-        expect_bundle_digest, expect_report_digest, strict, max_bytes, check, sig_text
+        expect_bundle_digest,
+        expect_report_digest,
+        strict,
+        max_bytes,
+        allowed_signers=load_allowed(allowed_signers),  # type: ignore[arg-type]
+        identity=identity,
     )
 
 
@@ -415,19 +418,26 @@ def _signer(key_path: Path, quiet: bool) -> Callable[[bytes], str]:
 def _signature_checker(
     allowed_signers: Path, identity: str | None
 ) -> Callable[[bytes, str | None], str]:
+    """For a proof's head signature (check-proof): the one check every path uses."""
+    from bundler.bundles.signatures import load_allowed
+    from bundler.core.signatures import SignatureSource, SignatureState
     from bundler.trust import sshsig
+    from bundler.trust.signatures import check_one, signer_of
 
-    allowed = sshsig.load_allowed_signers(allowed_signers)
+    allowed = load_allowed(allowed_signers)
 
     def check(head: bytes, signature_text: str | None) -> str:
         if signature_text is None:
             raise sshsig.SignatureError("no signature: neither bundle-head.json.sig nor a sidecar")
-        try:
-            verified = sshsig.verify(head, signature_text, allowed, identity=identity)
-        except sshsig.SignatureError as exc:
-            # The claim is already called "signature"; sshsig names its source the same.
-            raise sshsig.SignatureError(exc.message.removeprefix("signature: ")) from exc
-        return f"{verified.principal}, key {verified.fingerprint}"
+        result = check_one(
+            head,
+            SignatureSource("signature", signature_text),
+            allowed=allowed,  # type: ignore[arg-type]
+            identity=identity,
+        )
+        if result.state is not SignatureState.VERIFIED:
+            raise sshsig.SignatureError(str(result.reason))
+        return signer_of(result)
 
     return check
 

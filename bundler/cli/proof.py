@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -18,9 +20,12 @@ from bundler.cli.common import (
     _signature_checker,
     _signer,
     _source_name,
+    _verify_options,
 )
+from bundler.cli.signatures import _with_sidecars
 from bundler.cli.storage import _sign_stored
-from bundler.cli.stored import _bundle_stream, _first_sidecar
+from bundler.cli.stored import _bundle_stream, _verified_stored
+from bundler.core.claims import VerifyOptions
 from bundler.core.errors import (
     BundlerError,
     InputError,
@@ -49,16 +54,14 @@ from bundler.core.textsafe import shown
 def sign(
     bundle: Path | str, key_path: Path, endpoint_url: str | None, as_json: bool, quiet: bool
 ) -> None:
-    """Verify BUNDLE, then sign its bundle-head.json into the sidecar BUNDLE.sig.
+    """Verify BUNDLE, then sign its bundle-head.json into a sidecar beside it.
 
-    The archive is never rewritten and an existing sidecar is never replaced. Auditors
-    check the signature with `ssh-keygen -Y verify -n evalbook-bundle-head-v1` or with
-    `verify --allowed-signers`. For an s3:// BUNDLE the signature is stored beside the
-    archive, as a countersignature when one is there already (none is replaced).
+    The first sidecar is BUNDLE.sig, each further signer's BUNDLE.sig.<sha256 of the
+    signature>, locally as beside an s3:// object; the archive is never rewritten and
+    no sidecar is replaced. A key that has signed the head already (embedded or in a
+    sidecar) writes nothing: "already signed", exit 0. Auditors check the signature
+    with `ssh-keygen -Y verify -n evalbook-bundle-head-v1` or `verify --allowed-signers`.
     """
-    from bundler.bundles.proof import sign_bundle
-    from bundler.trust.proof import write_sidecar
-
     if isinstance(bundle, str):
         info = _sign_stored(bundle, key_path, endpoint_url, quiet)
     else:
@@ -66,27 +69,47 @@ def sign(
             raise InputError(f"{bundle}: not found (no such file); nothing to sign")
         if bundle.is_dir():
             raise InputError(f"{bundle}: is a directory; sign takes a .tar.zst bundle archive")
-        sidecar = Path(str(bundle) + ".sig")
-        if sidecar.exists() or sidecar.is_symlink():
-            raise InputError(f"{sidecar}: already exists; refusing to overwrite")
-        signature, result = sign_bundle(str(bundle), _signer(key_path, quiet))
-        target = write_sidecar(bundle, signature)
-        info = {
-            "schema": "evalbook.signed.v1",
-            "bundle": str(bundle),
-            "bundle_digest": result.bundle_digest,
-            "report_id": result.report_id,
-            "signature": str(target),
-            "state": "stored",
-        }
+        info = _sign_local(bundle, key_path, quiet)
     if as_json:
         _emit_json(info)
         return
-    state = "" if info["state"] == "stored" else " (already stored)"
+    state = {
+        "stored": "",
+        "already_stored": " (already stored)",
+        "already_signed": " (already signed by this key: nothing written)",
+    }[info["state"]]
     click.echo(
         f"Signed:      head of {shown(info['bundle_digest'])} ({shown(info['report_id'])})\n"
         f"Signature:   {shown(info['signature'])}{state}"
     )
+
+
+def _sign_local(bundle: Path, key_path: Path, quiet: bool) -> dict[str, Any]:
+    """``sign ARCHIVE``: verify it (every signature present checked), then add this key's
+    signature as ``ARCHIVE.sig``, or ``ARCHIVE.sig.<hex>`` when that is taken (a
+    countersignature, SPEC 11.3); nothing when the key has signed already."""
+    from bundler.bundles.proof import sign_verified, signed_already
+    from bundler.bundles.signatures import sidecar_name
+    from bundler.core.outputs import write_new_file
+
+    signature, result = sign_verified(
+        str(bundle), _signer(key_path, quiet), _with_sidecars(VerifyOptions(), str(bundle), None)
+    )
+    info: dict[str, Any] = {
+        "schema": "evalbook.signed.v1",
+        "bundle": str(bundle),
+        "bundle_digest": result.bundle_digest,
+        "report_id": result.report_id,
+    }
+    already = signed_already(result, signature)
+    if already is not None:
+        return {**info, "signature": already, "state": "already_signed"}
+    data = signature.encode("ascii")
+    first = Path(sidecar_name(str(bundle), data, first_free=True))
+    free = not os.path.lexists(first)
+    target = Path(sidecar_name(str(bundle), data, first_free=free))
+    write_new_file(target, data)
+    return {**info, "signature": str(target), "state": "stored"}
 
 
 @cli.command(
@@ -113,6 +136,16 @@ def sign(
     "--endpoint-url", help="S3 endpoint for s3:// bundles (default $AWS_ENDPOINT_URL_S3)."
 )
 @click.option(
+    "--allowed-signers",
+    type=click.Path(path_type=Path),
+    help="OpenSSH allowed_signers file: some signature must verify by an allowed signer, "
+    "and the proof carries the first that does.",
+)
+@click.option(
+    "--identity",
+    help="With --allowed-signers: the signer whose signature the proof carries, among several.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -125,23 +158,30 @@ def prove(
     case_id: str,
     out: str | None,
     endpoint_url: str | None,
+    allowed_signers: Path | None,
+    identity: str | None,
     as_json: bool,
     quiet: bool,
 ) -> None:
     """Write a proof that one case belongs to BUNDLE (evalbook.case_proof.v1).
 
-    The proof holds the bundle head, its signature (embedded or the BUNDLE.sig sidecar),
-    the case and its RFC 6962 audit path; `check-proof` checks it without the bundle.
-    A bundle that does not verify exits 1, one that cannot be read 3. The proof is one
-    line of canonical JSON.
+    The proof holds the bundle head, one head signature (the embedded one, or a sidecar
+    BUNDLE.sig, BUNDLE.sig.<hex>; with --allowed-signers and --identity, the one by that
+    signer), the case and its RFC 6962 audit path; `check-proof` checks it without the
+    bundle. A bundle that does not verify exits 1, one that cannot be read 3. The proof
+    is one line of canonical JSON.
     """
     from bundler.bundles.proof import prove_case
+    from bundler.core.limits import DEFAULT_MAX_BYTES
     from bundler.trust.proof import proof_file_bytes
 
     target = None if out is None else _out_in_directory(out, f"{case_id}.proof.json", "--out")
-    sidecar = _first_sidecar(bundle, endpoint_url)
+    options = _verify_options(None, None, False, DEFAULT_MAX_BYTES, allowed_signers, identity)
+    options = _with_sidecars(options, bundle, endpoint_url)
     with _bundle_stream(bundle, endpoint_url) as stream:
-        proof = prove_case(bundle, case_id, stream=stream, sidecar_signature=sidecar)
+        proof = prove_case(bundle, case_id, options=options, stream=stream)
+        if stream is not None:
+            _verified_stored(bundle, stream, None)
     data = proof_file_bytes(proof)
     if target is None:
         sys.stdout.buffer.write(data)

@@ -1,186 +1,23 @@
-"""Finding and checking the signatures beside a bundle (embedded, sidecar, stored)."""
+"""The signatures of a bundle as the commands read them: beside it, checked by the verifier.
+
+Every verifying command (verify, audit, extract, prove, sign) passes the bundle's
+sidecars to the verifier through ``_with_sidecars``; the verifier checks them with the
+embedded signature (``bundler.trust.signatures``) and the result lists each one.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
-from bundler.cli.common import _read_input, _source_name, _storage_config
-from bundler.core.errors import (
-    BundlerError,
-    InputError,
-    VerificationFailed,
-)
-from bundler.core.textsafe import shown
+from bundler.core.errors import VerificationFailed
 
 _NotVerified = VerificationFailed  # a bundle a command must verify first does not (exit 1)
 
 
-# Local signature files beside an archive: ARCHIVE.sig and ARCHIVE.sig.<hex>, the names
-# `download` gives the stored ones (docs/format.md, storage).
-_LOCAL_COUNTERSIGNATURE = re.compile(r"\.sig\.[0-9a-f]{64}")
+def _with_sidecars(
+    options: Any, location: str, endpoint_url: str | None, signature: str | None = None
+) -> Any:
+    """``options`` checking the signatures beside ``location`` (or only ``signature``)."""
+    from bundler.bundles.signatures import with_sidecars
 
-
-@dataclass(frozen=True)
-class _SignatureCandidate:
-    source: str  # where it was found, as printed
-    text: str
-    problem: str | None = None  # why it cannot verify before it is checked
-
-
-@dataclass(frozen=True)
-class _SignatureOutcome:
-    source: str
-    signer: str | None  # "ID, key SHA256:..." when it verified
-    detail: str | None  # why not, otherwise
-
-
-def _local_signatures(archive: str) -> list[_SignatureCandidate]:
-    """ARCHIVE.sig, then ARCHIVE.sig.<hex> in name order; none for a directory."""
-    path = Path(archive)
-    if not path.is_file():
-        return []
-    names = [path.name + ".sig"]
-    with contextlib.suppress(OSError):
-        names += sorted(
-            entry.name
-            for entry in os.scandir(path.parent)
-            if entry.name.startswith(path.name)
-            and _LOCAL_COUNTERSIGNATURE.fullmatch(entry.name[len(path.name) :])
-        )
-    from bundler.trust.proof import MAX_SIGNATURE_BYTES, read_bounded
-
-    found = []
-    for name in names:
-        candidate = path.with_name(name)
-        if not os.path.lexists(candidate):
-            continue
-        try:
-            # Regular files only, opened without blocking: a FIFO cannot hang verify.
-            data = read_bounded(str(candidate), limit=MAX_SIGNATURE_BYTES, what="signature")
-        except InputError as exc:
-            found.append(_SignatureCandidate(str(candidate), "", exc.message))
-            continue
-        found.append(_SignatureCandidate(str(candidate), data.decode("utf-8", "replace")))
-    return found
-
-
-def _sidecar_signatures(location: str, endpoint_url: str | None) -> list[_SignatureCandidate]:
-    """The signatures stored or lying beside a bundle (not the embedded one)."""
-    if not location.startswith("s3://"):
-        return _local_signatures(location)
-    from bundler import storage
-
-    return [
-        _SignatureCandidate(sig.url, sig.text, sig.problem)
-        for sig in storage.stored_signatures(location, config=_storage_config(endpoint_url))
-    ]
-
-
-def _explicit_signature(value: str, endpoint_url: str | None) -> _SignatureCandidate:
-    """``--signature`` as a file, ``-`` (stdin) or an s3:// URL."""
-    if value.startswith("s3://"):
-        from bundler import storage
-
-        stored = storage.read_signature(value, config=_storage_config(endpoint_url))
-        return _SignatureCandidate(stored.url, stored.text)
-    return _SignatureCandidate(_source_name(value), _read_input(value).decode("utf-8", "replace"))
-
-
-class _SignatureSet:
-    """Checks every signature of a bundle against one allowed_signers file.
-
-    Several signers may sign one bundle (the exporter, auditors countersigning), so the
-    head is anchored when at least one signature verifies; every outcome is kept, to be
-    listed with the result.
-    """
-
-    def __init__(self, allowed_signers: Path, identity: str | None) -> None:
-        from bundler.trust import sshsig
-
-        self.allowed = sshsig.load_allowed_signers(allowed_signers)
-        self.identity = identity
-
-    def checker(
-        self,
-        candidates: list[_SignatureCandidate],
-        outcomes: list[_SignatureOutcome],
-        *,
-        embedded: bool,
-    ) -> Callable[[bytes, str | None], str]:
-        """A ``VerifyOptions.check_signature`` that checks the embedded signature (when
-        ``embedded``) and ``candidates``, appending each outcome to ``outcomes``."""
-        from bundler.trust import sshsig
-        from bundler.trust.head import HEAD_SIG_FILE
-
-        def check(head: bytes, embedded_text: str | None) -> str:
-            found = list(candidates)
-            if embedded and embedded_text is not None:
-                found.insert(0, _SignatureCandidate(HEAD_SIG_FILE, embedded_text))
-            if not found:
-                raise sshsig.SignatureError(
-                    "no signature: neither bundle-head.json.sig nor a sidecar"
-                )
-            for candidate in found:
-                outcomes.append(self._check_one(head, candidate))
-            signers = [o.signer for o in outcomes if o.signer is not None]
-            if signers:
-                return " and ".join(dict.fromkeys(signers))
-            raise sshsig.SignatureError(
-                f"none of {len(outcomes)} signature(s) verifies: "
-                + "; ".join(f"{o.source}: {o.detail}" for o in outcomes)
-            )
-
-        return check
-
-    def _check_one(self, head: bytes, candidate: _SignatureCandidate) -> _SignatureOutcome:
-        from bundler.trust import sshsig
-
-        if candidate.problem is not None:
-            return _SignatureOutcome(candidate.source, None, candidate.problem)
-        try:
-            verified = sshsig.verify(
-                head, candidate.text, self.allowed, identity=self.identity, source=candidate.source
-            )
-        except BundlerError as exc:
-            return _SignatureOutcome(
-                candidate.source, None, exc.message.removeprefix(f"{candidate.source}: ")
-            )
-        return _SignatureOutcome(
-            candidate.source, f"{verified.principal}, key {verified.fingerprint}", None
-        )
-
-
-def _list_signatures(result: Any, outcomes: list[_SignatureOutcome]) -> Any:
-    """``result`` with its signature claim naming every signature and its state."""
-
-    if not outcomes:
-        return result
-    good = sum(o.signer is not None for o in outcomes)
-    listing = f"{good} of {len(outcomes)} signature(s) verify: " + "; ".join(
-        f"{o.source}: verified ({o.signer})"
-        if o.signer
-        else f"{o.source}: not verified ({o.detail})"
-        for o in outcomes
-    )
-    claims = tuple(
-        replace(c, detail=listing) if c.group == 2 and c.subject == "signature" else c
-        for c in result.claims
-    )
-    return replace(result, claims=claims)
-
-
-def _signatures_text(outcomes: list[_SignatureOutcome]) -> str:
-    if not outcomes:
-        return ""
-    good = sum(o.signer is not None for o in outcomes)
-    lines = [f"Signatures:  {len(outcomes)} ({good} verified)"]
-    for o in outcomes:
-        state = f"verified: {o.signer}" if o.signer else f"not verified: {o.detail}"
-        lines.append(f"  - {shown(o.source)}: {shown(state)}")
-    return "\n".join(lines) + "\n"
+    return with_sidecars(options, location, signature=signature, endpoint_url=endpoint_url)

@@ -22,7 +22,7 @@ from bundler.cli.common import (
     _signer,
     _storage_config,
 )
-from bundler.cli.signatures import _local_signatures, _NotVerified
+from bundler.cli.signatures import _NotVerified, _with_sidecars
 from bundler.cli.stored import _bundle_stream, _verified_stored
 from bundler.core.errors import (
     InputError,
@@ -52,7 +52,8 @@ def _upload(
 
     location = storage.parse_s3_url(destination)
     storage.check_archive_prefix(location)
-    result, _ = read_and_verify(str(path), VerifyOptions())
+    options = _with_sidecars(VerifyOptions(), str(path), None)
+    result, _ = read_and_verify(str(path), options)
     if result.verdict is Verdict.ERROR:
         raise InputError(f"{path}: cannot be read as a bundle ({result.error}); refusing to upload")
     if result.verdict is not Verdict.VERIFIED or result.bundle_digest is None:
@@ -69,13 +70,38 @@ def _upload(
             config=_storage_config(endpoint_url),
             retain_until=retain_until,
             retention_mode=retention_mode,
-            sidecars=[Path(c.source) for c in _local_signatures(str(path))],
+            sidecars=_valid_sidecars(options.sidecars, result.signatures),
+            head_signed=any(c.embedded and c.good for c in result.signatures),
+            existing_bundle=_existing_bundle(endpoint_url),
             progress=_chunk_progress(line),
         )
     finally:
         line.done()
     info: dict[str, Any] = uploaded.as_dict()
     return info
+
+
+def _valid_sidecars(sidecars: Any, checks: Any) -> list[Path]:
+    """The sidecars beside the archive that verify over its head: only those travel."""
+    good = {c.where for c in checks if not c.embedded and c.good}
+    return [Path(s.where) for s in sidecars if s.where in good and s.problem is None]
+
+
+def _existing_bundle(endpoint_url: str | None) -> Any:
+    """For upload: the bundle digest the bytes already at a key verify to (None when
+    they do not verify), so that "already archived" rests on bytes, not metadata."""
+
+    def check(url: str) -> str | None:
+        from bundler.bundles.verify import read_and_verify
+        from bundler.core.claims import Verdict, VerifyOptions
+
+        with _bundle_stream(url, endpoint_url) as stream:
+            result, _ = read_and_verify(url, VerifyOptions(), stream=stream)
+            if stream is not None:
+                _verified_stored(url, stream, result)
+        return result.bundle_digest if result.verdict is Verdict.VERIFIED else None
+
+    return check
 
 
 def _upload_text(info: dict[str, Any]) -> str:
@@ -92,35 +118,37 @@ def _upload_text(info: dict[str, Any]) -> str:
 
 
 def _sign_stored(url: str, key_path: Path, endpoint_url: str | None, quiet: bool) -> dict[str, Any]:
-    """``sign s3://...``: verify the stored bundle, sign its head, and add the signature
-    beside the archive (a countersignature when it is signed already)."""
+    """``sign s3://...``: verify the stored bundle (every signature beside it checked),
+    sign its head, and add the signature beside the archive (a countersignature when it
+    is signed already); nothing when this key has signed it already."""
     from bundler import storage
-    from bundler.bundles.verify import read_and_verify
-    from bundler.core.claims import Verdict, VerifyOptions
-    from bundler.trust.proof import head_of
+    from bundler.bundles.proof import sign_verified, signed_already
+    from bundler.core.claims import VerifyOptions
 
-    location = storage.parse_s3_url(url)
+    location = storage.stored_bundle_location(url)
     sign = _signer(key_path, quiet)
+    options = _with_sidecars(VerifyOptions(), url, endpoint_url)
     with _bundle_stream(url, endpoint_url) as stream:
-        result, contents = read_and_verify(url, VerifyOptions(), stream=stream)
+        signature, result = sign_verified(url, sign, options, stream=stream)
         if stream is not None:
-            result = _verified_stored(url, stream, result)
-    if result.verdict is Verdict.ERROR or contents is None:
-        raise InputError(f"{url}: cannot be read as a bundle ({result.error}); refusing to sign")
-    if result.verdict is not Verdict.VERIFIED:
-        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
-        raise _NotVerified(f"{url}: bundle does not verify ({detail}); refusing to sign")
-    stored = storage.add_signature(
-        location, sign(head_of(contents)).encode("ascii"), config=_storage_config(endpoint_url)
-    )
-    return {
+            _verified_stored(url, stream, result)
+    info: dict[str, Any] = {
         "schema": "evalbook.signed.v1",
         "bundle": url,
         "bundle_digest": result.bundle_digest,
         "report_id": result.report_id,
-        "signature": stored.url,
-        "state": "already_stored" if stored.status.value == "already_archived" else "stored",
     }
+    already = signed_already(result, signature)
+    if already is not None:
+        return {**info, "signature": already, "state": "already_signed"}
+    stored = storage.add_signature(
+        location,
+        signature.encode("ascii"),
+        config=_storage_config(endpoint_url),
+        bundle_digest=result.bundle_digest,
+    )
+    state = "already_stored" if stored.status.value == "already_archived" else "stored"
+    return {**info, "signature": stored.url, "state": state}
 
 
 @cli.command(

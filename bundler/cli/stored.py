@@ -4,28 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any, BinaryIO
 
-from bundler.cli.signatures import _sidecar_signatures
 from bundler.core.errors import (
     BundlerError,
-    InputError,
     StorageError,
 )
-
-
-def _first_sidecar(location: str, endpoint_url: str | None) -> str | None:
-    """The first intact signature beside a bundle (``ARCHIVE.sig``, or stored beside an
-    ``s3://`` object), for prove and extract; None when there is none."""
-    from bundler.trust.proof import MAX_SIGNATURE_BYTES
-
-    for candidate in _sidecar_signatures(location, endpoint_url):
-        if candidate.problem is not None and not location.startswith("s3://"):
-            raise InputError(candidate.problem)  # a local sidecar that is no signature file
-        if candidate.problem is None and len(candidate.text) <= MAX_SIGNATURE_BYTES:
-            return candidate.text
-    return None
 
 
 @contextmanager
@@ -37,7 +21,7 @@ def _bundle_stream(location: str, endpoint_url: str | None) -> Iterator[BinaryIO
     from bundler import storage
 
     config = storage.StorageConfig(endpoint_url=endpoint_url)
-    with storage.open_verified(storage.parse_s3_url(location), config=config) as stream:
+    with storage.open_verified(storage.stored_bundle_location(location), config=config) as stream:
         try:
             yield stream
         except StorageError:
@@ -67,36 +51,10 @@ def _altered_result(location: str, exc: Any, strict: bool) -> Any:
     return Verification(source=location, verdict=Verdict.FAILED, strict=strict, claims=(claim,))
 
 
-def _check_stored_key(location: str, result: Any) -> Any:
-    """``result`` with a claim that the archive's key names the bundle it holds."""
-
-    from bundler import storage
-    from bundler.core.claims import Claim, State, Verdict
-
-    named = storage.key_names(storage.parse_s3_url(location).key)
-    if named is None or result.bundle_digest is None:
-        return result
-    report_id, digest = named
-    subject = "storage key names the bundle it holds"
-    if (report_id, digest) == (result.report_id, result.bundle_digest):
-        claim = Claim(2, subject, State.PROVEN, expected=digest, observed=result.bundle_digest)
-        return replace(result, claims=(*result.claims, claim))
-    claim = Claim(
-        2,
-        subject,
-        State.FAILED,
-        expected=f"{report_id} {digest}",
-        observed=f"{result.report_id} {result.bundle_digest}",
-        detail=f"{location}: altered at rest: the key names bundle {digest} of {report_id}, "
-        f"but the archive holds bundle {result.bundle_digest} of {result.report_id}",
-    )
-    return replace(result, verdict=Verdict.FAILED, claims=(*result.claims, claim))
-
-
 def _verified_stored(location: str, stream: Any, result: Any) -> Any:
     """After verifying a stored archive: read what the verifier left, so that bytes
-    altered at rest raise AlteredAtRest even when they made the archive unreadable,
-    then check that the key names the bundle."""
+    altered at rest raise AlteredAtRest even when they made the archive unreadable.
+    (The key-names-its-bundle rule is a claim of the verification itself.)"""
     if not stream.verified:
         stream.drain()
-    return _check_stored_key(location, result)
+    return result

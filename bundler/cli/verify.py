@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +25,8 @@ from bundler.cli.common import (
     _verify_options,
 )
 from bundler.cli.render import _html_option, refuse_existing, write_page
-from bundler.cli.signatures import (
-    _explicit_signature,
-    _list_signatures,
-    _sidecar_signatures,
-    _SignatureCandidate,
-    _SignatureOutcome,
-    _signatures_text,
-    _SignatureSet,
-)
-from bundler.cli.stored import _altered_result, _bundle_stream, _first_sidecar, _verified_stored
+from bundler.cli.signatures import _with_sidecars
+from bundler.cli.stored import _altered_result, _bundle_stream, _verified_stored
 from bundler.core.errors import (
     InputError,
     StorageError,
@@ -114,42 +105,32 @@ def verify(
     if html is not None and len(bundles) > 1:
         raise UsageError("--html takes a single BUNDLE")
     refuse_existing(html)
-    if signature is not None and allowed_signers is None:
-        raise UsageError("--identity and --signature need --allowed-signers")
     for location in bundles:
         if location.startswith("s3://"):
-            storage.parse_s3_url(location)
+            storage.stored_bundle_location(location)
     options = _verify_options(
         expect_bundle_digest,
         expect_report_digest,
         strict,
         max_bytes,
-        None,
-        identity if allowed_signers is None else None,
+        allowed_signers,
+        identity,
+        signature,
     )
-    signers = _SignatureSet(allowed_signers, identity) if allowed_signers is not None else None
-    explicit = _explicit_signature(signature, endpoint_url) if signature is not None else None
     codes: list[int] = []
     tally: dict[str, int] = {}
     for location in bundles:
-        outcomes: list[_SignatureOutcome] = []
         result, code, kind = _verify_one(
             location,
             options,
             project_root=project_root,
-            signers=signers,
-            explicit=explicit,
-            outcomes=outcomes,
+            signature=signature,
             endpoint_url=endpoint_url,
             quiet=quiet,
         )
         codes.append(code)
         tally[kind] = tally.get(kind, 0) + 1
-        human = (
-            _altered_text(result)
-            if kind == "altered"
-            else verification_text(result) + _signatures_text(outcomes)
-        )
+        human = _altered_text(result) if kind == "altered" else verification_text(result)
         if as_json:
             # SPEC 5: with --json, stdout holds the one JSON line per bundle and nothing
             # else; the human summary is a note on stderr (off with --quiet).
@@ -204,9 +185,7 @@ def _verify_one(
     options: Any,
     *,
     project_root: Path | None,
-    signers: _SignatureSet | None,
-    explicit: _SignatureCandidate | None,
-    outcomes: list[_SignatureOutcome],
+    signature: str | None,
     endpoint_url: str | None,
     quiet: bool,
 ) -> tuple[Any, int, str]:
@@ -216,8 +195,6 @@ def _verify_one(
     storage failure is a result with verdict error and exit code 5, an archive altered
     at rest a failed result (exit 1) naming the key and both digests.
     """
-    from dataclasses import replace
-
     from bundler import storage
     from bundler.bundles.verify import verify_bundle
     from bundler.core.claims import Verdict, Verification
@@ -229,16 +206,7 @@ def _verify_one(
         return result, result.exit_code, _kind(result)
     line = _ProgressLine(not quiet, "verify", total=_archive_size(location))
     try:
-        opts = options
-        if signers is not None:
-            found = (
-                [explicit] if explicit is not None else _sidecar_signatures(location, endpoint_url)
-            )
-            opts = replace(
-                options,
-                check_signature=signers.checker(found, outcomes, embedded=explicit is None),
-                signature_text=None,
-            )
+        opts = _with_sidecars(options, location, endpoint_url, signature)
         with _bundle_stream(location, endpoint_url) as stream:
             if stream is not None:
                 line.set_total(getattr(stream, "size", None) or None)  # the object's size
@@ -246,23 +214,19 @@ def _verify_one(
             if stream is not None:
                 result = _verified_stored(location, stream, result)
     except storage.AlteredAtRest as exc:
-        outcomes.clear()
         return _altered_result(location, exc, options.strict), 1, "altered"
     except StorageError as exc:
-        outcomes.clear()
         failed = Verification(
             source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
         )
         return failed, 5, "storage"
     except (InputError, UsageError) as exc:
-        outcomes.clear()
         failed = Verification(
             source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
         )
         return failed, 3, "error"
     finally:
         line.done()
-    result = _list_signatures(result, outcomes)
     return result, result.exit_code, _kind(result)
 
 
@@ -383,9 +347,11 @@ def extract(
     options = _verify_options(
         expect_bundle_digest, expect_report_digest, strict, max_bytes, allowed_signers, identity
     )
-    sidecar = _first_sidecar(bundle, endpoint_url)
-    if sidecar is not None and options.check_signature is not None:
-        options = replace(options, signature_text=sidecar)
+    if bundle.startswith("s3://"):
+        from bundler import storage
+
+        storage.stored_bundle_location(bundle)
+    options = _with_sidecars(options, bundle, endpoint_url)
     line = _ProgressLine(not quiet, "verify", total=_archive_size(bundle))
     try:
         with _bundle_stream(bundle, endpoint_url) as stream:
@@ -394,22 +360,22 @@ def extract(
             result = extract_bundle(
                 bundle, directory, options, stream=stream, progress=_bytes_progress(line)
             )
+            if stream is not None:
+                result = _verified_stored(bundle, stream, result)
+                if result.exit_code != 0:
+                    _remove_extracted(directory)
     finally:
         line.done()
-    if result.exit_code == 0 and sidecar is not None:
-        # Beside the bag, not inside it (a tag file the tag manifest does not list would
-        # make the extracted bag fail): ssh-keygen -Y verify -s DIR/bundle-head.json.sig
-        # < DIR/<bag>/bundle-head.json.
-        from bundler.core.outputs import write_new_file
-
-        write_new_file(directory / "bundle-head.json.sig", sidecar.encode("ascii", "replace"))
+    written: list[Path] = []
+    if result.exit_code == 0:
+        written = _write_extracted_sidecars(directory, options.sidecars, result.signatures)
     # The summary is the result (on stdout, whatever --quiet says), unless --json asks
     # for the verification record instead.
     text = verification_text(result)
     if result.exit_code == 0:
         text += f"Extracted:   {shown(str(directory))}\n"
-        if sidecar is not None:
-            text += f"Signature:   {shown(str(directory / 'bundle-head.json.sig'))} (the sidecar)\n"
+        for path in written:
+            text += f"Signature:   {shown(str(path))} (a sidecar, where verify of the bag looks)\n"
     else:
         text += f"Extracted:   nothing (removed what was written to {shown(str(directory))})\n"
     if as_json:
@@ -420,6 +386,36 @@ def extract(
         sys.stdout.write(text)
         sys.stdout.flush()
     sys.exit(result.exit_code)
+
+
+def _write_extracted_sidecars(directory: Path, sidecars: Any, checks: Any) -> list[Path]:
+    """Beside the extracted bag, not inside it (a tag file the tag manifest does not list
+    would make the bag fail): ``<bag>.sig``, ``<bag>.sig.<hex>``, where ``verify`` of the
+    bag looks (SPEC 11.3). Only sidecars that verify over the head are written."""
+    from bundler.bundles.signatures import sidecar_name
+    from bundler.core.outputs import write_new_file
+
+    good = {
+        c.where for c in checks if (not c.embedded and c.good) or c.state.value == "not_allowed"
+    }
+    keep = [s for s in sidecars if s.where in good and s.problem is None]
+    bags = [p for p in directory.iterdir() if p.is_dir() and not p.is_symlink()]
+    if not keep or len(bags) != 1:
+        return []
+    written = []
+    for n, source in enumerate(keep):
+        data = source.text.encode("utf-8")
+        target = directory / sidecar_name(bags[0].name, data, first_free=n == 0)
+        write_new_file(target, data)
+        written.append(target)
+    return written
+
+
+def _remove_extracted(directory: Path) -> None:
+    """Remove a bag extracted from a stored object that turned out altered at rest."""
+    import shutil
+
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 # Exit code over several bundles (SPEC section 5): a failed bundle first, then one that

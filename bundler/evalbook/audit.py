@@ -369,6 +369,7 @@ class Audit:
                 "report_digest": v.report_digest,
                 "anchor": v.anchor.describe(),
                 "counts": v.counts(),
+                "signatures": [c.to_json() for c in v.signatures],
             },
             "anchor": _anchor_json(self.anchor),
             # The audit reads the bundle once, in its verification: the same time and bytes.

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
         key_names,
         parse_s3_url,
         signature_keys,
+        stored_bundle_location,
     )
     from bundler.storage.listing import ListedBundle, list_bundles
     from bundler.storage.objects import AlteredAtRest
@@ -111,6 +112,7 @@ _MODULES: dict[str, str] = {
     "read_signature": "signatures",
     "signature_keys": "layout",
     "stored_signatures": "signatures",
+    "stored_bundle_location": "layout",
     "stream_bundle": "download",
     "upload_bundle": "upload",
 }
@@ -152,6 +154,7 @@ __all__ = [
     "parse_s3_url",
     "read_signature",
     "signature_keys",
+    "stored_bundle_location",
     "stored_signatures",
     "stream_bundle",
     "upload_bundle",

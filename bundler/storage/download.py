@@ -97,18 +97,21 @@ def open_verified(src: S3Location, *, config: StorageConfig) -> Iterator[Verifie
 
     For ``verify s3://...`` and ``inspect s3://...``, which read without a temporary
     file: consumers must read to EOF and treat a StorageError from the last read as the
-    whole object being untrustworthy. Raises StorageError at once when the object is
-    absent or carries no (valid) ``sha256`` metadata.
+    whole object being untrustworthy. An object without (valid) ``sha256`` metadata
+    opens with ``expected_sha256`` None: nothing recorded to check, its bytes are
+    judged by the verifier alone. Raises StorageError at once when the object is absent.
     """
     conn = _connect(config)
     answer = _get(conn, src, "opening")
     if answer is None:
         raise conn.fail(src.url, "opening", detail="no such object", kind="not_found")
     try:
-        expected = _expected_sha256(conn, src, answer)
-    except StorageError:
-        answer["Body"].close()
-        raise
+        expected: str | None = _expected_sha256(conn, src, answer)
+    except StorageError as exc:
+        if exc.kind != "unverifiable":
+            answer["Body"].close()
+            raise
+        expected = None  # copied in by another tool: judged by its bytes alone (SPEC 6)
     raw = _open_reader(conn, src, answer, expected)
     stream = VerifiedStream(
         raw,

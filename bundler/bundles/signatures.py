@@ -1,0 +1,166 @@
+"""Finding the signatures beside a bundle, locally and in storage (SPEC 6, 11.3).
+
+A bundle's sidecars are ``<location>.sig`` and ``<location>.sig.<sha256 hex of the
+signature's bytes>``: beside an archive file, beside an extracted bag directory (where
+``extract`` writes them), and beside a stored object (``storage.stored_signatures``).
+Anyone who can write beside a bundle can add one, so each is read only up to
+``MAX_SIDECAR_BYTES`` and only ``MAX_SIDECARS`` are read; an oversized, unreadable or
+excess one becomes a ``SignatureSource`` with its ``problem``, listed as invalid, never
+an error that blocks the bundle. ``with_signatures`` puts them, and the allowed
+signers, into the ``VerifyOptions`` every verifying command passes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from bundler.core.claims import VerifyOptions
+from bundler.core.errors import InputError
+from bundler.core.signatures import MAX_SIDECAR_BYTES, MAX_SIDECARS, SignatureSource
+from bundler.core.textsafe import shown
+from bundler.trust.proof import read_bounded
+
+SIDECAR_SUFFIX = ".sig"
+_COUNTERSIGNATURE = re.compile(r"\.sig\.[0-9a-f]{64}")
+
+
+def sidecar_name(base: str, signature: bytes, *, first_free: bool) -> str:
+    """The sidecar name a new signature takes beside ``base``: ``<base>.sig`` when that
+    is free (``first_free``), else ``<base>.sig.<sha256 hex of its bytes>``."""
+    if first_free:
+        return base + SIDECAR_SUFFIX
+    return f"{base}{SIDECAR_SUFFIX}.{hashlib.sha256(signature).hexdigest()}"
+
+
+def local_sidecar_paths(location: str) -> list[Path]:
+    """``<location>.sig`` then ``<location>.sig.<hex>`` (name order) that exist beside
+    an archive file or a bag directory; none for anything else."""
+    base = Path(location.rstrip("/") or location)
+    if not (base.is_file() or base.is_dir()):
+        return []
+    found = []
+    first = base.with_name(base.name + SIDECAR_SUFFIX)
+    if os.path.lexists(first):
+        found.append(first)
+    try:
+        entries = sorted(
+            entry.name
+            for entry in os.scandir(base.parent)
+            if entry.name.startswith(base.name)
+            and _COUNTERSIGNATURE.fullmatch(entry.name[len(base.name) :])
+        )
+    except OSError:
+        entries = []
+    found += [base.with_name(name) for name in entries]
+    return found
+
+
+def _bounded_sources(paths: list[Path]) -> list[SignatureSource]:
+    sources = []
+    for path in paths[:MAX_SIDECARS]:
+        where = str(path)
+        try:
+            data = read_bounded(where, limit=MAX_SIDECAR_BYTES, what="signature")
+        except InputError as exc:
+            sources.append(
+                SignatureSource(where, "", problem=exc.message.removeprefix(f"{shown(where)}: "))
+            )
+            continue
+        problem = _name_problem(path.name, data)
+        sources.append(SignatureSource(where, data.decode("utf-8", "replace"), problem=problem))
+    if len(paths) > MAX_SIDECARS:
+        rest = len(paths) - MAX_SIDECARS
+        sources.append(
+            SignatureSource(
+                f"{paths[MAX_SIDECARS]} and {rest - 1} more"
+                if rest > 1
+                else str(paths[MAX_SIDECARS]),
+                "",
+                problem=f"more than {MAX_SIDECARS} signatures beside the bundle: {rest} not read",
+            )
+        )
+    return sources
+
+
+def _name_problem(name: str, data: bytes) -> str | None:
+    """A countersignature's name is the SHA-256 of its bytes; other bytes under it were
+    put there by hand or altered."""
+    match = re.search(r"\.sig\.([0-9a-f]{64})\Z", name)
+    if match is None:
+        return None
+    actual = hashlib.sha256(data).hexdigest()
+    if actual == match.group(1):
+        return None
+    return f"altered: its name records SHA-256 {match.group(1)}, its bytes hash to {actual}"
+
+
+def local_sidecars(location: str) -> list[SignatureSource]:
+    """The signatures beside a local archive or bag directory, bounded."""
+    return _bounded_sources(local_sidecar_paths(location))
+
+
+def stored_sidecars(url: str, endpoint_url: str | None) -> list[SignatureSource]:
+    """The signatures stored beside an ``s3://`` object, bounded (never raises for
+    what lies there; StorageError when the service fails)."""
+    from bundler import storage
+
+    config = storage.StorageConfig(endpoint_url=endpoint_url)
+    return [
+        SignatureSource(sig.url, sig.text, problem=sig.problem)
+        for sig in storage.stored_signatures(url, config=config)
+    ]
+
+
+def sidecars_of(location: str, endpoint_url: str | None = None) -> list[SignatureSource]:
+    """The signatures beside ``location`` (not the embedded one)."""
+    if location.startswith("s3://"):
+        return stored_sidecars(location, endpoint_url)
+    return local_sidecars(location)
+
+
+def explicit_signature(value: str, endpoint_url: str | None = None) -> SignatureSource:
+    """``--signature``: a file, ``-`` (standard input) or an ``s3://`` object.
+
+    Raises InputError (exit 3) when it cannot be read or is over the bound; the one the
+    user named is not a neighbour that may be skipped.
+    """
+    if value.startswith("s3://"):
+        from bundler import storage
+
+        stored = storage.read_signature(
+            value, config=storage.StorageConfig(endpoint_url=endpoint_url)
+        )
+        return SignatureSource(stored.url, stored.text)
+    data = read_bounded(value, limit=MAX_SIDECAR_BYTES, what="signature")
+    return SignatureSource("<stdin>" if value == "-" else value, data.decode("utf-8", "replace"))
+
+
+def load_allowed(path: Path | str | None) -> tuple[object, ...] | None:
+    """The lines of an allowed_signers file (InputError, exit 3, when unreadable or
+    malformed); None without a file."""
+    if path is None:
+        return None
+    from bundler.trust import sshsig
+
+    return tuple(sshsig.load_allowed_signers(Path(path)))
+
+
+def with_sidecars(
+    options: VerifyOptions,
+    location: str,
+    *,
+    signature: str | None = None,
+    endpoint_url: str | None = None,
+) -> VerifyOptions:
+    """``options`` that also check the signatures beside the bundle at ``location``
+    (or only ``signature``, when one is named). The verifier always checks the
+    embedded one; ``options.allowed_signers`` anchors them (``load_allowed``)."""
+    if signature is not None:
+        sidecars = [explicit_signature(signature, endpoint_url)]
+    else:
+        sidecars = sidecars_of(location, endpoint_url)
+    return replace(options, sidecars=tuple(sidecars))
