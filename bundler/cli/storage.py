@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -102,6 +103,36 @@ def _existing_bundle(endpoint_url: str | None) -> Any:
         return result.bundle_digest if result.verdict is Verdict.VERIFIED else None
 
     return check
+
+
+def _judge_download(url: str, verified: dict[str, Any]) -> Any:
+    """For download: the bytes are placed only when the bundle they hold is the one the
+    key names (SPEC 6), and, for an object without sha256 metadata (nothing recorded to
+    compare), only when they verify. ``verified`` receives the bundle facts read from
+    the bytes, which replace what the metadata says."""
+
+    def accept(path: Path, recorded: str | None) -> None:
+        from bundler.bundles.stored import KEY_SUBJECT
+        from bundler.bundles.verify import read_and_verify
+        from bundler.core.claims import StoredObject, Verdict, VerifyOptions
+
+        options = VerifyOptions(stored=StoredObject(url, recorded))
+        result, _ = read_and_verify(str(path), options)
+        if result.verdict is Verdict.ERROR:
+            if recorded is None:
+                raise InputError(f"{url}: cannot be read as a bundle ({result.error})")
+            return  # the recorded bytes arrived; what they hold is verify's to say
+        failed = [c for c in result.failures() if c.subject == KEY_SUBJECT]
+        if failed or (recorded is None and result.verdict is not Verdict.VERIFIED):
+            detail = "; ".join(str(c.detail) for c in (failed or result.failures())[:3])
+            raise _NotVerified(f"{url}: {detail}; nothing downloaded")
+        verified.update(
+            bundle_digest=result.bundle_digest,
+            report_id=result.report_id,
+            report_digest=result.report_digest,
+        )
+
+    return accept
 
 
 def _upload_text(info: dict[str, Any]) -> str:
@@ -233,7 +264,7 @@ def list_cmd(
             line = {"schema": "evalbook.list_line.v1", **item.as_dict()}
             sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
         else:
-            signed = f"signed({len(item.signature_keys)})" if item.signed else "unsigned"
+            signed = f"signed({item.signature_count})" if item.signed else "unsigned"
             click.echo(
                 f"{shown(item.report_id)}  {item.bundle_digest}  {item.size:>12}  "
                 f"{item.last_modified.isoformat()}  {signed:<10}  "
@@ -295,12 +326,21 @@ def download(source: str, path: str, endpoint_url: str | None, as_json: bool, qu
             )
         return
     target = storage.download_path(src, path)
+    verified: dict[str, Any] = {}
     try:
         result = storage.download_bundle(
-            src, target, config=config, progress=_chunk_progress(line), on_size=line.set_total
+            src,
+            target,
+            config=config,
+            progress=_chunk_progress(line),
+            on_size=line.set_total,
+            accept=_judge_download(source, verified),
         )
     finally:
         line.done()
+    result = dataclasses.replace(result, **verified)
+    for url, reason in result.skipped_signatures:
+        _say(f"warning: {shown(url)}: left behind ({shown(reason)})\n")
     if as_json:
         _emit_json({"schema": "evalbook.download.v1", **result.as_dict()})
         return
