@@ -300,7 +300,8 @@ def inspect(
         "evalbook-bundle extract evalbook-bundle-rpt-x.tar.zst bag/",
         "evalbook-bundle extract bundle.tar.zst bag/ --allowed-signers allowed_signers",
         "ssh-keygen -Y verify -f allowed_signers -I alice@example.org "
-        "-n evalbook-bundle-head-v1 -s bag/bundle-head.json.sig < bag/*/bundle-head.json",
+        "-n evalbook-bundle-head-v1 -s bag/evalbook-bundle-rpt-x.sig "
+        "< bag/evalbook-bundle-rpt-x/bundle-head.json",
     ]
 )
 @click.argument("bundle")

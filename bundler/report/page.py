@@ -183,7 +183,38 @@ def _eb_checks(claims: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _trust(anchor: Any, verdict: str | None) -> dict[str, Any]:
+_SIGNATURE_WORDS = {
+    "verified": "verified, signed by {identity}, key {key}",
+    "valid": "valid, signed by key {key} (not anchored: pass --allowed-signers to check who)",
+    "not_allowed": "valid but not allowed: {reason}",
+    "invalid": "does not verify: {reason}",
+}
+
+
+def _signature_lines(signatures: Any) -> list[str]:
+    """One line per signature checked (SPEC 11.3), each with its state."""
+    lines = []
+    for sig in signatures if isinstance(signatures, list) else []:
+        if not isinstance(sig, Mapping):
+            continue
+        words = _SIGNATURE_WORDS.get(str(sig.get("state")), "{reason}")
+        where = f"{sig.get('where')} ({'embedded' if sig.get('embedded') else 'sidecar'})"
+        lines.append(
+            f"Signature {where}: "
+            + words.format(
+                identity=sig.get("identity"), key=sig.get("key"), reason=sig.get("reason")
+            )
+        )
+    return lines
+
+
+def _trust(anchor: Any, verdict: str | None, signatures: Any = None) -> dict[str, Any]:
+    trust = _anchor_trust(anchor, verdict)
+    trust["lines"] = [*trust["lines"], *_signature_lines(signatures)]
+    return trust
+
+
+def _anchor_trust(anchor: Any, verdict: str | None) -> dict[str, Any]:
     signer = _g(anchor, "signer")
     bundle_digest = _g(anchor, "expected_bundle_digest")
     report_digest = _g(anchor, "expected_report_digest")
@@ -245,7 +276,7 @@ def verification_page(record: Mapping[str, Any]) -> bytes:
         r=record,
         verdict=verdict,
         verdict_words=_VERDICT_WORDS.get(verdict, ""),
-        trust=_trust(anchor, verdict),
+        trust=_trust(anchor, verdict, record.get("signatures")),
         counts=record.get("counts") or {},
         groups=_groups(claims),
         inputs=_inputs(claims),
@@ -407,7 +438,7 @@ def audit_page(record: Mapping[str, Any]) -> bytes:
         r=record,
         verdict=verdict,
         verdict_words=_VERDICT_WORDS.get(verdict, ""),
-        trust=_trust(anchor, verdict),
+        trust=_trust(anchor, verdict, _g(verification, "signatures")),
         verification=verification,
         report_id=report.get("report_id"),
         report_fields=[
