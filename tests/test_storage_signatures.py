@@ -98,8 +98,9 @@ def test_two_signers_on_one_stored_bundle(
         counter.append(stored)
     again = run_cli("sign", url, "--key", str(auditor), *endpoint)
     assert again.returncode == 0
-    assert again.stdout.decode().splitlines()[-1] == f"Signature:   {counter[0]} (already stored)"
-    assert b"already stored" in again.stdout
+    assert again.stdout.decode().splitlines()[-1] == (
+        f"Signature:   {counter[0]} (already signed by this key: nothing written)"
+    )
     stored_keys = sorted(
         o["Key"] for o in raw.list_objects_v2(Bucket=bucket)["Contents"] if ".sig" in o["Key"]
     )
@@ -128,30 +129,35 @@ def test_two_signers_on_one_stored_bundle(
     assert _fingerprint(exporter) in result["anchor"]["signer"]
     assert _fingerprint(auditor) in result["anchor"]["signer"]
     (claim,) = [c for c in result["claims"] if c["subject"] == "signature"]
-    assert claim["state"] == "proven"
-    assert claim["detail"].startswith("2 of 3 signature(s) verify")
-    assert f"{url}.sig: verified (exporter, key {_fingerprint(exporter)})" in claim["detail"]
-    assert f"{counter[0]}: verified (auditor" in claim["detail"]
-    assert (
-        f"{counter[1]}: not verified (signing key {_fingerprint(stranger)} is not in the "
-        "allowed signers)"
-    ) in claim["detail"]
+    assert claim["state"] == "proven" and claim["detail"] is None
+    listed_sigs = {s["where"]: s for s in result["signatures"]}
+    assert listed_sigs[f"{url}.sig"]["state"] == "verified"
+    assert listed_sigs[f"{url}.sig"]["identity"] == "exporter"
+    assert listed_sigs[f"{url}.sig"]["key"] == _fingerprint(exporter)
+    assert listed_sigs[counter[0]]["state"] == "verified"
+    assert listed_sigs[counter[1]]["state"] == "not_allowed"
+    assert listed_sigs[counter[1]]["reason"] == (
+        f"signing key {_fingerprint(stranger)} is not in the allowed signers"
+    )
     text = verified.stderr.decode()
-    assert "Signatures:  3 (2 verified)" in text
-    assert f"  - {counter[1]}: not verified: signing key {_fingerprint(stranger)}" in text
+    assert "Signatures:  3 (1 not allowed, 2 verified)" in text
+    assert (
+        f"  - {counter[1]} (sidecar): not allowed: signing key {_fingerprint(stranger)}" in text
+    )
 
     # One allowed signer is enough: only the auditor's key.
     only_auditor = _allowed(tmp_path / "auditor-only", auditor=auditor)
     done = run_cli("verify", url, *endpoint, "--allowed-signers", str(only_auditor))
     assert done.returncode == 0, done.stderr.decode()
-    assert "Signatures:  3 (1 verified)" in done.stdout.decode()
+    assert "Signatures:  3 (2 not allowed, 1 verified)" in done.stdout.decode()
 
     # No allowed signer among them: fails, listing every signature.
     nobody = _allowed(tmp_path / "nobody", someone=_key(keys / "someone"))
     done = run_cli("verify", url, *endpoint, "--allowed-signers", str(nobody), "--json")
     assert done.returncode == 1, done.stderr.decode()
     (claim,) = [c for c in orjson.loads(done.stdout)["claims"] if c["subject"] == "signature"]
-    assert claim["state"] == "failed" and claim["detail"].startswith("0 of 3 signature(s)")
+    assert claim["state"] == "failed"
+    assert claim["detail"].startswith("none of 3 signature(s) verifies by an allowed signer")
 
     # --signature s3://... checks that one signature only.
     done = run_cli(

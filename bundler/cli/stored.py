@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from bundler.bundles.stored import altered_result as _altered_result
 from bundler.bundles.stored import bundle_stream as _bundle_stream
-from bundler.bundles.stored import check_stored_key as _check_stored_key
-from bundler.bundles.stored import first_sidecar as _first_sidecar
 from bundler.bundles.stored import verified_stored as _verified_stored
 
 __all__ = [
     "_altered_result",
     "_bundle_stream",
-    "_check_stored_key",
-    "_first_sidecar",
     "_verified_stored",
 ]

@@ -131,7 +131,7 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         raise UsageError(
             "--expect-bundle-digest: a run directory has no bundle digest (export it with export-eb)"
         )
-    if options.check_signature is not None or options.signature_text is not None:
+    if options.allowed_signers is not None or options.sidecars:
         raise UsageError("--allowed-signers/--signature: a run directory has no signed bundle head")
     source = str(run_dir)
     try:

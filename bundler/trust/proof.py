@@ -401,31 +401,25 @@ def build_proof(
     *,
     case_id: str,
     location: str,
-    sidecar_signature: str | None = None,
+    signature: str | None = None,
 ) -> dict[str, Any]:
     """The case proof object for the leaf ``index`` (``leaf``, its bytes) of a verified
-    bundle's case tree ``tree``, with the head and signature ``contents`` holds (or
-    ``sidecar_signature``).
+    bundle's case tree ``tree``, with the head ``contents`` holds and ``signature``
+    (the head signature chosen by the caller, or None).
 
     Raises InputError (exit 3) when the case or the head signature is too large for a
     proof file. Check the result with ``refuse_unreadable`` before writing it.
     """
-    from bundler.trust.head import HEAD_SIG_FILE
-
     if len(leaf) > MAX_PROOF_BYTES:
         raise InputError(
             f"{shown(location)}: case '{shown(case_id)}' is {len(leaf)} bytes; a proof holds "
             f"at most {MAX_PROOF_BYTES}, so this case cannot be proven in a proof file"
         )
-    signature = sidecar_signature
-    if signature is None and HEAD_SIG_FILE in contents.kept:
-        raw_signature = contents.kept[HEAD_SIG_FILE]
-        if len(raw_signature) > MAX_SIGNATURE_BYTES:
-            raise InputError(
-                f"{shown(location)}: {HEAD_SIG_FILE} is {len(raw_signature)} bytes; a proof "
-                f"holds a head signature of at most {MAX_SIGNATURE_BYTES}"
-            )
-        signature = raw_signature.decode("ascii", "replace")
+    if signature is not None and len(signature) > MAX_SIGNATURE_BYTES:
+        raise InputError(
+            f"{shown(location)}: the head signature is {len(signature)} bytes; a proof "
+            f"holds a head signature of at most {MAX_SIGNATURE_BYTES}"
+        )
     case = canonical.loads(leaf, source=f"case {index}")
     proof: dict[str, Any] = {
         "schema": PROOF_SCHEMA,
