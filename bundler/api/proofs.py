@@ -181,6 +181,8 @@ def check_proof(
     status = case.get("status") if isinstance(case.get("status"), str) else None
     score = case.get("score")
     number = score if isinstance(score, int | float) and not isinstance(score, bool) else None
+    if isinstance(number, float) and number.is_integer() and abs(number) < 2**53:
+        number = int(number)  # one number, one spelling (JCS): 1.0 and 1e0 are 1
     if status is not None:
         record["case_status"] = status
     if number is not None:
