@@ -265,3 +265,26 @@ def test_upload_is_not_fooled_by_metadata(lies: Lies, tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr.decode()
     assert b"already archived" not in done.stdout + done.stderr
     assert raw.get_object(Bucket=lies.bucket, Key=key)["Body"].read() == liar
+
+
+def test_list_counts_the_embedded_signature(lies: Lies) -> None:
+    done = _run(lies, "list", f"s3://{lies.bucket}/honest", "--json")
+    assert done.returncode == 0, done.stderr.decode()
+    rows = {r["report_id"]: r for r in json_lines(done)}
+    clean, other = rows["rpt-clean"], rows["rpt-every-reason"]
+    assert (clean["signed"], clean["signatures"], clean["embedded_signature"]) == (True, 1, True)
+    assert (other["signed"], other["signatures"], other["embedded_signature"]) == (False, 0, False)
+    human = _run(lies, "list", f"s3://{lies.bucket}/honest")
+    assert b"signed(1)" in human.stdout and b"unsigned" in human.stdout
+
+
+def test_an_object_named_like_a_report_directory_is_one_report(lies: Lies) -> None:
+    from bundler.storage import S3StoreSource, StorageConfig
+
+    raw = raw_client(lies.endpoint[1])
+    for key in ("store/reports/rpt-clean", "store/reports/rpt-clean/body.json"):
+        raw.put_object(Bucket=lies.bucket, Key=key, Body=b"{}")
+    source = S3StoreSource.from_url(
+        f"s3://{lies.bucket}/store", config=StorageConfig(endpoint_url=lies.endpoint[1])
+    )
+    assert source.list_names("reports", limit=10) == ["rpt-clean"]

@@ -396,7 +396,7 @@ def _verify_options(
         expect_report_digest,
         strict,
         max_bytes,
-        allowed_signers=load_allowed(allowed_signers),  # type: ignore[arg-type]
+        allowed_signers=load_allowed(allowed_signers),
         identity=identity,
     )
 
