@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint fixtures bench eb-fixtures clean screenshot
+.PHONY: demo test lint fixtures bench eb-fixtures clean screenshot js conformance differential
 
 # The stamp also follows the C source: an editable install compiles bundler/core/_jcs.c once,
 # so a changed source needs a new install to take effect.
@@ -25,8 +25,28 @@ AXE := tests/.node/node_modules/axe-core/axe.min.js
 $(AXE):
 	npm install --prefix tests/.node --no-audit --no-fund --silent axe-core
 
-test: $(STAMP) $(AXE)
+# The JavaScript verifier (js/, SPEC 15): its npm packages, pinned by js/package-lock.json.
+JS_STAMP := js/node_modules/.package-lock.json
+$(JS_STAMP): js/package.json js/package-lock.json
+	npm ci --prefix js --no-audit --no-fund --silent
+
+test: $(STAMP) $(AXE) $(JS_STAMP)
 	$(PY) -m pytest -q -n 2
+	node --test js/test/
+
+# The offline verifier page, rebuilt byte for byte from js/src (committed as js/dist/).
+js: $(JS_STAMP)
+	node js/build.mjs
+
+# The conformance corpus against both verifiers (conformance/README.md).
+conformance: $(STAMP) $(JS_STAMP)
+	$(PY) conformance/build.py conformance/build
+	PYTHON=$(CURDIR)/$(PY) $(PY) conformance/run.py conformance/build conformance/runners/python conformance/runners/node
+
+# Random mutations of real bundles: both verifiers must agree (exit code, failed claims).
+DIFFERENTIAL_N ?= 100000
+differential: $(STAMP) $(JS_STAMP)
+	$(PY) conformance/differential.py --n $(DIFFERENTIAL_N)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check bundler tests bench scripts
@@ -49,6 +69,12 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache bundler/*.so
+
+# Regenerates the committed Inspect AI and lm-evaluation-harness runs offline, with the
+# runners in their own Python 3.12 virtualenv (never dependencies of the toolkit).
+.PHONY: runner-fixtures
+runner-fixtures:
+	fixtures/runners/regenerate.sh
 
 # Regenerates the committed eval-banana runs with the real eb 0.5.0 (needs Python 3.12).
 eb-fixtures:

@@ -54,6 +54,7 @@ TARGETS = {
     "peak_rss_mb": 200,
     "canonical_vs_orjson": 0.6,
     "audit_vs_verify": 1.3,
+    "node_vs_python_verify": 1.0,
 }
 # The stores measured: (cases, payload GB, size distribution, targets that differ).
 # small-files is what reports mostly look like: many cases with small outputs
@@ -257,6 +258,18 @@ def measure_shape(name: str, shape: dict[str, Any], args: argparse.Namespace) ->
         results["verify"] = repeat(
             "verify", args.runs, lambda i: timed([BIN, "verify", str(archive), "--quiet"])
         )
+        # The second verifier (SPEC 15): the Node command on the same archive, and on the
+        # 1 GB shape the offline page in headless Chromium.
+        import bench_js
+
+        print("node js/verify-bundle.mjs", flush=True)
+        results["node_verify"] = repeat(
+            "node verify", args.runs, lambda i: timed(bench_js.node_command(archive))
+        )
+        if name in ("1gb", "4gb") and shutil.which("chromium"):
+            print("page: js/dist/verify-bundle.html in headless Chromium", flush=True)
+            results["page_verify"] = bench_js.page_verify(archive)
+            print(f"  page: {results['page_verify']['mb_per_s']:.0f} MB/s", flush=True)
         # The floor hashes with OpenSSL, the SHA-256 that Python's hashlib (and so our
         # verifier) uses; coreutils' sha256sum is several times slower on some CPUs and
         # would make any verifier look fast.
@@ -308,6 +321,11 @@ def measure_shape(name: str, shape: dict[str, Any], args: argparse.Namespace) ->
         "verify_vs_floor": results["verify"]["median_s"] / results["decompress_hash"]["median_s"],
         "peak_rss_mb": max(results["export"]["peak_rss_mb"], results["verify"]["peak_rss_mb"]),
     }
+    ratios["node_vs_python_verify"] = (
+        results["node_verify"]["median_s"] / results["verify"]["median_s"]
+    )
+    if "page_verify" in results:
+        results["page_mb_per_s"] = results["page_verify"]["mb_per_s"]
     if "bagit_validate" in results:
         ratios["verify_vs_bagit"] = (
             results["verify"]["median_s"] / results["bagit_validate"]["median_s"]
@@ -326,6 +344,24 @@ def measure_shape(name: str, shape: dict[str, Any], args: argparse.Namespace) ->
         for key, value in ratios.items()
     }
     return results
+
+
+def print_js_rows(r: dict[str, Any]) -> None:
+    """The JavaScript verifier's rows (SPEC 15)."""
+    node, py = r["node_verify"], r["verify"]
+    ratio = r["ratios"]["node_vs_python_verify"]
+    print(
+        f"{'node verify vs verify':<30} {node['median_s']:>10.2f} s {py['median_s']:>14.2f} s "
+        f"{ratio:>8.2f}x  <= 1.0x     {'met' if ratio <= 1.0 else 'MISSED'}"
+    )
+    print(f"{'peak RSS node verify':<30} {node['peak_rss_mb']:>10.0f} MiB")
+    if "page_verify" in r:
+        page = r["page_verify"]
+        print(
+            f"{'page in Chromium':<30} {page['mb_per_s']:>10.0f} MB/s ({page['seconds']:.1f} s), "
+            f"peak RSS {page['peak_rss_mb']:.0f} MiB  >= 60 MB/s "
+            f"{'met' if page['mb_per_s'] >= 60 else 'MISSED'}"
+        )
 
 
 def main() -> None:
@@ -379,6 +415,7 @@ def main() -> None:
     args.json_out.write_text(json.dumps(results, indent=2) + "\n")
     for shape in results["shapes"].values():
         print_table(shape)
+        print_js_rows(shape)
     c = results["canonical"]
     print(
         f"\n{'canonical.dumps vs orjson':<30} {c['canonical_dumps_mb_per_s']:>10.0f} MB/s "

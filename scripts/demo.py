@@ -17,6 +17,7 @@ OUT = REPO / "out" / "demo"
 STORE = REPO / "fixtures" / "stores" / "main"
 EXPORTED_AT = "2026-11-30T00:00:00Z"
 EB_EXPORTED_AT = "2026-11-30T03:00:00Z"  # after the recorded eval-banana run completed
+IMPORT_EXPORTED_AT = "2030-01-01T00:00:00Z"  # after the recorded runner fixtures completed
 BIN = Path(sys.executable).parent / "evalbook-bundle"
 
 
@@ -282,6 +283,40 @@ def audit_demo() -> None:
     run("audit", "audit-inconsistent.tar.zst", "--html", "page-audit.html", expect=1, show=False)
 
 
+def import_demo() -> None:
+    runners = REPO / "fixtures" / "runners"
+    log = next((runners / "inspect" / "logs").glob("*.eval"))
+    lm_run = runners / "lm-eval" / "run"
+    banner("Inspect AI and lm-evaluation-harness runs (real, made offline) as EvalBook stores")
+    run("import-inspect", str(log), "--store", "imported", "--principal", "alice",
+        "--task", str(runners / "inspect" / "arithmetic_task.py"))
+    samples = [a for s in sorted(lm_run.glob("samples_*.jsonl")) for a in ("--samples", str(s))]
+    tasks = [a for t in sorted((runners / "lm-eval" / "tasks").glob("*.yaml")) for a in ("--task", str(t))]
+    lm = run("import-lm-eval", str(next(lm_run.glob("results_*.json"))), *samples, *tasks,
+             "--store", "imported", "--json")
+    import orjson
+
+    lm_id = orjson.loads(lm.stdout)["report_id"]
+    inspect_id = next(p.name for p in (OUT / "imported" / "reports").iterdir() if p.name != lm_id)
+    access = orjson.loads((OUT / "imported" / "access.json").read_bytes())
+    access["principals"]["bob"] = ["report.export"]
+    (OUT / "imported" / "access.json").write_bytes(orjson.dumps(access, option=orjson.OPT_SORT_KEYS))
+    print("  (granted bob report.export only: his bundles withhold inputs, outputs and run files)")
+    run("export", "--store", "imported", "--report", inspect_id, "--principal", "alice",
+        "--exported-at", IMPORT_EXPORTED_AT, "--out", "inspect-alice.tar.zst", "--quiet")
+    run("export", "--store", "imported", "--report", inspect_id, "--principal", "bob",
+        "--exported-at", IMPORT_EXPORTED_AT, "--out", "inspect-bob.tar.zst", "--quiet")
+    run("export", "--store", "imported", "--report", lm_id, "--principal", "alice",
+        "--exported-at", IMPORT_EXPORTED_AT, "--out", "lm-eval-alice.tar.zst", "--quiet")
+    run("verify", "inspect-bob.tar.zst")
+    run("audit", "lm-eval-alice.tar.zst", show=False)
+    run("prove", "inspect-alice.tar.zst", "--case", "match.accuracy.mul-1.2", "--out", "inspect-proof.json")
+    run("audit", "inspect-alice.tar.zst", "--html", "page-inspect.html", show=False)
+    run("import-inspect", "--check", "inspect-alice.tar.zst")
+    run("import-lm-eval", "--check", "lm-eval-alice.tar.zst")
+    run("import-inspect", "--check", "inspect-bob.tar.zst", expect=3)
+
+
 def storage_demo() -> None:
     banner("Object storage: a local SeaweedFS server; export --upload, list, verify and download")
     sys.path.insert(0, str(REPO / "tests"))
@@ -351,7 +386,9 @@ def storage_demo() -> None:
 
 def fixity_demo(listing: str, endpoint: str) -> None:
     """Rot one stored archive in place (same length, metadata kept, as bit rot would),
-    run fixity with a ledger and a signed record, then again with --older-than."""
+    run fixity with a ledger and a signed record; the next run, --older-than, still
+    reports the failure (it is never forgotten), until the keeper retires it with a
+    reason, after which a run passes."""
     import boto3
 
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
@@ -367,6 +404,13 @@ def fixity_demo(listing: str, endpoint: str) -> None:
     print(f"  (flipped one bit of s3://evidence/{key}, its metadata kept)")
     run("fixity", "s3://evidence/archive", "--ledger", "fixity.sqlite", "--workers", "2",
         "--record", "fixity-record.jsonl", "--key", "auditor-key", expect=1)
+    # Checked again first, whatever --older-than says: the failure is still there.
+    again = run("fixity", "s3://evidence/archive", "--ledger", "fixity.sqlite", "--older-than",
+                "30d", expect=1)
+    if key not in again.stdout:
+        sys.exit("demo: the second fixity run forgot the rotted bundle")
+    run("fixity", "s3://evidence/archive", "--ledger", "fixity.sqlite", "--retire", key,
+        "--reason", "bit rot confirmed; the bundle is re-exported from the store")
     run("fixity", "s3://evidence/archive", "--ledger", "fixity.sqlite", "--older-than", "30d")
     print("$ ssh-keygen -Y verify -f allowed_signers -I auditor@example.org -n evalbook-fixity-v1 "
           "-s fixity-record.jsonl.sig < fixity-record.jsonl", flush=True)
@@ -381,7 +425,7 @@ def fixity_demo(listing: str, endpoint: str) -> None:
         sys.exit("demo: the signed fixity record did not verify with ssh-keygen")
 
 
-EXTRA_STEPS: list = [eb_demo, audit_demo, storage_demo]  # type: ignore[type-arg]
+EXTRA_STEPS: list = [eb_demo, audit_demo, import_demo, storage_demo]  # type: ignore[type-arg]
 
 if __name__ == "__main__":
     main()

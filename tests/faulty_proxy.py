@@ -11,6 +11,7 @@ server must then refuse the request.
 With ``fault``, a function of (method, target) that answers ``"throttle"``, ``"reset"``
 or None for each request, it also does what a busy service and a broken network do:
 ``throttle`` answers 503 SlowDown itself (S3's throttling answer) without forwarding;
+``deny`` answers 403 AccessDenied itself (a refusal no retry changes);
 ``reset`` forwards the request and resets the connection (TCP RST) once
 ``RESET_AFTER`` bytes of the answer have gone back, mid-body for any object larger.
 
@@ -41,6 +42,18 @@ _SLOW_DOWN = (
     + str(len(_SLOW_DOWN_BODY)).encode()
     + b"\r\n\r\n"
     + _SLOW_DOWN_BODY
+)
+
+_DENIED_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+    b"<Message>Access Denied</Message></Error>"
+)
+_DENIED = (
+    b"HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\n"
+    b"x-amz-request-id: PROXY\r\nContent-Length: "
+    + str(len(_DENIED_BODY)).encode()
+    + b"\r\n\r\n"
+    + _DENIED_BODY
 )
 
 
@@ -229,6 +242,9 @@ class FaultyProxy:
                 if fault == "throttle" and not int(headers.get("content-length", "0") or 0):
                     # Answer for the server; the request never reaches it.
                     client.sendall(_SLOW_DOWN)
+                    continue
+                if fault == "deny" and not int(headers.get("content-length", "0") or 0):
+                    client.sendall(_DENIED)
                     continue
                 if fault == "reset":
                     link.reset_after = RESET_AFTER

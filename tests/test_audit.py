@@ -504,13 +504,6 @@ AGGREGATION = STATUS_ONLY | {("accuracy", "aggregation", BETWEEN)}
             {"score", "interval"},
         ),
         (
-            "missing-threshold",
-            lambda bag: edit_suite_check(bag, "accuracy", lambda a: a.update(threshold=None)),
-            "missing_threshold",
-            AGGREGATION,
-            {"score", "interval"},
-        ),
-        (
             "min-coverage-above-1",
             lambda bag: edit_suite_check(bag, "accuracy", lambda a: a.update(min_coverage=1.5)),
             "invalid_min_coverage",

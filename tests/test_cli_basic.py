@@ -271,6 +271,8 @@ MAIN_OPTIONS = {
     "render": ["--html", "--json", "--quiet"],
     "digest": ["--canonical", "--json", "--raw", "--framed"],
     "canonicalize": [],
+    "import-inspect": ["--store", "--task", "--dataset", "--decision", "--report-id", "--check", "--json"],
+    "import-lm-eval": ["--samples", "--store", "--task", "--decision", "--report-id", "--check", "--json"],
     "fixity": ["--level", "--ledger", "--sample", "--older-than", "--limit", "--limit-bytes",
                "--workers", "--scheduler", "--record", "--key", "--json"],
 }

@@ -325,4 +325,4 @@ def test_shell_completion_as_the_readme_documents() -> None:
             "COMP_CWORD": "1",
         }
     )
-    assert done.stdout.decode().strip() == "plain,verify"
+    assert done.stdout.decode().split() == ["plain,verifier-page", "plain,verify"]

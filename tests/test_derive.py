@@ -501,8 +501,6 @@ def test_scored_case_without_score_under_mean_and_min() -> None:
     [
         ({"rule": "median", "threshold": 0.5}, ProblemCode.UNKNOWN_RULE),
         ({"threshold": 0.5}, ProblemCode.UNKNOWN_RULE),
-        ({"rule": "pass_rate"}, ProblemCode.MISSING_THRESHOLD),
-        ({"rule": "mean", "threshold": None}, ProblemCode.MISSING_THRESHOLD),
         ({"rule": "min", "threshold": "0.5"}, ProblemCode.INVALID_THRESHOLD),
         ({"rule": "min", "threshold": True}, ProblemCode.INVALID_THRESHOLD),
         ({"rule": "all_pass", "min_coverage": 1.5}, ProblemCode.INVALID_MIN_COVERAGE),
@@ -546,7 +544,6 @@ def test_all_pass_ignores_a_threshold_and_all_problems_are_reported() -> None:
     )
     assert set(codes(check)) == {
         ProblemCode.INVALID_REPEATS,
-        ProblemCode.MISSING_THRESHOLD,
         ProblemCode.INVALID_MIN_COVERAGE,
         ProblemCode.INVALID_MIN_SAMPLES,
         ProblemCode.UNEXPECTED_EXAMPLE,
@@ -718,8 +715,9 @@ def test_report_assurance_is_null_if_any_required_is_null() -> None:
 
 
 def test_report_with_no_required_check() -> None:
+    # SPEC 12: a report with no required check decides nothing.
     report = derive_report([(False, check_with("fail"))])
-    assert report.result is ReportResult.PASS
+    assert report.result is ReportResult.INCONCLUSIVE
     assert report.evidence_complete
     assert report.coverage == Coverage(0, 0, 0)
     assert report.assurance is None
@@ -905,3 +903,29 @@ def test_basis_of_nothing_executed_and_of_defects() -> None:
     assert bad.basis.defects == 1 and bad.status is CheckStatus.ERROR
     invalid = derive("median", "ab", [case("a"), case("b")])
     assert invalid.basis is not None and invalid.basis.kind is BasisKind.DEFECTS
+
+
+@pytest.mark.parametrize("rule", ["pass_rate", "mean", "min"])
+@pytest.mark.parametrize("spelling", [{}, {"threshold": None}])
+def test_no_threshold_is_no_decision_inconclusive_with_the_value_measured(
+    rule: str, spelling: dict[str, Any]
+) -> None:
+    # SPEC 12: a check whose aggregation has no threshold (an imported run without a
+    # decision, SPEC 16) is inconclusive, whatever its cases say; it is not a defect.
+    for cases in ([case("a", score=1), case("b", score=1)], [case("a", status="fail", score=0), case("b", score=1)]):
+        check = derive(rule, "ab", cases, **spelling)
+        assert check.problems == ()
+        assert check.status is CheckStatus.INCONCLUSIVE
+        assert check.result is CheckResult.INCONCLUSIVE
+        assert check.basis is not None and check.basis.kind is BasisKind.NO_THRESHOLD
+        assert check.score is not None
+
+
+def test_a_report_with_no_required_check_is_inconclusive() -> None:
+    passed = derive("pass_rate", "a", [case("a")], threshold=0.5)
+    assert passed.result is CheckResult.PASS
+    for checks in ([], [(False, passed)]):
+        report = derive_report(checks)
+        assert report.result is ReportResult.INCONCLUSIVE
+        assert report.assurance is None
+    assert derive_report([(True, passed)]).result is ReportResult.PASS

@@ -137,11 +137,12 @@ def test_older_than_right_after_a_run_checks_nothing(
     root = _archive(tmp_path, bundles, n=6)
     ledger = tmp_path / "ledger.sqlite"
     assert _fixity(str(root), "--ledger", str(ledger), "--level", "object")[0] == 0
-    code, summary, _ = _fixity(str(root), "--ledger", str(ledger), "--older-than", "1h")
-    # Full was never run: an object check does not stand for a full one.
-    assert summary["checked"] == 6
+    # A first sight is always full (SPEC 13.1), so a full run right after checks nothing.
     code, summary, _ = _fixity(str(root), "--ledger", str(ledger), "--older-than", "1h")
     assert (code, summary["checked"]) == (0, 0)
+    with sqlite3.connect(ledger) as conn:
+        levels = {row[0] for row in conn.execute("SELECT level FROM events")}
+    assert levels == {"full"}
     code, summary, _ = _fixity(
         str(root), "--ledger", str(ledger), "--older-than", "12h", "--level", "object"
     )
@@ -274,7 +275,8 @@ def test_record_is_schema_valid_and_signed(tmp_path: Path, bundles: dict[str, Pa
     assert lines[0]["run_id"] == summary["run_id"] == lines[-1]["run_id"]
     assert lines[-1]["counts"] == summary["counts"]
     assert len(lines) == 2 + 5
-    assert summary["record_sha256"] == lines[-1]["preceding_sha256"]
+    assert summary["record_chain_sha256"] == lines[-1]["preceding_sha256"]
+    assert summary["record_sha256"] == "sha256:" + hashlib.sha256(record.read_bytes()).hexdigest()
     sig = Path(str(record) + ".sig")
     assert summary["signature"] == str(sig)
     allowed = tmp_path / "allowed_signers"
@@ -355,11 +357,13 @@ def test_archive_prefix_altered_at_rest(
         assert outcome[deleted][0] == "missing"
         assert summary["counts"] == {"pass": 2, "fail": 2, "missing": 1, "error": 0}
 
-    # A bundle first seen without its sha256 metadata cannot be checked: an error.
+    # A bundle first seen without its sha256 metadata is there to be read but was not
+    # stored as upload stores one: it fails (SPEC 13.1: error is only for bytes that
+    # could not be had).
     fresh = tmp_path / "fresh.sqlite"
     code, summary, _ = _fixity(prefix, "--ledger", str(fresh), *endpoint, "--level", "object")
     outcome = {p["key"]: p["outcome"] for p in summary["problems"]}
-    assert outcome[stripped] == "error"
+    assert outcome[stripped] == "fail"
     assert outcome[rotted] == "fail"  # the metadata still records the old bytes
     assert code == 1
 

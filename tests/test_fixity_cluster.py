@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -94,3 +95,81 @@ def test_scheduler_unreachable_is_one_line(tmp_path: Path, bundles: dict[str, Pa
     assert done.returncode == 3, done.stderr
     assert done.stderr.count(b"\n") == 1 and b"tcp://127.0.0.1:9" in done.stderr
     assert done.stdout == b""
+
+
+# ------------------------------------------------------------------ SPEC 13.1
+
+
+@pytest.mark.s3
+def test_storage_settings_travel_to_workers_and_credentials_do_not(
+    s3_server: Any, bucket: str, bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    prefix = f"s3://{bucket}/archive"
+    from bundler.bundles.verify import read_and_verify
+    from bundler.core.claims import VerifyOptions
+    from bundler.storage import StorageConfig, parse_s3_url, upload_bundle
+
+    copies = []
+    for i, name in enumerate(
+        (
+            "rpt-clean/alice",
+            "rpt-clean/bob",
+            "rpt-superseded/alice",
+            "rpt-retention/alice",
+            "rpt-superseded/bob",
+        )
+    ):
+        result, _ = read_and_verify(str(bundles[name]), VerifyOptions())
+        upload_bundle(
+            bundles[name],
+            parse_s3_url(prefix),
+            bundle_digest=result.bundle_digest,
+            report_id=result.report_id,
+            report_digest=result.report_digest,
+            config=StorageConfig(endpoint_url=s3_server.endpoint),
+        )
+        copies.append(i)
+    # The workers know no endpoint; the fixity process has it only in AWS_ENDPOINT_URL_S3.
+    worker_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
+    run_env = {"AWS_ENDPOINT_URL_S3": s3_server.endpoint}
+    with local_cluster(tmp_path, worker_env) as (address, _):
+        done = run_cli(
+            "fixity",
+            prefix,
+            "--ledger",
+            str(tmp_path / "a.sqlite"),
+            "--scheduler",
+            address,
+            "--json",
+            "-q",
+            env=run_env,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr
+    summary = orjson.loads(done.stdout)
+    assert summary["counts"] == {"pass": 5, "fail": 0, "missing": 0, "error": 0}
+
+    # Workers without credentials: the error says the worker raised it, and the run
+    # stops early with that one error instead of repeating it for every bundle.
+    bare = {k: v for k, v in worker_env.items() if not k.startswith("AWS_")}
+    bare |= {
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+    }
+    (tmp_path / "bare").mkdir()
+    with local_cluster(tmp_path / "bare", bare) as (address, _):
+        done = run_cli(
+            "fixity",
+            prefix,
+            "--ledger",
+            str(tmp_path / "b.sqlite"),
+            "--scheduler",
+            address,
+            "-q",
+            env=run_env,
+            timeout=300,
+        )
+    assert done.returncode == 5, done.stderr
+    assert done.stderr.count(b"\n") == 1 and b"Traceback" not in done.stderr
+    assert b"worker tcp://127.0.0.1:" in done.stderr and b"no AWS credentials" in done.stderr

@@ -11,6 +11,7 @@ end as an error with exit 5), and a digest mismatch is read once and never retri
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import os
 import shutil
@@ -267,7 +268,7 @@ def test_a_stored_signature_replaced_by_another_keys_fails(
 
 
 def _helper_pids(parent: int) -> list[int]:
-    """The parent's spawned pool processes (not its resource tracker)."""
+    """The parent's helper processes."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -278,7 +279,7 @@ def _helper_pids(parent: int) -> list[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and b"spawn_main" in cmdline:
+        if ppid == parent and b"--fixity-helper" in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -312,8 +313,11 @@ def test_a_helper_killed_mid_run_loses_no_check(tmp_path: Path, bundles: dict[st
     while killed is None and time.monotonic() < deadline and proc.poll() is None:
         helpers = _helper_pids(proc.pid)
         if helpers and ledger.exists():
-            with sqlite3.connect(ledger) as conn:
-                checked = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+            try:
+                with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True) as conn:
+                    checked = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+            except sqlite3.OperationalError:  # the ledger is being created
+                checked = 0
             if checked >= 20:  # the run is under way; the helper has work in flight
                 time.sleep(0.3)
                 os.kill(helpers[0], signal.SIGKILL)
@@ -342,7 +346,7 @@ def test_helpers_that_cannot_start_are_given_up_and_the_run_finishes(
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
-        "import os, sys\nif '--multiprocessing-fork' in sys.argv:\n    os._exit(70)\n"
+        "import os, sys\nif '--fixity-helper' in sys.argv:\n    os._exit(70)\n"
     )
     ledger = tmp_path / "l.sqlite"
     done = run_cli(
@@ -362,3 +366,143 @@ def test_helpers_that_cannot_start_are_given_up_and_the_run_finishes(
     assert summary["counts"] == {"pass": count, "fail": 0, "missing": 0, "error": 0}
     assert done.returncode == 0
     _one_event_each(ledger, count)
+
+
+# ------------------------------------------------------------------ SPEC 13.1
+
+
+def _stray_keys(raw: Any, bucket: str, source: Path) -> list[str]:
+    """``*.tar.zst`` objects under reports/bundles/ outside the key layout (a real
+    bundle among them), and one object that is no archive at all."""
+    strays = [
+        "archive/reports/bundles/stray.tar.zst",
+        "archive/reports/bundles/rpt-clean/not-a-digest.tar.zst",
+        "archive/reports/bundles/rpt-clean/deeper/x.tar.zst",
+    ]
+    for key in strays:
+        raw.put_object(Bucket=bucket, Key=key, Body=source.read_bytes())
+    raw.put_object(Bucket=bucket, Key="archive/reports/bundles/README.txt", Body=b"hello")
+    return strays
+
+
+def _ledger_events(ledger: str) -> list[tuple[str, str]]:
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)) as conn:
+            return list(conn.execute("SELECT key, outcome FROM events ORDER BY id"))
+    except sqlite3.Error:
+        return []
+
+
+@pytest.mark.s3
+def test_the_keeper_can_rely_on_it_against_the_real_server(
+    s3_server: Any, raw: Any, bucket: str, many: list[tuple[Path, ExportResult]], tmp_path: Path
+) -> None:
+    count = 24
+    keys = _store(many[:count], s3_server.endpoint, bucket)
+    strays = _stray_keys(raw, bucket, many[0][0])
+    listed = count + len(strays)
+    prefix = f"s3://{bucket}/archive"
+    endpoint = ["--endpoint-url", s3_server.endpoint]
+
+    # Shares are over everything listed, whatever a fresh ledger and --sample chose.
+    code, summary, _ = _fixity(
+        prefix,
+        "--ledger",
+        str(tmp_path / "fresh.sqlite"),
+        *endpoint,
+        "--sample",
+        "0/5",
+        "--level",
+        "object",
+        workers=1,
+    )
+    assert summary["listed"] == listed and 0 < summary["checked"] < listed
+    assert summary["shares"]["30d"] == round(summary["checked"] / listed, 6)
+
+    # Every archive is counted; one outside the layout fails: its key names no bundle.
+    ledger = str(tmp_path / "ledger.sqlite")
+    code, summary, _ = _fixity(prefix, "--ledger", ledger, *endpoint, workers=1)
+    assert code == 1 and summary["counts"] == {"pass": count, "fail": 3, "missing": 0, "error": 0}
+    assert {p["key"] for p in summary["problems"]} == set(strays)
+    assert all("does not name its bundle" in p["detail"] for p in summary["problems"])
+
+    # Two objects rot in place (metadata kept); a run is killed once its ledger holds
+    # both failures; the next run, --older-than 1h, still reports them, and exits 1.
+    rotted = [keys[4], keys[17]]
+    for key in rotted:
+        head = raw.head_object(Bucket=bucket, Key=key)
+        data = bytearray(raw.get_object(Bucket=bucket, Key=key)["Body"].read())
+        data[len(data) // 2] ^= 0x02
+        raw.put_object(Bucket=bucket, Key=key, Body=bytes(data), Metadata=head["Metadata"])
+    before = len(_ledger_events(ledger))
+    proc = subprocess.Popen(
+        [
+            *CLI,
+            "fixity",
+            prefix,
+            "--ledger",
+            ledger,
+            *endpoint,
+            "--workers",
+            "1",
+            "-q",
+            "--level",
+            "object",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = {k for k, outcome in _ledger_events(ledger)[before:] if outcome == "fail"}
+        if set(rotted) <= found:
+            break
+        time.sleep(0.01)
+    proc.kill()
+    proc.wait()
+    assert set(rotted) <= {k for k, o in _ledger_events(ledger)[before:] if o == "fail"}
+    code, summary, _ = _fixity(prefix, "--ledger", ledger, *endpoint, "--older-than", "1h")
+    assert code == 1
+    not_passed = {p["key"]: p for p in summary["problems"]} | {
+        c["key"]: c for c in summary["carried"]
+    }
+    assert set(rotted) | set(strays) <= set(not_passed)
+    # The failed check recorded what it read: the whole object and what it hashes to.
+    with contextlib.closing(sqlite3.connect(ledger)) as conn:
+        rows = conn.execute(
+            "SELECT key, bytes_read, sha256 FROM events WHERE outcome = 'fail' AND key IN (?, ?)",
+            rotted,
+        ).fetchall()
+    for key, bytes_read, sha in rows:
+        body = raw.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert (bytes_read, sha) == (len(body), "sha256:" + hashlib.sha256(body).hexdigest())
+
+
+@pytest.mark.s3
+def test_the_same_storage_error_for_the_first_checks_stops_the_run(
+    s3_server: Any, bucket: str, many: list[tuple[Path, ExportResult]], tmp_path: Path
+) -> None:
+    _store(many[:14], s3_server.endpoint, bucket)
+    denied = f"/{bucket}/archive/"
+
+    def deny(method: str, target: str) -> str | None:
+        return "deny" if method == "GET" and target.startswith(denied) else None
+
+    ledger = str(tmp_path / "ledger.sqlite")
+    with FaultyProxy(s3_server.port, select=no_corruption, fault=deny) as proxy:
+        done = run_cli(
+            "fixity",
+            f"s3://{bucket}/archive",
+            "--ledger",
+            ledger,
+            "--endpoint-url",
+            proxy.endpoint,
+            "--workers",
+            "1",
+            "-q",
+        )
+    assert done.returncode == 5, done.stderr
+    assert done.stderr.count(b"\n") == 1 and b"Traceback" not in done.stderr
+    assert b"the first 10 checks all ended in the same storage error" in done.stderr
+    assert b"access denied" in done.stderr
+    assert len(_ledger_events(ledger)) == 10  # not one error per bundle

@@ -27,14 +27,20 @@ ALLOWED: dict[str, set[str]] = {
     "bundles": {"core", "archive", "trust", "storage", "evalbook", "evalbanana"},
     "fixity": {"core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles"},
     "report": {"core", "archive", "trust", "evalbook", "evalbanana", "bundles"},
+    # Runs of other tools (SPEC 16) become store documents; --check reads a bundle.
+    "importers": {"core", "archive", "trust", "evalbook", "bundles"},
+    "api": {
+        "core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "fixity",
+        "report", "importers",
+    },
     "cli": {
         "core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "fixity",
-        "report",
+        "report", "api", "importers",
     },
     "testing": {"core", "archive", "trust", "evalbook", "evalbanana"},
     "bundler": {
         "core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "fixity",
-        "report",
+        "report", "api", "importers",
     },
     "__main__": {"cli"},
 }

@@ -25,9 +25,9 @@ def test_export_verify_audit_prove_extract(tmp_path: Path) -> None:
     assert check.verdict.value == "verified" and check.bundle_digest == result.bundle_digest
     assert bundler.audit(str(out)).verdict.value == "consistent"
     proof = bundler.prove(str(out), "accuracy-00000")
-    checked = bundler.check_proof(orjson.dumps(proof))
+    checked = bundler.check_proof(orjson.dumps(proof.to_json()))
     assert checked.case_id == "accuracy-00000" and not checked.anchored
-    assert bundler.inspect(str(out))["bundle_digest"] == result.bundle_digest
+    assert bundler.inspect(str(out)).bundle_digest == result.bundle_digest
     assert bundler.extract(str(out), tmp_path / "bag").verdict.value == "verified"
     # The same deterministic bytes through the library as through the command line.
     again = bundler.export(
@@ -63,8 +63,8 @@ def test_upload_and_download(
     out = tmp_path / "b.tar.zst"
     bundler.export(str(STORE), "rpt-clean", principal="alice", out=out, exported_at=EXPORTED_AT)
     stored = bundler.upload(out, f"s3://{bucket}/lib")
-    assert stored["status"] == "uploaded"
-    got = bundler.download(stored["url"], tmp_path / "copy.tar.zst")
+    assert stored.status == "uploaded"
+    got = bundler.download(stored.url, tmp_path / "copy.tar.zst")
     assert (tmp_path / "copy.tar.zst").read_bytes() == out.read_bytes()
-    assert got["sha256"] == stored["sha256"]
-    assert bundler.verify(stored["url"]).verdict.value == "verified"
+    assert got.sha256 == stored.sha256
+    assert bundler.verify(stored.url).verdict.value == "verified"

@@ -298,7 +298,7 @@ def test_check_proof_without_anchor(signed: Bundle, proof_bytes: bytes, tmp_path
     assert done.stderr == b""
     assert (
         _line(done.stdout, "Proven")
-        == f"case {CASE} is leaf 3 of 32 in bundle {signed.digest} (rpt-clean)"
+        == f"case {CASE} (status pass, score 1) is leaf 3 of 32 in bundle {signed.digest} (rpt-clean)"
     )
     anchor = _line(done.stdout, "Anchor")
     assert anchor.startswith("none:")
@@ -748,7 +748,8 @@ def test_single_leaf_proof_has_an_empty_path_through_the_cli(tmp_path: Path) -> 
     assert "unanchored" in _line(done.stdout, "Anchor")
     assert (
         _line(done.stdout, "Proven")
-        == f"case check-0-00000 is leaf 0 of 1 in bundle {result.bundle_digest} (rpt-large)"
+        == f"case check-0-00000 (status fail, score 0) is leaf 0 of 1 in bundle "
+        f"{result.bundle_digest} (rpt-large)"
     )
 
 
@@ -803,9 +804,11 @@ def test_proof_in_a_20000_case_bundle_has_15_hashes(
     assert _jcs(proof["case"]) == lines[index]
     done = _check(out)
     assert done.returncode == 0, done.stderr.decode()
+    case = json.loads(lines[index])
     assert (
         _line(done.stdout, "Proven")
-        == f"case {case_id} is leaf {index} of 20000 in bundle {large.digest} (rpt-large)"
+        == f"case {case_id} (status {case['status']}, score {case['score']:g}) is leaf {index} "
+        f"of 20000 in bundle {large.digest} (rpt-large)"
     )
 
     # The exporter always builds the tree; what building it costs is timed here alone,

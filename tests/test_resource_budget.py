@@ -36,6 +36,7 @@ BUDGET_SECONDS = 10.0
 TIMED_INPUTS_BELOW = 100 * 1000 * 1000
 DEADLINE_SECONDS = 120
 
+
 @dataclass(frozen=True)
 class Run:
     code: int
@@ -267,3 +268,87 @@ def test_sparse_report_json_stays_within_budget(
     )
     run = run_measured(args, tmp_path)
     assert_within_budget(run, apparent)
+
+
+# ------------------------------------------------------------------- records render reads
+
+
+def _large_verification_record(path: Path, cases: int, absent: int) -> None:
+    """The shape verify writes for ``cases`` cases with ``absent`` payloads each listed as
+    unprovable (about 60 MB for 20,000 x 10), written a line at a time."""
+    import orjson
+
+    digest = "sha256:" + "ab" * 32
+    head = {
+        "schema": "evalbook.verification.v1",
+        "tool": {"name": "evalbook-bundle", "version": "0.1.0"},
+        "verified_at": "2026-11-30T00:00:00Z",
+        "source": "large.tar.zst",
+        "archive": {"sha256": "0" * 64, "size": 1},
+        "verdict": "verified",
+        "bundle_schema": "evalbook.reproducibility_bundle.v1",
+        "bundle_digest": digest,
+        "report_id": "rpt-large",
+        "report_digest": digest,
+        "report_result": "pass",
+        "report_issued_at": "2026-11-01T00:00:00Z",
+        "envelope": None,
+        "anchor": {
+            "expected_bundle_digest": None,
+            "expected_report_digest": None,
+            "signer": None,
+            "self_consistent_only": True,
+            "description": "self-consistency only",
+        },
+        "strict": False,
+        "counts": {"proven": cases, "unprovable": cases * absent, "failed": 0},
+        "unprovable_by_reason": {"payload_at_sso": cases * absent},
+        "strict_forecast": f"FAILED ({cases * absent} unprovable claims would fail)",
+        "error": None,
+        "summary": {},
+    }
+    with path.open("wb") as out:
+        out.write(orjson.dumps(head)[:-1] + b',"claims":[')
+        for i in range(cases):
+            case = f"accuracy-{i:05d}"
+            proven = {
+                "group": 8,
+                "group_name": "cases",
+                "subject": f"case {case} line is canonical and schema-valid",
+                "state": "proven",
+                "path": "data/cases/accuracy.jsonl",
+                "expected": None,
+                "observed": None,
+                "reason": None,
+                "detail": None,
+            }
+            out.write((b"," if i else b"") + orjson.dumps(proven))
+            for j in range(absent):
+                claim = {
+                    "group": 8,
+                    "group_name": "cases",
+                    "subject": f"case {case} payload {j} output digest",
+                    "state": "unprovable",
+                    "path": None,
+                    "expected": digest,
+                    "observed": None,
+                    "reason": "payload_at_sso",
+                    "detail": "the payload is kept at the store's SSO location",
+                }
+                out.write(b"," + orjson.dumps(claim))
+        out.write(b"]}")
+
+
+def test_render_of_a_sixty_megabyte_record_stays_within_budget(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """render streams the record: 20,000 cases with ten absent payloads each."""
+    root = tmp_path_factory.mktemp("large-record")
+    record = root / "verification.json"
+    _large_verification_record(record, cases=20_000, absent=10)
+    size = record.stat().st_size
+    assert size > 50 * 1000 * 1000, size
+    run = run_measured(["render", str(record), "--html", str(root / "page.html")], root)
+    assert_within_budget(run, size, codes=(0,))
+    page = (root / "page.html").read_text()
+    assert "and 199000 more unprovable claims" in page.replace("\u00a0", " ")

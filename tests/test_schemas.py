@@ -617,7 +617,7 @@ INVALID: list[tuple[str, str, Callable[[Any], None], str, str]] = [
     ("report-body", "wrong schema_version", setp("/schema_version", "1.1"), "/schema_version",
      "'1.0'"),
     ("report-body", "wrong producer", setp("/producer", "svc_other"), "/producer",
-     "svc_evalbook"),
+     "is not one of ['svc_evalbook', 'evalbook-bundle/import-inspect'"),
     ("report-body", "wrong result", setp("/result", "passed"), "/result", "'passed'"),
     ("report-body", "wrong check status", setp("/checks/0/status", "passed"),
      "/checks/0/status", "is not one of ['pass', 'fail'"),

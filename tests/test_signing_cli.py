@@ -257,7 +257,8 @@ def test_verify_without_identity_names_the_allowed_principals(
     expected = f"alice,auditor@example.org, key {keys.fingerprint(keys.alice)}"
     assert result["anchor"]["signer"] == expected
     assert result["anchor"]["self_consistent_only"] is False
-    assert _line(done.stderr, "Anchor") == f"signed by {expected}"
+    assert result["anchor"]["description"] == f"signed by {expected}"
+    assert done.stderr == b""  # SPEC 7: --json prints no human summary
 
 
 def test_head_names_the_printed_bundle_digest_and_anchors_verify(
@@ -310,7 +311,7 @@ def test_head_names_the_printed_bundle_digest_and_anchors_verify(
 def test_signed_bundle_without_allowed_signers_is_self_consistent_only(signed: Signed) -> None:
     done = run_cli("verify", str(signed.archive), "--json")
     assert done.returncode == 0, done.stderr.decode()
-    anchor = _line(done.stderr, "Anchor")
+    anchor = json.loads(done.stdout)["anchor"]["description"]
     assert "self-consistency only" in anchor
     # The signature is checked and named by its key, but anchors nothing (SPEC 11.3).
     assert "signed by key SHA256:" in anchor

@@ -19,6 +19,7 @@ from bundler.core.errors import CanonicalJSONError
 from bundler.core.limits import DEFAULT_MAX_BYTES
 from bundler.evalbook.bagcheck import parse_kept
 from bundler.evalbook.contract import BUNDLE_SCHEMA
+from bundler.trust.head import HEAD_SIG_FILE
 
 
 def inspect_bundle(
@@ -44,6 +45,8 @@ def inspect_bundle(
         "bytes": sum(f.size for f in contents.files.values()),
         "unavailable_by_reason": dict(sorted(by_reason["unavailable"].items())),
         "redacted_by_reason": dict(sorted(by_reason["redacted"].items())),
+        # Whether the head is signed inside the bundle; inspect does not check it.
+        "embedded_signature": HEAD_SIG_FILE in contents.kept,
     }
     if bundle["schema"] == BUNDLE_SCHEMA:
         body, _ = parse_kept(contents, bundle["report"]["path"], canonical_required=False)
@@ -84,7 +87,8 @@ def inspect_bundle(
                 (
                     "Cases",
                     f"{sum(c['cases']['exported'] for c in checks)} exported of "
-                    f"{sum(c['cases']['total'] for c in checks)} in {len(checks)} checks",
+                    f"{sum(c['cases']['total'] for c in checks)} in {len(checks)} "
+                    + ("check" if len(checks) == 1 else "checks"),
                 ),
                 ("Payloads", str(len(bundle["payloads"]))),
             ],

@@ -15,8 +15,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from bundler.core.claims import VerifyOptions
 from bundler.core.errors import InputError
@@ -108,6 +110,7 @@ def stored_sidecars(url: str, endpoint_url: str | None) -> list[SignatureSource]
     what lies there; StorageError when the service fails)."""
     from bundler import storage
 
+    storage.stored_bundle_location(url)  # a URL without a key is a usage error (exit 2)
     config = storage.StorageConfig(endpoint_url=endpoint_url)
     return [
         SignatureSource(sig.url, sig.text, problem=sig.problem)
@@ -122,21 +125,50 @@ def sidecars_of(location: str, endpoint_url: str | None = None) -> list[Signatur
     return local_sidecars(location)
 
 
-def explicit_signature(value: str, endpoint_url: str | None = None) -> SignatureSource:
-    """``--signature``: a file, ``-`` (standard input) or an ``s3://`` object.
-
-    Raises InputError (exit 3) when it cannot be read or is over the bound; the one the
-    user named is not a neighbour that may be skipped.
-    """
+def explicit_signature(value: str | bytes, endpoint_url: str | None = None) -> SignatureSource:
+    """A signature given instead of the sidecars: its bytes, a file or an ``s3://``
+    object. Raises InputError (exit 3) when it cannot be read or is over the bound (the
+    one the user named is not a neighbour that may be skipped), StorageError when the
+    object cannot be fetched."""
+    if isinstance(value, bytes):
+        if len(value) > MAX_SIDECAR_BYTES:
+            raise InputError(
+                f"signature: {len(value)} bytes, over the {MAX_SIDECAR_BYTES}-byte cap"
+            )
+        return SignatureSource("<signature>", value.decode("utf-8", "replace"))
     if value.startswith("s3://"):
         from bundler import storage
 
-        stored = storage.read_signature(
-            value, config=storage.StorageConfig(endpoint_url=endpoint_url)
-        )
+        config = storage.StorageConfig(endpoint_url=endpoint_url)
+        stored = storage.read_signature(value, config=config)
         return SignatureSource(stored.url, stored.text)
-    data = read_bounded(value, limit=MAX_SIDECAR_BYTES, what="signature")
-    return SignatureSource("<stdin>" if value == "-" else value, data.decode("utf-8", "replace"))
+    # "-" is a file of that name here; standard input is the command line's to read.
+    path = "./-" if value == "-" else value
+    data = read_bounded(path, limit=MAX_SIDECAR_BYTES, what="signature")
+    return SignatureSource(value, data.decode("utf-8", "replace"))
+
+
+def write_beside_bag(directory: Path, result: Any, sidecars: Sequence[SignatureSource]) -> list[Path]:
+    """After ``extract`` into ``directory``: every sidecar that verified over the head,
+    written beside the bag (inside, a tag file the tag manifest does not list would make
+    the bag fail) as ``<bag>.sig``, ``<bag>.sig.<hex>``, where ``verify`` of the bag
+    looks (SPEC 11.3). Returns the files written."""
+    from bundler.core.outputs import write_new_file
+    from bundler.core.signatures import SignatureState
+
+    fine = {SignatureState.VERIFIED, SignatureState.VALID, SignatureState.NOT_ALLOWED}
+    good = {c.where for c in result.signatures if not c.embedded and c.state in fine}
+    keep = [s for s in sidecars if s.where in good and s.problem is None]
+    bags = [p for p in directory.iterdir() if p.is_dir() and not p.is_symlink()]
+    if not keep or len(bags) != 1:
+        return []
+    written = []
+    for n, source in enumerate(keep):
+        data = source.text.encode("utf-8")
+        target = directory / sidecar_name(bags[0].name, data, first_free=n == 0)
+        write_new_file(target, data)
+        written.append(target)
+    return written
 
 
 def load_allowed(path: Path | str | None) -> tuple[object, ...] | None:

@@ -6,14 +6,22 @@ the bundle the archive's bytes hold, or the object was altered at rest (a failed
 exit 1). An object without ``sha256`` metadata (copied in by another tool) is verified
 from its bytes all the same; only the claim that they are the bytes recorded at upload
 is unprovable (``no_recorded_sha256``). Every command that reads a stored bundle comes
-here through the verifier (``bundles.verify.verify_contents``).
+here through the verifier (``bundles.verify.verify_contents``). ``bundle_stream`` opens
+a stored bundle for the commands and the library, ``verified_stored`` reads it to its
+end, ``altered_result`` is the verification of an object altered at rest.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from bundler.core.claims import Claim, State, StoredObject
+from bundler.core.errors import BundlerError, StorageError
+
+if TYPE_CHECKING:
+    from bundler.core.claims import Verification
 
 GROUP = 2
 KEY_SUBJECT = "storage key names the bundle it holds"
@@ -70,3 +78,70 @@ def stored_claims(
         )
     )
     return claims
+
+
+@contextmanager
+def bundle_stream(location: str, endpoint_url: str | None) -> Iterator[BinaryIO | None]:
+    """For s3:// locations, a stream that checks the object's sha256 at EOF (an object
+    without sha256 metadata opens too: its bytes are the verifier's to judge). A URL
+    without a key is a UsageError (exit 2)."""
+    if not location.startswith("s3://"):
+        yield None
+        return
+    from bundler import storage
+
+    config = storage.StorageConfig(endpoint_url=endpoint_url)
+    loc = storage.stored_bundle_location(location)
+    with storage.open_verified(loc, config=config, unrecorded_ok=True) as stream:
+        try:
+            yield stream
+        except StorageError:
+            raise
+        except BundlerError as exc:
+            # Bytes altered at rest can make the archive unreadable before its end; the
+            # digest of the whole object tells that apart from a bundle stored broken.
+            try:
+                stream.drain()
+            except storage.AlteredAtRest as altered:
+                raise altered from exc
+            raise
+
+
+def altered_result(location: str, exc: Any, strict: bool) -> Verification:
+    """A failed verification for an archive altered at rest (SPEC section 6)."""
+    from bundler.core.claims import Verdict, Verification
+
+    claim = Claim(
+        2,
+        f"stored archive {exc.url} holds the bytes recorded for it",
+        State.FAILED,
+        expected=exc.recorded,
+        observed=exc.observed,
+        detail=exc.message,
+    )
+    return Verification(source=location, verdict=Verdict.FAILED, strict=strict, claims=(claim,))
+
+
+def verified_stored(location: str, stream: Any, result: Any) -> Any:
+    """After verifying a stored archive: read what the verifier left, so that bytes
+    altered at rest raise AlteredAtRest even when they made the archive unreadable.
+    (The key-names-its-bundle rule is a claim of the verification itself.)"""
+    if not stream.verified:
+        stream.drain()
+    return result
+
+
+def inspected_stored(stream: Any, info: dict[str, Any]) -> None:
+    """``inspect`` of a stored bundle: the key must name the bundle it read (else
+    VerificationFailed, exit 1: altered at rest); an object without sha256 metadata is
+    inspected all the same, and ``info`` says nothing recorded its bytes."""
+    from bundler.core.errors import VerificationFailed
+
+    stored = stored_of(stream)
+    if stored is None:
+        return
+    for claim in stored_claims(stored, info.get("report_id"), info.get("bundle_digest")):
+        if claim.state is State.FAILED:
+            raise VerificationFailed(str(claim.detail))
+        if claim.state is State.UNPROVABLE:
+            info["unrecorded"] = claim.detail

@@ -6,7 +6,19 @@ errors on stderr. Errors become exit codes in one place, ``app.main``. One modul
 command group; importing this package registers them all on the ``cli`` group.
 """
 
-from bundler.cli import audit, export, fixity, proof, render, reports, storage, tools, verify
+from bundler.cli import (
+    audit,
+    export,
+    fixity,
+    importers,
+    proof,
+    render,
+    reports,
+    storage,
+    tools,
+    verify,
+    verifier_page,
+)
 from bundler.cli.app import Terminated, _on_sigterm, cli, main
 from bundler.cli.common import _exported_at
 
@@ -18,6 +30,7 @@ __all__ = [
     "cli",
     "export",
     "fixity",
+    "importers",
     "main",
     "proof",
     "render",

@@ -136,6 +136,40 @@ def _failure_json(args: list[str], message: str, code: int, option: str | None =
     )
 
 
+# The library's parameter names that the commands' options spell otherwise.
+_PARAM_ALIASES = {
+    "store": ("store_root",),
+    "key": ("sign_key", "key_path"),
+    "upload": ("upload_to",),
+    "project": ("project_root",),
+    "run_dir": ("run_dir",),
+    "case_id": ("case_id",),
+    "proof": ("proof_file",),
+    "prefix": ("prefix", "destination"),
+    "url": ("source",),
+    "dest": ("path",),
+    "record_file": ("result",),
+    "bundles": ("bundles",),
+}
+
+
+def _message(exc: BundlerError) -> str:
+    """The error's message, a library parameter named as the command's option spells it
+    (``exported_at`` as ``--exported-at``, ``bundle`` as ``BUNDLE``)."""
+    if exc.param is None or not _INVOKED:
+        return exc.message
+    names = {exc.param, *_PARAM_ALIASES.get(exc.param, ())}
+    for param in _INVOKED[-1].command.params:
+        if param.name not in names:
+            continue
+        if isinstance(param, click.Argument):
+            return exc.relabel(param.human_readable_name)
+        longest = max(param.opts, key=len, default=None)
+        if longest is not None:
+            return exc.relabel(longest)
+    return exc.message
+
+
 # ------------------------------------------------------------------------------ main
 
 
@@ -146,6 +180,8 @@ class Terminated(KeyboardInterrupt):
     after SIGINT (temporary ``*.partial`` files, half-extracted directories) runs for
     SIGTERM too; ``main`` then exits 143 instead of 130.
     """
+
+    signum = signal.SIGTERM
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
@@ -211,9 +247,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except BundlerError as exc:
         if verbose:  # the traceback quotes the message too
             _say("".join(shown(line) + "\n" for line in traceback.format_exc().splitlines()))
-        _say(f"evalbook-bundle: error: {shown(exc.message)}\n")
+        message = _message(exc)
+        _say(f"evalbook-bundle: error: {shown(message)}\n")
         if _json_requested(args):
-            _failure_json(args, exc.message, exc.exit_code)
+            _failure_json(args, message, exc.exit_code)
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(1)

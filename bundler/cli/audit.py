@@ -11,17 +11,15 @@ import orjson
 from bundler.cli.app import cli
 from bundler.cli.common import (
     _anchor_options,
-    _bytes_progress,
     _emit_json,
     _endpoint_option,
     _max_bytes_option,
     _ProgressLine,
     _say,
-    _verify_options,
 )
-from bundler.cli.render import _html_option, refuse_existing, write_page
-from bundler.cli.signatures import _with_sidecars
-from bundler.cli.stored import _bundle_stream, _verified_stored
+from bundler.cli.render import _html_option
+from bundler.cli.verify import _signature_argument
+from bundler.core.errors import UsageError
 from bundler.core.textsafe import shown
 
 AUDIT_HELP = """Re-derive an issued report's verdict from a bundle (SPEC section 12).
@@ -88,32 +86,33 @@ def audit(
     endpoint_url: str | None,
     quiet: bool,
 ) -> None:
-    from bundler.bundles.audit import audit_bundle
+    from bundler.api.bundles import audit as audit_bundle
+    from bundler.api.pages import page_target, write_page
     from bundler.evalbook.audit import AuditVerdict
     from bundler.report.audit import audit_markdown, audit_text
     from bundler.report.render import signatures_lines
 
-    refuse_existing(html)
+    if (signature is not None or identity is not None) and allowed_signers is None:
+        raise UsageError("--identity and --signature need --allowed-signers")
     if bundle.startswith("s3://"):
         from bundler import storage
 
         storage.stored_bundle_location(bundle)
-    options = _verify_options(
-        expect_bundle_digest,
-        expect_report_digest,
-        strict,
-        max_bytes,
-        allowed_signers,
-        identity,
-        signature,
-    )
-    options = _with_sidecars(options, bundle, endpoint_url, signature)
+    target = None if html is None else page_target(html, "audit.html")  # before any work
     line = _ProgressLine(not quiet, "audit")
     try:
-        with _bundle_stream(bundle, endpoint_url) as stream:
-            result = audit_bundle(bundle, options, stream=stream, progress=_bytes_progress(line))
-            if stream is not None and result.verification is not None:
-                _verified_stored(bundle, stream, result)
+        result = audit_bundle(
+            bundle,
+            expect_bundle_digest=expect_bundle_digest,
+            expect_report_digest=expect_report_digest,
+            allowed_signers=allowed_signers,
+            identity=identity,
+            signature=_signature_argument(signature),
+            strict=strict,
+            max_bytes=max_bytes,
+            endpoint_url=endpoint_url,
+            on_progress=line.callback(),
+        )
     finally:
         line.done()
     checks = result.verification.signatures if result.verification is not None else ()
@@ -137,8 +136,8 @@ def audit(
         )
         if not quiet:
             _say(f"Wrote:       {shown(str(output_dir / 'audit.json'))} and audit.md\n")
-    if html is not None:
-        write_page(html, result.to_json())
+    if target is not None:
+        write_page(target, result.to_json())
         if not quiet:
-            _say(f"Wrote:       {shown(str(html))} (audit page)\n")
+            _say(f"Wrote:       {shown(str(target))} (audit page)\n")
     sys.exit(result.exit_code)

@@ -8,13 +8,14 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 import click
 import orjson
 
+from bundler.core import times
 from bundler.core.errors import (
     BundlerError,
     InputError,
@@ -111,6 +112,16 @@ class _ProgressLine:
         """``n`` more units (for callbacks that report each chunk)."""
         self.to(self._done + n)
 
+    def update(self, progress: Any) -> None:
+        """A library ``Progress`` report (``bundler.api.results.Progress``)."""
+        if progress.total is not None:
+            self.set_total(progress.total)
+        self.to(progress.done, note=progress.note)
+
+    def callback(self) -> Callable[[Any], None] | None:
+        """The ``on_progress`` of a library call: None when nothing is shown."""
+        return self.update if self.enabled else None
+
     def done(self) -> None:
         if self._bar is not None:
             self._bar.stop()
@@ -136,74 +147,26 @@ def _human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-# RFC 3339 date-time with whole seconds and a zone, ASCII digits only (no week dates,
-# ordinal dates, fractions or other spellings datetime.fromisoformat would also take).
-_RFC3339 = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[Zz]|[+-][0-9]{2}:[0-9]{2})",
-    re.ASCII,
-)
-# The archive's tar headers hold the export time as a ustar mtime: 11 octal digits of
-# seconds since 1970-01-01T00:00:00Z (SPEC section 7).
-ARCHIVE_TIME_MIN = 0
-ARCHIVE_TIME_MAX = 8**11 - 1  # 2242-03-16T12:56:31Z
-
-
 def _parse_timestamp(value: str, option: str) -> datetime:
-    """RFC 3339 with Z or an offset, whole seconds; returned in UTC.
+    """RFC 3339 with Z or an offset, whole seconds, in UTC (``bundler.core.times``).
 
-    Raises UsageError (exit 2) naming ``option`` for anything else; never another error.
+    Raises ParameterError (exit 2) naming ``option``.
     """
-    text = value.strip()
-    if not _RFC3339.fullmatch(text):
-        raise UsageError(
-            f"{option} {value!r}: not an RFC 3339 timestamp with whole seconds and a zone "
-            "(e.g. 2026-11-30T00:00:00Z)"
-        )
-    try:
-        moment = datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
-        return moment.astimezone(UTC)
-    except (ValueError, OverflowError) as exc:
-        raise UsageError(f"{option} {value!r}: not a valid time ({exc})") from exc
-
-
-def _archive_time(seconds: int, source: str) -> datetime:
-    """``seconds`` since the epoch as a UTC time, if a ustar mtime field can hold it."""
-    if not ARCHIVE_TIME_MIN <= seconds <= ARCHIVE_TIME_MAX:
-        raise UsageError(
-            f"{source}: out of range; the archive records times from "
-            f"1970-01-01T00:00:00Z to 2242-03-16T12:56:31Z ({ARCHIVE_TIME_MAX} seconds, the "
-            "most a ustar mtime field holds)"
-        )
-    return datetime.fromtimestamp(seconds, UTC)
+    return times.parse_timestamp(value, option)
 
 
 def _exported_at(value: str | None) -> datetime:
     """The export time from --exported-at, else $SOURCE_DATE_EPOCH, else now (SPEC 7).
 
-    Raises UsageError (exit 2) naming the option or the variable when the value is not a
-    time or lies outside what the archive's tar headers can hold.
+    Raises ParameterError (exit 2) naming the option or the variable when the value is
+    not a time or lies outside what the archive's tar headers can hold.
     """
-    if value is not None:
-        moment = _parse_timestamp(value, "--exported-at")
-        # Whole seconds (the pattern has no fraction), so the float is exact.
-        return _archive_time(int(moment.timestamp()), f"--exported-at {value!r}")
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    if epoch is not None:
-        if not re.fullmatch(r"[0-9]{1,20}", epoch, re.ASCII):
-            raise UsageError(
-                f"SOURCE_DATE_EPOCH={epoch!r}: not a whole number of seconds since 1970-01-01"
-            )
-        return _archive_time(int(epoch), f"SOURCE_DATE_EPOCH={epoch}")
-    return _archive_time(int(time.time()), "the current time (set --exported-at)")
+    return times.export_time(value, "--exported-at", dict(os.environ), time.time())
 
 
 def _time_source(value: str | None) -> str:
     """What gave the export time, as messages that refuse it name it."""
-    if value is not None:
-        return "--exported-at"
-    if os.environ.get("SOURCE_DATE_EPOCH") is not None:
-        return "SOURCE_DATE_EPOCH"
-    return "the current time (set --exported-at)"
+    return times.time_source(value, "--exported-at", dict(os.environ))
 
 
 @contextmanager

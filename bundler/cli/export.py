@@ -13,18 +13,16 @@ from bundler.cli.common import (
     _archive_options,
     _emit_json,
     _endpoint_option,
-    _exported_at,
     _ProgressLine,
     _quiet_option,
     _say,
     _sign_key_option,
-    _signer,
-    _time_source,
 )
-from bundler.cli.storage import _upload, _upload_text
+from bundler.cli.storage import _upload_text
 from bundler.core.errors import (
     UsageError,
 )
+from bundler.core.textsafe import shown
 
 
 def _bundle_options(*, out_help: str, strict_help: str) -> Callable[[F], F]:
@@ -103,49 +101,48 @@ def export(
     redacted with its reason. stdout: the archive, its bundle digest and its file
     SHA-256 on labelled lines, then the summary (--json: one JSON object).
     """
-    from bundler.evalbook.bagwriter import Progress
-    from bundler.evalbook.export import ExportConfig, export_bundle
+    from bundler.api.bundles import export as export_report
+    from bundler.report.render import export_result_text, export_text
 
     if not principal:
         raise UsageError("no principal: give --principal or set EVALBOOK_PRINCIPAL")
-    moment = _exported_at(exported_at)
-    signer = _signer(sign_key, quiet) if sign_key is not None else None
-    config = ExportConfig(
-        store_root,
-        report_id,
-        principal,
-        moment,
-        _out_path(out),
-        level,
-        strict,
-        signer,
-        endpoint_url,
-        exported_at_source=_time_source(exported_at),
-    )
+    _warn_key(sign_key)
     line = _ProgressLine(not quiet, "export")
-
-    def on_progress(p: Progress) -> None:
-        line.set_total(p.total_bytes)  # known once the export has decided what goes in
-        line.to(p.bytes, note=f"{p.files} files, {p.cases} cases")
-
     try:
-        result = export_bundle(config, on_progress if line.enabled else None)
+        result = export_report(
+            store_root,
+            report_id,
+            principal=principal,
+            out=_out_path(out),
+            exported_at=exported_at,
+            level=level,
+            strict=strict,
+            key=sign_key,
+            upload=upload_to,
+            endpoint_url=endpoint_url,
+            on_progress=line.callback(),
+        )
     finally:
         line.done()
-    summary = result.summary()
-    if upload_to is not None:
-        summary["upload"] = _upload(result.path, upload_to, endpoint_url, quiet)
-    from bundler.report.render import export_result_text, export_text
-
+    summary = result.to_json()
     if as_json:
-        _emit_json(summary)
-        if not quiet:
-            _say(export_text(summary))
+        _emit_json(summary)  # SPEC 7: with --json, no human summary on stderr
     else:
         # The result, on stdout whatever --quiet says: the archive, its bundle digest and
         # its file SHA-256 (named apart: this is not sha256sum output), then the summary.
         uploaded = _upload_text(summary["upload"]) if "upload" in summary else ""
         click.echo(export_result_text(summary) + export_text(summary) + uploaded, nl=False)
+
+
+def _warn_key(key: Path | None) -> None:
+    """The security warning for a signing key others can read: shown even with --quiet."""
+    if key is None:
+        return
+    from bundler.api.bundles import key_warning
+
+    warning = key_warning(key)
+    if warning:
+        _say(f"warning: {shown(warning)}\n")
 
 
 @cli.command(
@@ -190,40 +187,28 @@ def export_eb(
     holding symbolic links is refused (exit 3). stdout: the archive, its bundle digest
     and its file SHA-256 on labelled lines, then the summary (--json: one JSON object).
     """
-    from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
-    from bundler.evalbook.bagwriter import Progress
-    from bundler.report.render import export_eb_text
+    from bundler.api.bundles import export_eb as export_run
+    from bundler.report.render import export_eb_text, export_result_text
 
-    moment = _exported_at(exported_at)
-    signer = _signer(sign_key, quiet) if sign_key is not None else None
-    config = EbExportConfig(
-        run_dir,
-        project_root,
-        moment,
-        _out_path(out),
-        level,
-        strict,
-        signer,
-        exported_at_source=_time_source(exported_at),
-    )
+    _warn_key(sign_key)
     line = _ProgressLine(not quiet, "export-eb")
-
-    def on_progress(p: Progress) -> None:
-        line.set_total(p.total_bytes)  # the run's file sizes, known before writing
-        line.to(p.bytes, note=f"{p.files} files")
-
     try:
-        result = export_eb_bundle(config, on_progress if line.enabled else None)
+        result = export_run(
+            run_dir,
+            project=project_root,
+            out=_out_path(out),
+            exported_at=exported_at,
+            level=level,
+            strict=strict,
+            key=sign_key,
+            on_progress=line.callback(),
+        )
     finally:
         line.done()
-    summary = result.summary()
+    summary = result.to_json()
     if as_json:
-        _emit_json(summary)
-        if not quiet:
-            _say(export_eb_text(summary))
+        _emit_json(summary)  # SPEC 7: with --json, no human summary on stderr
     else:
-        from bundler.report.render import export_result_text
-
         click.echo(export_result_text(summary) + export_eb_text(summary), nl=False)
 
 

@@ -27,9 +27,12 @@ SOURCE is an archive prefix s3://bucket/prefix (every archive under
 followed). Each check ends pass, fail (a claim failed, or the bytes, size or key differ
 from what was recorded: altered at rest), missing (a bundle the ledger knew is gone) or
 error (it could not be checked). The ledger keeps every bundle and every check; a run
-that is killed loses only the checks in flight. Exit 0 when every check passed, 1 when
-any failed or is missing, 5 when storage kept some from being checked, 3 when the run
-cannot start (unreadable ledger, bad source) or a bundle could not be read.
+that is killed loses only the checks in flight. A failure is carried into every later
+summary, and the exit code, until a check passes the bundle or the keeper retires it
+with --retire KEY --reason TEXT. Exit 0 when every check passed and no failure is
+open, 1 when any failed or is missing, 5 when storage kept some from being checked, 3
+when the run cannot start (a ledger this tool did not write, bad source) or a bundle
+could not be read; 130 or 143 after SIGINT or SIGTERM, with the summary so far.
 """
 
 
@@ -42,6 +45,7 @@ cannot start (unreadable ledger, bad source) or a bundle could not be read.
         "evalbook-bundle fixity archive/ --record run.jsonl --key ~/.ssh/id_ed25519",
         "evalbook-bundle fixity s3://archive/eval --upload-record --scheduler tcp://10.0.0.5:8786",
         "evalbook-bundle fixity --json archive/ | jq '.counts'",
+        "evalbook-bundle fixity s3://archive/eval --retire KEY --reason 'restored from tape'",
     ],
 )
 @click.argument("source")
@@ -108,6 +112,13 @@ cannot start (unreadable ledger, bad source) or a bundle could not be read.
     help="Store the record under <prefix>/fixity/<run-id>.jsonl (s3:// SOURCE only; "
     "never overwritten).",
 )
+@click.option(
+    "--retire",
+    metavar="KEY",
+    help="Check nothing: retire a failed or missing bundle (KEY as the summary shows "
+    "it) on purpose, with --reason; it is no longer carried into summaries.",
+)
+@click.option("--reason", metavar="TEXT", help="Why the bundle is retired (kept in the ledger).")
 @_key_option()
 @click.option("--json", "as_json", is_flag=True, help="The summary as one JSON object on stdout.")
 @_endpoint_option
@@ -125,12 +136,19 @@ def fixity(
     allowed_signers: Path | None,
     record: Path | None,
     upload_record: bool,
+    retire: str | None,
+    reason: str | None,
     key_path: Path | None,
     as_json: bool,
     endpoint_url: str | None,
     quiet: bool,
 ) -> None:
-    from bundler.fixity import FixityConfig, Selection, parse_duration, parse_sample, run_fixity
+    from bundler.api.stored import fixity as run_fixity
+    from bundler.cli.export import _warn_key
+
+    if retire is not None or reason is not None:
+        _retire(source, ledger, retire, reason, as_json=as_json, quiet=quiet)
+        return
 
     if upload_record and not source.startswith("s3://"):
         raise UsageError("--upload-record needs an s3://bucket/prefix SOURCE")
@@ -138,54 +156,26 @@ def fixity(
         raise UsageError("--key signs the record: give --record FILE or --upload-record")
     if record is not None and os.path.lexists(record):
         raise UsageError(f"--record: {record} already exists; a record is never overwritten")
-    selection = Selection(
-        sample=None if sample is None else parse_sample(sample),
-        older_than=None if older_than is None else parse_duration(older_than),
-        limit=limit,
-        limit_bytes=limit_bytes,
-    )
-    config = FixityConfig(
-        source=source,
-        level=level,
-        ledger=ledger,
-        selection=selection,
-        workers=workers or os.cpu_count() or 1,
-        scheduler=scheduler or None,
-        endpoint_url=endpoint_url,
-        allowed_signers=allowed_signers,
-        record=record,
-        upload_record=upload_record,
-    )
-    signer = None
-    if key_path is not None:
-        from bundler.fixity.record import SIGNATURE_NAMESPACE
-        from bundler.trust import sshsig
-
-        passphrase = os.environ.get(sshsig.PASSPHRASE_ENV)
-        key = sshsig.load_private_key(
-            key_path, passphrase=passphrase.encode() if passphrase else None
-        )
-        warning = sshsig.key_permissions_warning(key_path)
-        if warning:  # a security warning is shown even with --quiet
-            _say(f"warning: {shown(warning)}\n")
-
-        def signer(data: bytes) -> str:
-            return sshsig.sign(data, key, namespace=SIGNATURE_NAMESPACE)
-
+    _warn_key(key_path)
     line = _ProgressLine(not quiet, "fixity", unit="bundles")
-
-    def on_progress(progress: object) -> None:
-        from bundler.fixity.run import Progress
-
-        assert isinstance(progress, Progress)
-        line.set_total(progress.total)
-        line.to(
-            progress.checked,
-            note=f"{progress.bytes_read / 1e6:.1f} MB read, {progress.not_passed} not passed",
-        )
-
     try:
-        summary = run_fixity(config, on_progress=on_progress, signer=signer)
+        summary = run_fixity(
+            source,
+            ledger=ledger,
+            level=level,
+            older_than=older_than,
+            sample=sample,
+            limit=limit,
+            limit_bytes=limit_bytes,
+            workers=workers,
+            scheduler=scheduler or None,
+            allowed_signers=allowed_signers,
+            record=record,
+            upload_record=upload_record,
+            key=key_path,
+            endpoint_url=endpoint_url,
+            on_progress=line.callback(),
+        )
     finally:
         line.done()
     if as_json:
@@ -195,7 +185,36 @@ def fixity(
         sys.stdout.flush()
     if not quiet and summary.record_url:
         _say(f"Record stored at {shown(summary.record_url)}\n")
+    if summary.interrupted is not None:
+        _say(
+            f"evalbook-bundle: fixity stopped by {summary.interrupted}; the summary covers "
+            "the checks finished before it\n"
+        )
     sys.exit(summary.exit_code)
+
+
+def _retire(
+    source: str,
+    ledger: Path,
+    key: str | None,
+    reason: str | None,
+    *,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    from bundler.fixity.run import retire
+
+    if key is None or reason is None:
+        raise UsageError("--retire KEY and --reason TEXT go together")
+    done = retire(source, ledger, key, reason)
+    if as_json:
+        _emit_json(done.to_json())
+    elif not quiet:
+        sys.stdout.write(
+            f"Retired:     {done.key} ({done.outcome} since {done.found})\n"
+            f"Reason:      {done.reason}\n"
+            f"Ledger:      {shown(done.ledger)}\n"
+        )
 
 
 def _summary_text(summary: object) -> str:
@@ -207,7 +226,7 @@ def _summary_text(summary: object) -> str:
     lines = [
         f"Source:      {shown(summary.source)}",
         f"Run:         {summary.run_id} (level {summary.level})",
-        f"Checked:     {checked} ({summary.listed} listed now): {counts['pass']} pass, "
+        f"Checked:     {checked} of {summary.listed} listed now: {counts['pass']} pass, "
         f"{counts['fail']} fail, {counts['missing']} missing, {counts['error']} error",
         f"Bytes read:  {summary.bytes_read}",
         f"Wall time:   {summary.wall_seconds:.2f} s",
@@ -217,6 +236,7 @@ def _summary_text(summary: object) -> str:
     ]
     if summary.record is not None:
         lines.append(f"Record:      {shown(summary.record)} ({summary.record_sha256})")
+        lines.append(f"Chain:       {summary.record_chain_sha256} (the footer's digest)")
     if summary.signature is not None:
         lines.append(f"Signature:   {shown(summary.signature)}")
     if summary.record_url is not None:
@@ -224,6 +244,16 @@ def _summary_text(summary: object) -> str:
     if summary.problems:
         lines.append(f"Not passed:  {len(summary.problems)}")
         lines += [
-            f"  - {p['outcome']}: {shown(p['key'])}: {shown(p['detail'])}" for p in summary.problems
+            # Keys and details in a summary are already escaped (``shown``) once.
+            f"  - {p['outcome']}: {p['key']}: {p['detail']}"
+            for p in summary.problems
         ]
+    if summary.carried:
+        lines.append(f"Still open:  {len(summary.carried)} from earlier runs (not checked now)")
+        lines += [
+            f"  - {c['outcome']} since {c['found']}: {c['key']}: {c['detail']}"
+            for c in summary.carried
+        ]
+    if summary.interrupted is not None:
+        lines.append(f"Interrupted: by {summary.interrupted}")
     return "\n".join(lines) + "\n"

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -17,18 +15,11 @@ from bundler.cli.common import (
     _out_in_directory,
     _quiet_option,
     _say,
-    _signature_checker,
-    _signer,
     _source_name,
-    _verify_options,
 )
-from bundler.cli.signatures import _with_sidecars
-from bundler.cli.storage import _sign_stored
-from bundler.cli.stored import _bundle_stream, _verified_stored
-from bundler.core.claims import VerifyOptions
+from bundler.core.digests import parse_digest
 from bundler.core.errors import (
     BundlerError,
-    InputError,
     UsageError,
 )
 from bundler.core.textsafe import shown
@@ -62,54 +53,23 @@ def sign(
     sidecar) writes nothing: "already signed", exit 0. Auditors check the signature
     with `ssh-keygen -Y verify -n evalbook-bundle-head-v1` or `verify --allowed-signers`.
     """
-    if isinstance(bundle, str):
-        info = _sign_stored(bundle, key_path, endpoint_url, quiet)
-    else:
-        if not bundle.exists() and not bundle.is_symlink():
-            raise InputError(f"{bundle}: not found (no such file); nothing to sign")
-        if bundle.is_dir():
-            raise InputError(f"{bundle}: is a directory; sign takes a .tar.zst bundle archive")
-        info = _sign_local(bundle, key_path, quiet)
+    from bundler.api.proofs import sign as sign_bundle
+    from bundler.cli.export import _warn_key
+
+    _warn_key(key_path)
+    signed = sign_bundle(str(bundle), key=key_path, endpoint_url=endpoint_url)
     if as_json:
-        _emit_json(info)
+        _emit_json(signed.to_json())
         return
     state = {
         "stored": "",
         "already_stored": " (already stored)",
         "already_signed": " (already signed by this key: nothing written)",
-    }[info["state"]]
+    }[signed.state]
     click.echo(
-        f"Signed:      head of {shown(info['bundle_digest'])} ({shown(info['report_id'])})\n"
-        f"Signature:   {shown(info['signature'])}{state}"
+        f"Signed:      head of {shown(str(signed.bundle_digest))} ({shown(str(signed.report_id))})\n"
+        f"Signature:   {shown(signed.signature)}{state}"
     )
-
-
-def _sign_local(bundle: Path, key_path: Path, quiet: bool) -> dict[str, Any]:
-    """``sign ARCHIVE``: verify it (every signature present checked), then add this key's
-    signature as ``ARCHIVE.sig``, or ``ARCHIVE.sig.<hex>`` when that is taken (a
-    countersignature, SPEC 11.3); nothing when the key has signed already."""
-    from bundler.bundles.proof import sign_verified, signed_already
-    from bundler.bundles.signatures import sidecar_name
-    from bundler.core.outputs import write_new_file
-
-    signature, result = sign_verified(
-        str(bundle), _signer(key_path, quiet), _with_sidecars(VerifyOptions(), str(bundle), None)
-    )
-    info: dict[str, Any] = {
-        "schema": "evalbook.signed.v1",
-        "bundle": str(bundle),
-        "bundle_digest": result.bundle_digest,
-        "report_id": result.report_id,
-    }
-    already = signed_already(result, signature)
-    if already is not None:
-        return {**info, "signature": already, "state": "already_signed"}
-    data = signature.encode("ascii")
-    first = Path(sidecar_name(str(bundle), data, first_free=True))
-    free = not os.path.lexists(first)
-    target = Path(sidecar_name(str(bundle), data, first_free=free))
-    write_new_file(target, data)
-    return {**info, "signature": str(target), "state": "stored"}
 
 
 @cli.command(
@@ -171,41 +131,34 @@ def prove(
     bundle. A bundle that does not verify exits 1, one that cannot be read 3. The proof
     is one line of canonical JSON.
     """
-    from bundler.bundles.proof import prove_case
-    from bundler.core.limits import DEFAULT_MAX_BYTES
+    from bundler.api.proofs import prove as prove_case
     from bundler.trust.proof import proof_file_bytes
 
     target = None if out is None else _out_in_directory(out, f"{case_id}.proof.json", "--out")
-    options = _verify_options(None, None, False, DEFAULT_MAX_BYTES, allowed_signers, identity)
-    options = _with_sidecars(options, bundle, endpoint_url)
-    with _bundle_stream(bundle, endpoint_url) as stream:
-        proof = prove_case(bundle, case_id, options=options, stream=stream)
-        if stream is not None:
-            _verified_stored(bundle, stream, None)
-    data = proof_file_bytes(proof)
+    if identity is not None and allowed_signers is None:
+        raise UsageError("--identity needs --allowed-signers")
+    if bundle.startswith("s3://"):
+        from bundler import storage
+
+        storage.stored_bundle_location(bundle)
+    proof = prove_case(
+        bundle,
+        case_id,
+        out=target,
+        allowed_signers=allowed_signers,
+        identity=identity,
+        endpoint_url=endpoint_url,
+    )
     if target is None:
-        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.write(proof_file_bytes(dict(proof.proof)))
         sys.stdout.flush()
         return
-    from bundler.core.outputs import write_new_file
-
-    write_new_file(target, data)
-    tree_size = proof["head"]["cases_tree"]["tree_size"]
     if as_json:
-        _emit_json(
-            {
-                "schema": "evalbook.proof_written.v1",
-                "case_id": case_id,
-                "leaf_index": proof["leaf_index"],
-                "tree_size": tree_size,
-                "bundle_digest": proof["head"].get("bundle_digest"),
-                "out": str(target),
-            }
-        )
+        _emit_json(proof.to_json())
         return
     click.echo(
-        f"Proof:       case {shown(case_id)} at leaf {proof['leaf_index']} of {tree_size} "
-        f"-> {shown(target)}"
+        f"Proof:       case {shown(case_id)} at leaf {proof.leaf_index} of {proof.tree_size} "
+        f"-> {shown(str(target))}"
     )
 
 
@@ -245,8 +198,8 @@ def check_proof_cmd(
     Any layout of the same JSON is the same proof. Only a valid signature on the head
     (--allowed-signers) anchors it; --expect-bundle-digest without one is not proven.
     """
-    from bundler.core.digests import parse_digest
-    from bundler.trust.proof import NotProven, check_proof, read_proof_file
+    from bundler.api.proofs import check_proof
+    from bundler.trust.proof import NotProven, read_proof_file
 
     if identity is not None and allowed_signers is None:
         raise UsageError("--identity needs --allowed-signers")
@@ -255,14 +208,15 @@ def check_proof_cmd(
             parse_digest(expect_bundle_digest, source="--expect-bundle-digest")
         except BundlerError as exc:
             raise UsageError(exc.message) from exc
-    checker = _signature_checker(allowed_signers, identity) if allowed_signers is not None else None
+    # Read here: "-" is standard input, which only the command line reads.
     data = read_proof_file(proof_file)
     try:
         result = check_proof(
             data,
-            source=_source_name(proof_file),
-            check_signature=checker,
+            allowed_signers=allowed_signers,
+            identity=identity,
             expect_bundle_digest=expect_bundle_digest,
+            source=_source_name(proof_file),
         )
     except NotProven as exc:
         if not as_json:
@@ -273,34 +227,21 @@ def check_proof_cmd(
                 "source": _source_name(proof_file),
                 "proven": False,
                 "reason": exc.message,
+                "exit_code": exc.exit_code,
+                "input": proof_file,
             }
         )
         _say(f"evalbook-bundle: error: {shown(exc.message)}\n")
         sys.exit(exc.exit_code)
-    anchor = {
-        "signer": result.signer,
-        "expected_bundle_digest": expect_bundle_digest,
-        "self_consistent_only": result.signer is None,
-        "description": result.anchor,
-    }
     if as_json:
-        _emit_json(
-            {
-                "schema": "evalbook.proof_check.v1",
-                "source": _source_name(proof_file),
-                "proven": True,
-                "case_id": result.case_id,
-                "leaf_index": result.leaf_index,
-                "tree_size": result.tree_size,
-                "bundle_digest": result.bundle_digest,
-                "report_id": result.report_id,
-                "anchored": result.anchored,
-                "anchor": anchor,
-            }
-        )
+        _emit_json(result.to_json())
         return
+    case = ""
+    if result.case_status is not None:
+        score = "" if result.case_score is None else f", score {result.case_score:g}"
+        case = f" (status {shown(result.case_status)}{score})"
     click.echo(
-        f"Proven:      case {shown(result.case_id)} is leaf {result.leaf_index} of "
+        f"Proven:      case {shown(result.case_id)}{case} is leaf {result.leaf_index} of "
         f"{result.tree_size} in bundle {result.bundle_digest} ({shown(result.report_id)})\n"
         f"Anchor:      {shown(result.anchor)}"
     )

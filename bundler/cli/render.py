@@ -6,18 +6,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
 from bundler.cli.app import cli
-from bundler.cli.common import F, _emit_json, _quiet_option, _say
-from bundler.core.errors import InputError, OutputError
+from bundler.cli.common import F, _emit_json, _quiet_option
 from bundler.core.textsafe import shown
-
-# A saved record is at most what verify writes for a 20,000-case bundle, many times over.
-MAX_RECORD_BYTES = 512 * 1024 * 1024
-_RECORD_SCHEMAS = {"verification": "verification", "audit": "audit", "fixity": "fixity-summary"}
 
 RENDER_HELP = """Write the auditor's page of a saved result: one self-contained HTML file.
 
@@ -37,51 +31,11 @@ def _html_option(help_text: str) -> Callable[[F], F]:
         return click.option(
             "--html",
             "html",
-            type=click.Path(path_type=Path, dir_okay=False),
+            type=click.Path(path_type=Path),
             help=help_text,
         )(command)
 
     return add
-
-
-def refuse_existing(path: Path | None) -> None:
-    """Before any work: an existing --html FILE (or link) is refused, never overwritten."""
-    if path is not None and (path.exists() or path.is_symlink()):
-        raise OutputError(f"{path}: already exists; refusing to overwrite (--html)")
-
-
-def write_page(path: Path, record: dict[str, Any]) -> str:
-    """Render ``record`` and write it to ``path``; returns the record's kind."""
-    from bundler.core.outputs import write_new_file
-    from bundler.report.page import render_record
-
-    kind, page = render_record(record)
-    write_new_file(path, page)
-    return kind
-
-
-def _load_record(path: Path) -> dict[str, Any]:
-    from bundler.core import canonical
-    from bundler.core.schemas import validate
-    from bundler.report.page import KINDS, record_kind
-
-    try:
-        size = path.stat().st_size
-        if size > MAX_RECORD_BYTES:
-            raise InputError(f"{path}: {size} bytes, over the {MAX_RECORD_BYTES}-byte cap")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    value = canonical.loads(data, source=str(path))
-    kind = record_kind(value) if isinstance(value, dict) else None
-    if kind is None:
-        raise InputError(
-            f"{path}: not a verification, audit or fixity summary record "
-            f"(its schema field must be one of {', '.join(KINDS)})"
-        )
-    validate(_RECORD_SCHEMAS[kind], value, source=str(path))
-    assert isinstance(value, dict)
-    return value
 
 
 @cli.command(
@@ -101,8 +55,9 @@ def _load_record(path: Path) -> dict[str, Any]:
     "--html",
     "html",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="The page to write (must not exist; never overwritten).",
+    type=click.Path(path_type=Path),
+    help="The page to write (must not exist; never overwritten), or a directory that "
+    "receives <report_id>.<kind>.html.",
 )
 @click.option(
     "--json",
@@ -112,13 +67,11 @@ def _load_record(path: Path) -> dict[str, Any]:
 )
 @_quiet_option
 def render(result: Path, html: Path, as_json: bool, quiet: bool) -> None:
-    refuse_existing(html)
-    record = _load_record(result)
-    kind = write_page(html, record)
+    from bundler.api.pages import render as render_page
+
+    written = render_page(result, html=html)
     if as_json:
-        _emit_json({"schema": "evalbook.rendered.v1", "out": str(html), "kind": kind})
-        if not quiet:
-            _say(f"Wrote:       {shown(str(html))} ({kind} page)\n")
+        _emit_json(written.to_json())
     else:
-        sys.stdout.write(f"Wrote:       {shown(str(html))} ({kind} page)\n")
+        sys.stdout.write(f"Wrote:       {shown(str(written.out))} ({written.kind} page)\n")
         sys.stdout.flush()

@@ -49,14 +49,14 @@ def reports(store_root: str, endpoint_url: str | None, as_json: bool, quiet: boo
     line, naming the problem; the others are listed on, and the command then exits 3.
     A store root that does not exist exits 3; object storage errors exit 5.
     """
-    from bundler.evalbook.store import Store, open_source
+    from bundler.api.bundles import reports as list_reports
 
-    store = Store(open_source(store_root, endpoint_url=endpoint_url))
-    entries = store.reports()
-    bad = sum(1 for e in entries if e.problems)
+    listing = list_reports(store_root, endpoint_url=endpoint_url)
+    entries = listing.entries
+    bad = listing.problems
     if as_json:
-        for entry in entries:
-            _emit_json(entry.as_dict())
+        for line in listing.to_json():
+            _emit_json(line)
         if not quiet:
             _say(_count(len(entries), bad) + "\n")
     else:

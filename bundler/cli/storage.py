@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 
 from bundler.cli.app import cli
 from bundler.cli.common import (
@@ -20,119 +17,12 @@ from bundler.cli.common import (
     _ProgressLine,
     _quiet_option,
     _say,
-    _signer,
     _storage_config,
 )
-from bundler.cli.signatures import _NotVerified, _with_sidecars
-from bundler.cli.stored import _bundle_stream, _verified_stored
 from bundler.core.errors import (
-    InputError,
     UsageError,
 )
 from bundler.core.textsafe import shown
-
-
-def _upload(
-    path: Path,
-    destination: str,
-    endpoint_url: str | None,
-    quiet: bool,
-    retain_until: datetime | None = None,
-    retention_mode: str | None = None,
-) -> dict[str, Any]:
-    """Verify the archive, then upload it with the signatures beside it (ARCHIVE.sig,
-    ARCHIVE.sig.<hex>), each added to those already stored, none replaced.
-
-    Raises UsageError for a destination that is a key rather than a prefix, _NotVerified
-    (exit 1) when the bundle fails verification, InputError (exit 3) when it cannot be
-    read at all.
-    """
-    from bundler import storage
-    from bundler.bundles.verify import read_and_verify
-    from bundler.core.claims import Verdict, VerifyOptions
-
-    location = storage.parse_s3_url(destination)
-    storage.check_archive_prefix(location)
-    options = _with_sidecars(VerifyOptions(), str(path), None)
-    result, _ = read_and_verify(str(path), options)
-    if result.verdict is Verdict.ERROR:
-        raise InputError(f"{path}: cannot be read as a bundle ({result.error}); refusing to upload")
-    if result.verdict is not Verdict.VERIFIED or result.bundle_digest is None:
-        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
-        raise _NotVerified(f"{path}: bundle does not verify ({detail}); refusing to upload")
-    line = _ProgressLine(not quiet, "upload", total=path.stat().st_size)
-    try:
-        uploaded = storage.upload_bundle(
-            path,
-            location,
-            bundle_digest=result.bundle_digest,
-            report_id=str(result.report_id),
-            report_digest=str(result.report_digest),
-            config=_storage_config(endpoint_url),
-            retain_until=retain_until,
-            retention_mode=retention_mode,
-            sidecars=_valid_sidecars(options.sidecars, result.signatures),
-            head_signed=any(c.embedded and c.good for c in result.signatures),
-            existing_bundle=_existing_bundle(endpoint_url),
-            progress=_chunk_progress(line),
-        )
-    finally:
-        line.done()
-    info: dict[str, Any] = uploaded.as_dict()
-    return info
-
-
-def _valid_sidecars(sidecars: Any, checks: Any) -> list[Path]:
-    """The sidecars beside the archive that verify over its head: only those travel."""
-    good = {c.where for c in checks if not c.embedded and c.good}
-    return [Path(s.where) for s in sidecars if s.where in good and s.problem is None]
-
-
-def _existing_bundle(endpoint_url: str | None) -> Any:
-    """For upload: the bundle digest the bytes already at a key verify to (None when
-    they do not verify), so that "already archived" rests on bytes, not metadata."""
-
-    def check(url: str) -> str | None:
-        from bundler.bundles.verify import read_and_verify
-        from bundler.core.claims import Verdict, VerifyOptions
-
-        with _bundle_stream(url, endpoint_url) as stream:
-            result, _ = read_and_verify(url, VerifyOptions(), stream=stream)
-            if stream is not None:
-                _verified_stored(url, stream, result)
-        return result.bundle_digest if result.verdict is Verdict.VERIFIED else None
-
-    return check
-
-
-def _judge_download(url: str, verified: dict[str, Any]) -> Any:
-    """For download: the bytes are placed only when the bundle they hold is the one the
-    key names (SPEC 6), and, for an object without sha256 metadata (nothing recorded to
-    compare), only when they verify. ``verified`` receives the bundle facts read from
-    the bytes, which replace what the metadata says."""
-
-    def accept(path: Path, recorded: str | None) -> None:
-        from bundler.bundles.stored import KEY_SUBJECT
-        from bundler.bundles.verify import read_and_verify
-        from bundler.core.claims import StoredObject, Verdict, VerifyOptions
-
-        options = VerifyOptions(stored=StoredObject(url, recorded))
-        result, _ = read_and_verify(str(path), options)
-        if result.verdict is Verdict.ERROR:
-            if recorded is None:
-                raise InputError(f"{url}: cannot be read as a bundle ({result.error})")
-            return  # the recorded bytes arrived; what they hold is verify's to say
-        failed = [c for c in result.failures() if c.subject == KEY_SUBJECT]
-        if failed or (recorded is None and result.verdict is not Verdict.VERIFIED):
-            detail = "; ".join(str(c.detail) for c in (failed or result.failures())[:3])
-            raise _NotVerified(f"{url}: {detail}; nothing downloaded")
-        verified.update(
-            bundle_digest=result.bundle_digest,
-            report_id=result.report_id,
-            report_digest=result.report_digest,
-        )
-
-    return accept
 
 
 def _upload_text(info: dict[str, Any]) -> str:
@@ -146,40 +36,6 @@ def _upload_text(info: dict[str, Any]) -> str:
         sig_state = "already stored" if sig["status"] == "already_archived" else "stored"
         lines.append(f"Signature:   {sig_state}: {shown(sig['url'])}")
     return "\n".join(lines) + "\n"
-
-
-def _sign_stored(url: str, key_path: Path, endpoint_url: str | None, quiet: bool) -> dict[str, Any]:
-    """``sign s3://...``: verify the stored bundle (every signature beside it checked),
-    sign its head, and add the signature beside the archive (a countersignature when it
-    is signed already); nothing when this key has signed it already."""
-    from bundler import storage
-    from bundler.bundles.proof import sign_verified, signed_already
-    from bundler.core.claims import VerifyOptions
-
-    location = storage.stored_bundle_location(url)
-    sign = _signer(key_path, quiet)
-    options = _with_sidecars(VerifyOptions(), url, endpoint_url)
-    with _bundle_stream(url, endpoint_url) as stream:
-        signature, result = sign_verified(url, sign, options, stream=stream)
-        if stream is not None:
-            _verified_stored(url, stream, result)
-    info: dict[str, Any] = {
-        "schema": "evalbook.signed.v1",
-        "bundle": url,
-        "bundle_digest": result.bundle_digest,
-        "report_id": result.report_id,
-    }
-    already = signed_already(result, signature)
-    if already is not None:
-        return {**info, "signature": already, "state": "already_signed"}
-    stored = storage.add_signature(
-        location,
-        signature.encode("ascii"),
-        config=_storage_config(endpoint_url),
-        bundle_digest=result.bundle_digest,
-    )
-    state = "already_stored" if stored.status.value == "already_archived" else "stored"
-    return {**info, "signature": stored.url, "state": state}
 
 
 @cli.command(
@@ -221,14 +77,27 @@ def upload(
     beside it (BUNDLE.sig, BUNDLE.sig.<hex>) are stored beside the object. Credentials
     come from the standard AWS chain.
     """
+    from bundler.api.stored import upload as upload_bundle
+
     if retention_mode is not None and retain_until is None:
         raise UsageError("--retention-mode needs --retain-until")
     until = _parse_timestamp(retain_until, "--retain-until") if retain_until is not None else None
-    info = _upload(bundle, destination, endpoint_url, quiet, until, retention_mode)
+    line = _ProgressLine(not quiet, "upload")
+    try:
+        stored = upload_bundle(
+            bundle,
+            destination,
+            retain_until=until,
+            retention_mode=retention_mode,
+            endpoint_url=endpoint_url,
+            on_progress=line.callback(),
+        )
+    finally:
+        line.done()
     if as_json:
-        _emit_json({"schema": "evalbook.upload.v1", **info})
+        _emit_json(stored.to_json())
     else:
-        click.echo(_upload_text(info), nl=False)
+        click.echo(_upload_text(stored.to_json()), nl=False)
 
 
 @cli.command(
@@ -252,27 +121,54 @@ def list_cmd(
 
     One bundle per line on stdout; the count goes to stderr.
     """
+    from bundler.api.stored import list_bundles
+
+    listing = list_bundles(prefix, report_id=report_id, endpoint_url=endpoint_url)
+    if as_json:
+        for item in listing.to_json():
+            _emit_json(item)
+    else:
+        bucket = storage_bucket(prefix)
+        rows: list[tuple[str, ...]] = [
+            (
+                shown(item["report_id"]),
+                item["bundle_digest"],
+                str(item["size"]),
+                item["last_modified"],
+                f"signed({item['signatures']})" if item["signed"] else "unsigned",
+                f"s3://{bucket}/{shown(item['key'])}",
+            )
+            for item in listing.items
+        ]
+        click.echo(_table(_LIST_HEADER, rows, right=(2,)), nl=False)
+    if not quiet:
+        _say(f"{len(listing)} bundle{'' if len(listing) == 1 else 's'}\n")
+
+
+_LIST_HEADER = ("REPORT", "BUNDLE DIGEST", "SIZE", "LAST MODIFIED", "SIGNED", "KEY")
+
+
+def storage_bucket(prefix: str) -> str:
     from bundler import storage
 
-    location = storage.parse_s3_url(prefix)
-    count = 0
-    for item in storage.list_bundles(
-        location, report_id=report_id, config=_storage_config(endpoint_url)
-    ):
-        count += 1
-        if as_json:
-            line = {"schema": "evalbook.list_line.v1", **item.as_dict()}
-            sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
-        else:
-            signed = f"signed({item.signature_count})" if item.signed else "unsigned"
-            click.echo(
-                f"{shown(item.report_id)}  {item.bundle_digest}  {item.size:>12}  "
-                f"{item.last_modified.isoformat()}  {signed:<10}  "
-                f"s3://{location.bucket}/{shown(item.key)}"
-            )
-    sys.stdout.flush()
-    if not quiet:
-        _say(f"{count} bundle(s)\n")
+    return storage.parse_s3_url(prefix).bucket
+
+
+def _table(
+    header: tuple[str, ...], rows: list[tuple[str, ...]], right: tuple[int, ...] = ()
+) -> str:
+    """Columns aligned to their widest cell (as ``reports`` prints them), numbers to the
+    right; nothing but the header when there are no rows."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        parts = [
+            cell.rjust(width) if i in right else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(parts).rstrip()
+
+    return "".join(line(r) + "\n" for r in [header, *rows])
 
 
 @cli.command(
@@ -302,18 +198,18 @@ def download(source: str, path: str, endpoint_url: str | None, as_json: bool, qu
     and nothing is left at PATH.
     """
     from bundler import storage
+    from bundler.api.stored import download as download_bundle
 
-    src = storage.parse_s3_url(source)
-    config = _storage_config(endpoint_url)
-    line = _ProgressLine(not quiet, "download")
     if path == "-":
         if as_json:
             raise UsageError("--json needs a PATH: with -, stdout carries the object's bytes")
+        src = storage.parse_s3_url(source)
+        line = _ProgressLine(not quiet, "download")
         try:
             result = storage.stream_bundle(
                 src,
                 sys.stdout.buffer,
-                config=config,
+                config=_storage_config(endpoint_url),
                 progress=_chunk_progress(line),
                 on_size=line.set_total,
             )
@@ -325,28 +221,18 @@ def download(source: str, path: str, endpoint_url: str | None, as_json: bool, qu
                 "sha256 matches metadata)\n"
             )
         return
-    target = storage.download_path(src, path)
-    verified: dict[str, Any] = {}
+    line = _ProgressLine(not quiet, "download")
     try:
-        result = storage.download_bundle(
-            src,
-            target,
-            config=config,
-            progress=_chunk_progress(line),
-            on_size=line.set_total,
-            accept=_judge_download(source, verified),
-        )
+        got = download_bundle(source, path, endpoint_url=endpoint_url, on_progress=line.callback())
     finally:
         line.done()
-    result = dataclasses.replace(result, **verified)
-    for url, reason in result.skipped_signatures:
-        _say(f"warning: {shown(url)}: left behind ({shown(reason)})\n")
     if as_json:
-        _emit_json({"schema": "evalbook.download.v1", **result.as_dict()})
+        _emit_json(got.to_json())
         return
+    info = got.to_json()
     lines = [
-        f"Download:    {shown(result.url)} -> {shown(result.path)} ({result.size} bytes, "
+        f"Download:    {shown(got.url)} -> {shown(str(got.path))} ({got.size} bytes, "
         "sha256 matches metadata)"
     ]
-    lines += [f"Signature:   {shown(sig_path)}" for sig_path in result.signature_paths]
+    lines += [f"Signature:   {shown(sig_path)}" for sig_path in info["signature_paths"]]
     click.echo("\n".join(lines))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -14,22 +15,15 @@ import orjson
 from bundler.cli.app import cli
 from bundler.cli.common import (
     _anchor_options,
-    _bytes_progress,
     _emit_json,
     _endpoint_option,
     _max_bytes_option,
     _ProgressLine,
     _quiet_option,
     _say,
-    _storage_config,
-    _verify_options,
 )
-from bundler.cli.render import _html_option, refuse_existing, write_page
-from bundler.cli.signatures import _with_sidecars
-from bundler.cli.stored import _altered_result, _bundle_stream, _verified_stored
+from bundler.cli.render import _html_option
 from bundler.core.errors import (
-    InputError,
-    StorageError,
     UsageError,
 )
 from bundler.core.textsafe import shown
@@ -75,9 +69,13 @@ self-consistency only. For eval-banana run directories, pass RUN_DIR with --proj
 @click.option(
     "--output-dir",
     type=click.Path(path_type=Path),
-    help="Write verification.json and verification.md here (absent or empty).",
+    help="Write verification.json and verification.md here (absent or empty); several "
+    "bundles write <report_id>.verification.json and .md each.",
 )
-@_html_option("Write the auditor's page of the result to FILE (one BUNDLE; never overwritten).")
+@_html_option(
+    "Write the auditor's page of the result to FILE (never overwritten), or into a "
+    "directory as <report_id>.verification.html (one page per BUNDLE)."
+)
 @_max_bytes_option
 @_endpoint_option
 @_quiet_option
@@ -97,66 +95,78 @@ def verify(
     endpoint_url: str | None,
     quiet: bool,
 ) -> None:
-    from bundler import storage
+    from bundler.api.anchors import anchors
+    from bundler.api.bundles import verify_one
+    from bundler.api.pages import page_target
     from bundler.report.render import verification_markdown, verification_text
 
-    if output_dir is not None and len(bundles) > 1:
-        raise UsageError("--output-dir takes a single BUNDLE")
-    if html is not None and len(bundles) > 1:
-        raise UsageError("--html takes a single BUNDLE")
-    refuse_existing(html)
+    if (signature is not None or identity is not None) and allowed_signers is None:
+        raise UsageError("--identity and --signature need --allowed-signers")
+    several = len(bundles) > 1
+    if html is not None and several and not _names_directory(html):
+        raise UsageError("--html FILE takes a single BUNDLE; give a directory for several")
     for location in bundles:
         if location.startswith("s3://"):
+            from bundler import storage
+
             storage.stored_bundle_location(location)
-    options = _verify_options(
-        expect_bundle_digest,
-        expect_report_digest,
-        strict,
-        max_bytes,
-        allowed_signers,
-        identity,
-        signature,
+    found = anchors(
+        expect_bundle_digest=expect_bundle_digest,
+        expect_report_digest=expect_report_digest,
+        allowed_signers=allowed_signers,
+        identity=identity,
+        signature=_signature_argument(signature),
+        strict=strict,
+        max_bytes=max_bytes,
+        endpoint_url=endpoint_url,
     )
+    if html is not None and not several:
+        html = page_target(html, "verification.html")  # refused before any work
+    if output_dir is not None:
+        from bundler.core.outputs import prepare_output_dir
+
+        prepare_output_dir(output_dir)  # absent or empty, before any work (SPEC 5)
+    names = _OutputNames()
     codes: list[int] = []
     tally: dict[str, int] = {}
     for location in bundles:
-        result, code, kind = _verify_one(
-            location,
-            options,
-            project_root=project_root,
-            signature=signature,
-            endpoint_url=endpoint_url,
-            quiet=quiet,
-        )
-        codes.append(code)
+        line = _ProgressLine(not quiet, "verify")
+        try:
+            result = verify_one(location, found, project=project_root, on_progress=line.callback())
+        finally:
+            line.done()
+        kind = _kind(result)
+        codes.append(result.exit_code)
         tally[kind] = tally.get(kind, 0) + 1
-        human = _altered_text(result) if kind == "altered" else verification_text(result)
         if as_json:
-            # SPEC 5: with --json, stdout holds the one JSON line per bundle and nothing
-            # else; the human summary is a note on stderr (off with --quiet).
+            # SPEC 7: with --json, stdout holds the one JSON line per bundle and nothing
+            # else, and stderr no human summary: only the error of a bundle with no verdict.
             _emit_json(result.to_json())
-            if not quiet:
-                _say(human)
+            _say_error(result)
         else:
             # The summary is the result: on stdout, whatever --quiet says.
+            human = _altered_text(result) if kind == "altered" else verification_text(result)
             sys.stdout.write(human)
             sys.stdout.flush()
+        stem = names.stem(result.report_id, several)
         if output_dir is not None:
-            from bundler.core.outputs import write_output_dir
+            from bundler.core.outputs import write_new_file
 
-            write_output_dir(
-                output_dir,
-                {
-                    "verification.json": orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2)
-                    + b"\n",
-                    "verification.md": verification_markdown(result).encode("utf-8"),
-                },
+            prefix = "" if stem is None else f"{stem}."
+            record = orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+            write_new_file(output_dir / f"{prefix}verification.json", record)
+            write_new_file(
+                output_dir / f"{prefix}verification.md",
+                verification_markdown(result).encode("utf-8"),
             )
         if html is not None:
-            write_page(html, result.to_json())
+            from bundler.api.pages import write_page
+
+            target = html if not several else page_target(html, f"{stem}.verification.html")
+            write_page(target, result.to_json())
             if not quiet:
-                _say(f"Wrote:       {shown(str(html))} (verification page)\n")
-    if len(bundles) > 1:
+                _say(f"Wrote:       {shown(str(target))} (verification page)\n")
+    if several:
         order = ("verified", "failed", "altered", "error", "storage")
         words = {
             "verified": "verified",
@@ -166,68 +176,63 @@ def verify(
             "storage": "storage failed (not checked)",
         }
         parts = [f"{tally[k]} {words[k]}" for k in order if tally.get(k)]
-        line = f"Totals:      {len(bundles)} bundles: " + ", ".join(parts) + "\n"
-        if as_json:
-            if not quiet:
-                _say(line)
-        else:
-            sys.stdout.write(line)
+        totals = f"Totals:      {len(bundles)} bundles: " + ", ".join(parts) + "\n"
+        if not as_json:
+            sys.stdout.write(totals)
             sys.stdout.flush()
-    if len(bundles) > 1:
         # SPEC 5: 1 if any failed, else 3 if any could not be checked (a storage failure
         # included), else 0.
         codes = [3 if c == 5 else c for c in codes]
     sys.exit(max(codes, key=lambda c: _EXIT_RANK[c]))
 
 
-def _verify_one(
-    location: str,
-    options: Any,
-    *,
-    project_root: Path | None,
-    signature: str | None,
-    endpoint_url: str | None,
-    quiet: bool,
-) -> tuple[Any, int, str]:
-    """Verify one BUNDLE of ``verify``: (result, exit code, kind of result).
+def _say_error(result: Any) -> None:
+    """With --json: the error of a bundle that could not be checked, on stderr."""
+    if result.error is not None and result.verdict.value == "error":
+        _say(f"evalbook-bundle: error: {shown(result.error)}\n")
 
-    Never raises for one bundle's trouble, so that every bundle of a run is checked: a
-    storage failure is a result with verdict error and exit code 5, an archive altered
-    at rest a failed result (exit 1) naming the key and both digests.
-    """
-    from bundler import storage
-    from bundler.bundles.verify import verify_bundle
-    from bundler.core.claims import Verdict, Verification
 
-    if project_root is not None:
-        from bundler.evalbanana import verify as ebverify
+def _names_directory(path: Path) -> bool:
+    """An output option naming a directory: an existing one, or a name ending in /."""
+    return path.is_dir() or str(path).endswith("/")
 
-        result = ebverify.verify_run_dir(Path(location), project_root, options)
-        return result, result.exit_code, _kind(result)
-    line = _ProgressLine(not quiet, "verify", total=_archive_size(location))
-    try:
-        opts = _with_sidecars(options, location, endpoint_url, signature)
-        with _bundle_stream(location, endpoint_url) as stream:
-            if stream is not None:
-                line.set_total(getattr(stream, "size", None) or None)  # the object's size
-            result = verify_bundle(location, opts, stream=stream, progress=_bytes_progress(line))
-            if stream is not None:
-                result = _verified_stored(location, stream, result)
-    except storage.AlteredAtRest as exc:
-        return _altered_result(location, exc, options.strict), 1, "altered"
-    except StorageError as exc:
-        failed = Verification(
-            source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
+
+def _signature_argument(value: str | None) -> str | bytes | None:
+    """``--signature``: ``-`` is standard input (read here), anything else a file or URL."""
+    if value == "-":
+        from bundler.cli.common import _read_input
+
+        return _read_input("-")
+    return value
+
+
+class _OutputNames:
+    """The names of the files several bundles write into one directory (SPEC 5): by
+    report id, a second bundle of the same report id numbered, an unreadable bundle
+    (no report id) by its position."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+        self.position = 0
+
+    def stem(self, report_id: str | None, several: bool) -> str | None:
+        self.position += 1
+        if not several:
+            return None
+        base = (
+            report_id
+            if report_id is not None and _SAFE_NAME.fullmatch(report_id)
+            else f"bundle-{self.position}"
         )
-        return failed, 5, "storage"
-    except (InputError, UsageError) as exc:
-        failed = Verification(
-            source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
-        )
-        return failed, 3, "error"
-    finally:
-        line.done()
-    return result, result.exit_code, _kind(result)
+        stem, n = base, 1
+        while stem in self.used:
+            n += 1
+            stem = f"{base}-{n}"
+        self.used.add(stem)
+        return stem
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,150}", re.ASCII)
 
 
 def _archive_size(location: str) -> int | None:
@@ -244,6 +249,10 @@ def _archive_size(location: str) -> int | None:
 
 
 def _kind(result: Any) -> str:
+    if result.altered_at_rest:
+        return "altered"
+    if result.storage_failed:
+        return "storage"
     return {"verified": "verified", "failed": "failed", "error": "error"}[result.verdict.value]
 
 
@@ -272,26 +281,15 @@ def inspect(
     bundle: str, as_json: bool, max_bytes: int, endpoint_url: str | None, quiet: bool
 ) -> None:
     """Show what a bundle holds, read through the safe reader, without the proof."""
-    from bundler.bundles.inspect import inspect_bundle
+    from bundler.api.bundles import inspect as inspect_bundle
     from bundler.report.render import inspect_text
 
-    with _bundle_stream(bundle, endpoint_url) as stream:
-        info = inspect_bundle(bundle, max_bytes=max_bytes, stream=stream)
-        if stream is not None:
-            _verified_stored(bundle, stream, None)
-            _inspected_stored(stream, info)
-    if bundle.startswith("s3://"):
-        # Signatures travel with the stored bundle (SPEC 6): name them, unchecked.
-        from bundler import storage
-
-        info["signatures"] = [
-            f"s3://{sig.bucket}/{sig.key}"
-            for sig in storage.stored_signatures(bundle, config=_storage_config(endpoint_url))
-        ]
+    result = inspect_bundle(bundle, max_bytes=max_bytes, endpoint_url=endpoint_url)
     if as_json:
-        facts = {k: v for k, v in info.items() if k not in ("labels", "schema")}
-        _emit_json({"schema": "evalbook.inspect.v1", "bundle_schema": info.get("schema"), **facts})
+        _emit_json(result.to_json())
     else:
+        info = {**result.to_json(), "schema": result.bundle_schema}
+        info["labels"] = result.labels
         click.echo(inspect_text(info), nl=False)
 
 
@@ -345,99 +343,40 @@ def extract(
     following links and with fixed modes; unless the bundle verifies, everything written
     is removed again.
     """
-    from bundler.bundles.extract import extract_bundle
+    from bundler.api.bundles import extract as extract_bundle
     from bundler.report.render import verification_text
 
-    options = _verify_options(
-        expect_bundle_digest, expect_report_digest, strict, max_bytes, allowed_signers, identity
-    )
-    if bundle.startswith("s3://"):
-        from bundler import storage
-
-        storage.stored_bundle_location(bundle)
-    options = _with_sidecars(options, bundle, endpoint_url)
-    line = _ProgressLine(not quiet, "verify", total=_archive_size(bundle))
+    line = _ProgressLine(not quiet, "verify")
     try:
-        with _bundle_stream(bundle, endpoint_url) as stream:
-            if stream is not None:
-                line.set_total(getattr(stream, "size", None) or None)
-            result = extract_bundle(
-                bundle, directory, options, stream=stream, progress=_bytes_progress(line)
-            )
-            if stream is not None:
-                result = _verified_stored(bundle, stream, result)
-                if result.exit_code != 0:
-                    _remove_extracted(directory)
+        result = extract_bundle(
+            bundle,
+            directory,
+            expect_bundle_digest=expect_bundle_digest,
+            expect_report_digest=expect_report_digest,
+            allowed_signers=allowed_signers,
+            identity=identity,
+            strict=strict,
+            max_bytes=max_bytes,
+            endpoint_url=endpoint_url,
+            on_progress=line.callback(),
+        )
     finally:
         line.done()
-    written: list[Path] = []
-    if result.exit_code == 0:
-        written = _write_extracted_sidecars(directory, options.sidecars, result.signatures)
-    # The summary is the result (on stdout, whatever --quiet says), unless --json asks
-    # for the verification record instead.
+    if as_json:
+        _emit_json(result.to_json())  # the verification record; no human summary (SPEC 7)
+        _say_error(result)
+        sys.exit(result.exit_code)
+    # The summary is the result (on stdout, whatever --quiet says).
     text = verification_text(result)
     if result.exit_code == 0:
         text += f"Extracted:   {shown(str(directory))}\n"
-        for path in written:
+        for path in sorted(p for p in directory.iterdir() if p.is_file() and ".sig" in p.name):
             text += f"Signature:   {shown(str(path))} (a sidecar, where verify of the bag looks)\n"
     else:
         text += f"Extracted:   nothing (removed what was written to {shown(str(directory))})\n"
-    if as_json:
-        _emit_json(result.to_json())  # the verification record; the summary is a note
-        if not quiet:
-            _say(text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    sys.stdout.write(text)
+    sys.stdout.flush()
     sys.exit(result.exit_code)
-
-
-def _inspected_stored(stream: Any, info: dict[str, Any]) -> None:
-    """A stored bundle is judged by its bytes (SPEC 6): the key must name the bundle
-    inspect read (else exit 1, altered at rest); an object without sha256 metadata is
-    inspected all the same, with a warning that nothing recorded its bytes."""
-    from bundler.bundles.stored import stored_claims, stored_of
-    from bundler.core.claims import State
-    from bundler.core.errors import VerificationFailed
-
-    stored = stored_of(stream)
-    if stored is None:
-        return
-    for claim in stored_claims(stored, info.get("report_id"), info.get("bundle_digest")):
-        if claim.state is State.FAILED:
-            raise VerificationFailed(str(claim.detail))
-        if claim.state is State.UNPROVABLE:
-            _say(f"warning: {shown(claim.detail)}\n")
-
-
-def _write_extracted_sidecars(directory: Path, sidecars: Any, checks: Any) -> list[Path]:
-    """Beside the extracted bag, not inside it (a tag file the tag manifest does not list
-    would make the bag fail): ``<bag>.sig``, ``<bag>.sig.<hex>``, where ``verify`` of the
-    bag looks (SPEC 11.3). Only sidecars that verify over the head are written."""
-    from bundler.bundles.signatures import sidecar_name
-    from bundler.core.outputs import write_new_file
-
-    good = {
-        c.where for c in checks if (not c.embedded and c.good) or c.state.value == "not_allowed"
-    }
-    keep = [s for s in sidecars if s.where in good and s.problem is None]
-    bags = [p for p in directory.iterdir() if p.is_dir() and not p.is_symlink()]
-    if not keep or len(bags) != 1:
-        return []
-    written = []
-    for n, source in enumerate(keep):
-        data = source.text.encode("utf-8")
-        target = directory / sidecar_name(bags[0].name, data, first_free=n == 0)
-        write_new_file(target, data)
-        written.append(target)
-    return written
-
-
-def _remove_extracted(directory: Path) -> None:
-    """Remove a bag extracted from a stored object that turned out altered at rest."""
-    import shutil
-
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 # Exit code over several bundles (SPEC section 5): a failed bundle first, then one that

@@ -164,10 +164,25 @@ class Verification:
     # Every signature checked (embedded, sidecar, stored), each with its state (SPEC 11.3).
     signatures: tuple[SignatureCheck, ...] = ()
     verified_at: str = field(default_factory=_now)
+    # Why no verdict, when that was not the bundle's doing: object storage failed (exit 5,
+    # SPEC 8), or the stored object's bytes no longer hash to their record (failed, 1).
+    storage_failed: bool = False
+    altered_at_rest: bool = False
 
     @property
     def exit_code(self) -> int:
+        if self.storage_failed and self.verdict is Verdict.ERROR:
+            return 5
         return {Verdict.VERIFIED: 0, Verdict.FAILED: 1, Verdict.ERROR: 3}[self.verdict]
+
+    def __repr__(self) -> str:
+        counts = self.counts()
+        return (
+            f"Verification(source={self.source!r}, verdict={self.verdict.value!r}, "
+            f"bundle_digest={self.bundle_digest!r}, report_id={self.report_id!r}, "
+            f"proven={counts['proven']}, unprovable={counts['unprovable']}, "
+            f"failed={counts['failed']})"
+        )
 
     def counts(self) -> dict[str, int]:
         counter = Counter(c.state.value for c in self.claims)
@@ -227,6 +242,10 @@ class Verification:
             "summary": self.summary,
             "claims": [c.to_json() for c in self.claims],
             "signatures": [s.to_json() for s in self.signatures],
+            # SPEC 7: the process's exit code and the input, in every record (a failing
+            # command's included), so a JSON Lines reader needs nothing else.
+            "exit_code": self.exit_code,
+            "input": self.source,
         }
 
 
@@ -288,6 +307,9 @@ class Claims:
         if expected == observed:
             self.proven(group, subject, path=path, expected=expected, observed=observed)
             return True
+        if observed is None and expected is not None and detail == "digest differs":
+            # Nothing was there to hash: the item is missing, not different.
+            detail = "missing: no such file in the bundle, so nothing to hash"
         self.failed(group, subject, detail, path=path, expected=expected, observed=observed)
         return False
 

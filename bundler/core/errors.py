@@ -11,12 +11,23 @@ class BundlerError(Exception):
     """Base of every error the toolkit raises on purpose."""
 
     exit_code = 3
+    # The library parameter the error concerns, when it concerns one: the message then
+    # begins with its name, and ``relabel`` gives it under another (a command's option).
+    param: str | None = None
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        if param is not None:
+            self.param = param
 
     def __str__(self) -> str:
+        return self.message
+
+    def relabel(self, label: str) -> str:
+        """The message with ``label`` in place of the parameter's name it begins with."""
+        if self.param is not None and self.message.startswith(self.param):
+            return label + self.message[len(self.param) :]
         return self.message
 
 
@@ -24,6 +35,23 @@ class UsageError(BundlerError):
     """Bad options or arguments (exit 2)."""
 
     exit_code = 2
+
+
+class ParameterError(UsageError):
+    """A bad value for one parameter (exit 2): the wrong type, a naive time, an empty path.
+
+    ``param`` is the name the library gives it (``exported_at``); the message begins with
+    it, so a library caller reads which argument was wrong. The command line shows the
+    same error under the option that carries the parameter (``--exported-at``):
+    ``relabel`` gives that message, and ``bundler.cli.app.main`` is the one place that
+    asks for it.
+    """
+
+    def __init__(self, param: str, rule: str, *, value: str | None = None) -> None:
+        self.rule = rule
+        self.value = value
+        shown_value = "" if value is None else f" {value!r}"
+        super().__init__(f"{param}{shown_value}: {rule}", param=param)
 
 
 class InputError(BundlerError):

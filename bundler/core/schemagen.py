@@ -487,6 +487,12 @@ class _Generator:
                     kind = "string"
                 else:
                     steps.append(test if applies else "False")
+            elif values and all(type(item) is int for item in values):
+                # Numbers compare as JSON numbers (1.0 is 1); booleans are not numbers.
+                test = f"{var} in {self._set(frozenset(values))}"
+                steps.append(
+                    f"(isinstance({var}, int | float) and not isinstance({var}, bool) and {test})"
+                )
             else:
                 keys = self._set(frozenset(_json_key(item) for item in values))
                 steps.append(f"_json_key({var}) in {keys}")

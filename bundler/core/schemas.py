@@ -76,6 +76,7 @@ OUTPUT_SCHEMA_NAMES = (
     "fixity-check",
     "fixity-footer",
     "fixity-summary",
+    "fixity-retired",
     "rendered",
 )
 

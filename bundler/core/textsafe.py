@@ -16,6 +16,7 @@ they are). Never a newline, so a value cannot start a line of its own.
 from __future__ import annotations
 
 import re
+import shlex
 import unicodedata
 from typing import Any
 
@@ -32,9 +33,11 @@ _ODD_SPACES = frozenset(
 )
 # Default-ignorable code points outside those categories, which draw nothing (Hangul
 # fillers, the combining grapheme joiner, Khmer inherent vowels, Mongolian variation
-# selectors), and the blank Braille cell, which draws as a space. Variation selectors
-# U+FE00-U+FE0F stay: they only choose the look of the character before them (emoji).
+# selectors), and the blank Braille cell, which draws as a space.
 _BLANK = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2800\u3164\uffa0")
+# Variation selectors (SPEC 5): they draw nothing, so "rpt-clean" followed by one reads as
+# "rpt-clean" while it is another id. Tag characters U+E0000-U+E007F are Cf or Cn above.
+# (U+FE00-U+FE0F and U+E0100-U+E01EF, compared in ``_hidden``.)
 # Fast path: printable ASCII without a backslash needs no escaping.
 _PLAIN = re.compile(r"[\x20-\x5b\x5d-\x7e]*")
 # Characters with a meaning in inline Markdown (CommonMark and GFM): backslash escapes,
@@ -60,7 +63,33 @@ def _hidden(ch: str) -> bool:
         return True
     if " " <= ch <= "~":
         return False
-    return unicodedata.category(ch) in _HIDDEN_CATEGORIES or ch in _ODD_SPACES or ch in _BLANK
+    if ch in _ODD_SPACES or ch in _BLANK:
+        return True
+    code = ord(ch)
+    if 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:
+        return True
+    return unicodedata.category(ch) in _HIDDEN_CATEGORIES
+
+
+def hidden(ch: str) -> bool:
+    """Whether ``shown`` writes the one character ``ch`` as an escape (SPEC 5's classes:
+    controls, format characters, surrogates, private use, unassigned code points, line and
+    paragraph separators, spaces other than U+0020, variation selectors, tag characters,
+    the Hangul and Braille blanks), or doubles it (the backslash)."""
+    return _hidden(ch)
+
+
+def shell_word(value: str) -> str | None:
+    """``value`` as one POSIX shell word that ``shlex.split`` reads back as ``value``, for
+    a command shown to be copied; None when ``value`` holds a character ``shown`` would
+    escape (other than a backslash), which no page can show both visibly and literally.
+
+    The word is not passed through ``shown``: a backslash inside single quotes is
+    literal, and doubling it would name another file.
+    """
+    if any(_hidden(ch) for ch in value if ch != "\\"):
+        return None
+    return shlex.quote(value)
 
 
 def shown(value: Any) -> str:

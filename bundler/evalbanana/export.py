@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import unicodedata
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
@@ -96,7 +96,11 @@ class EbExportResult:
     report_digest: str
     archive_sha256: str
     archive_size: int
-    bundle: dict[str, Any]
+    bundle: dict[str, Any] = field(repr=False)  # the whole bundle.json: not for a repr
+
+    def to_json(self) -> dict[str, Any]:
+        """The object ``export-eb --json`` prints (schemas/export-eb-summary.schema.json)."""
+        return self.summary()
 
     def summary(self) -> dict[str, Any]:
         """The machine-readable summary printed by ``export-eb --json``."""

@@ -30,6 +30,7 @@ kept bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -216,17 +217,13 @@ def _summary(run: eb.Run, mode: str, tree: dict[str, Any] | None) -> dict[str, A
         "mode": mode,
         "labels": labels,
         "run_id": run.run_id,
-        "recomputed": {
-            "total_checks": totals.total_checks,
-            "passed_checks": totals.passed_checks,
-            "failed_checks": totals.failed_checks,
-            "errored_checks": totals.errored_checks,
-            "points_earned": totals.points_earned,
-            "total_points": totals.total_points,
-            "percentage": totals.percentage,
-            "meets_threshold": totals.meets_threshold,
-            "run_passed": totals.run_passed,
-        },
+        # Each check's own status and score, so a page lists them from structure.
+        "pass_threshold": run.pass_threshold,
+        "checks": [
+            {"check_id": c.check_id, "status": c.status.value, "score": c.score} for c in run.checks
+        ],
+        # Every field of Totals, in its order: the counts, points, percentage and verdict.
+        "recomputed": dataclasses.asdict(totals),
         "cases_tree": tree,
     }
 

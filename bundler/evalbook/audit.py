@@ -356,6 +356,7 @@ class Audit:
         return {
             "schema": AUDIT_SCHEMA,
             "source": self.source,
+            "input": self.source,
             "verdict": self.verdict.value,
             "exit_code": self.exit_code,
             "error": self.error,
@@ -370,6 +371,10 @@ class Audit:
                 "anchor": v.anchor.describe(),
                 "counts": v.counts(),
                 "signatures": [c.to_json() for c in v.signatures],
+                # The report facts a verification page shows, from the same fields.
+                "report_result": v.report_result,
+                "report_issued_at": v.report_issued_at,
+                "envelope": None if v.envelope is None else v.envelope.to_json(),
             },
             "anchor": _anchor_json(self.anchor),
             # The audit reads the bundle once, in its verification: the same time and bytes.
@@ -545,6 +550,8 @@ def basis_text(b: StatusBasis, coverage: Any, p: int | None = None) -> str:
         return (
             f"{short}; the highest-ranked status among the unscored repeats is {b.unscored.value}"
         )
+    if b.kind is BasisKind.NO_THRESHOLD:
+        return f"{rule} {format_value(b.value, p)} with no threshold: no decision, so inconclusive"
     # The value against the threshold.
     op = ">=" if b.value is not None and b.threshold is not None and b.value >= b.threshold else "<"
     if b.rule is AggregationRule.ALL_PASS:

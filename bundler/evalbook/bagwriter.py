@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -83,7 +83,8 @@ def check_not_before(moment: datetime, earliest: str, what: str, source: str) ->
     if moment < bound:
         raise UsageError(
             f"{source} {format_timestamp(moment)}: before {what} {earliest}; "
-            "an export cannot predate what it exports"
+            "an export cannot predate what it exports",
+            param=source,
         )
 
 
@@ -197,6 +198,39 @@ class BagWriter:
         else:
             self._report()
         return hex_digest
+
+    def add_stream(
+        self,
+        relpath: str,
+        size: int,
+        chunks: Iterable[bytes],
+        *,
+        sha256_hex: str,
+        planned: int | None = None,
+    ) -> None:
+        """Add a payload file of ``size`` bytes fed in chunks (never held whole), whose
+        SHA-256 must come out as ``sha256_hex``; StoreError otherwise (the export is then
+        abandoned, so nothing is left at the target). For run files of any size (SPEC 16),
+        which the reader only hashes."""
+        self._ensure_dirs(relpath)
+        self._claim_name(f"{self.top}/{relpath}")
+        h = hashlib.sha256()
+
+        def hashed() -> Iterator[bytes]:
+            for chunk in chunks:
+                h.update(chunk)
+                yield chunk
+
+        self._tar.add_file_chunks(f"{self.top}/{relpath}", size, hashed())
+        if h.hexdigest() != sha256_hex:
+            raise StoreError(f"{relpath}: changed while it was exported; export refused")
+        self.manifest[relpath] = sha256_hex
+        self.payload_bytes += size
+        self.content_bytes += size
+        if planned is not None:
+            self.unplan(planned)
+        else:
+            self._report()
 
     def plan(self, size: int) -> None:
         """Announce ``size`` more bytes of files still to be written (for the total)."""

@@ -19,3 +19,17 @@ INLINE_PAYLOAD_MAX_BYTES: Final = 262_144
 # A check's evidence_refs lists at most this many items; a check that scored more lists
 # one evidence manifest instead (SPEC 3.1).
 MAX_EVIDENCE_REFS: Final = 20
+
+# Reports an importer of SPEC 16 wrote. Their artifact payloads are the run files (the
+# .eval log; lm-eval's results and samples files; --dataset and --decision files): these
+# are exported whatever their size, from blobs/ or sso/, never listed payload_at_sso, and
+# redacted (no_dataset_read_body) whenever example bodies are, since they hold the
+# examples and outputs. One rule for the exporter and the verifier's claims 10 and 11.
+IMPORT_PRODUCERS: Final = frozenset(
+    {"evalbook-bundle/import-inspect", "evalbook-bundle/import-lm-eval"}
+)
+
+
+def is_run_file(producer: object, kind: str) -> bool:
+    """Whether a payload of ``kind`` in a report by ``producer`` is an imported run file."""
+    return producer in IMPORT_PRODUCERS and kind == "artifact"

@@ -60,8 +60,12 @@ Choices where SPEC section 12 leaves room, each tested:
 - Values and thresholds compare as floating-point numbers (the value is what the check
   reports as its score); only `min_coverage` is exact (`bundler.evalbook.stats`).
 - With no expected example the check is `inconclusive` (nothing executed, no unscored
-  repeat) and its evidence is vacuously complete. A report with no required check
-  passes with complete evidence, as SPEC's rules read literally, and has null assurance.
+  repeat) and its evidence is vacuously complete. A report with no required check is
+  `inconclusive` (SPEC 12: it decides nothing), with vacuously complete evidence and null
+  assurance.
+- No threshold: `pass_rate`, `mean` or `min` with a null or absent threshold is no
+  decision, not a defect: the status is `inconclusive` (basis `no_threshold`) and the
+  value is still measured (SPEC 12, for runs imported without a decision, SPEC 16).
 - Intervals. No interval is derived when the issued check has none. `wilson` is
   re-derived for pass_rate with repeats 1, and
   `bootstrap-percentile/philox4x64-10/t7` for pass_rate and mean; any other method,
@@ -193,14 +197,9 @@ def _parse_aggregation(
     raw_threshold = aggregation.get("threshold")
     if rule is not None and rule is not AggregationRule.ALL_PASS:
         threshold = _as_number(raw_threshold)
-        if raw_threshold is None:
-            problems.append(
-                Problem(
-                    ProblemCode.MISSING_THRESHOLD,
-                    f"aggregation.threshold: rule {rule.value} needs a threshold",
-                )
-            )
-        elif threshold is None:
+        # No threshold (null or absent) is no decision: the check is inconclusive
+        # (SPEC 12, the runs an importer of SPEC 16 brings in without a decision).
+        if raw_threshold is not None and threshold is None:
             problems.append(
                 Problem(
                     ProblemCode.INVALID_THRESHOLD,
@@ -411,6 +410,8 @@ def derive_check(
     unscored: CheckStatus | None = None
     if problems:
         status, kind = CheckStatus.ERROR, BasisKind.DEFECTS
+    elif parsed.rule is not AggregationRule.ALL_PASS and parsed.threshold is None:
+        status, kind = CheckStatus.INCONCLUSIVE, BasisKind.NO_THRESHOLD
     elif outcome.already_failed:
         status, kind = CheckStatus.FAIL, BasisKind.ALREADY_FAILED
     elif (
@@ -561,32 +562,29 @@ def _aggregate(aggregation: Aggregation, table: _Table, executed_ids: Sequence[s
         already_failed = any(s.status is CheckStatus.FAIL for s in scored)
         meets = passes == len(executed) * repeats
     elif rule is AggregationRule.PASS_RATE:
-        assert threshold is not None
         passes = sum(example_passes)
         if executed:
             value = passes / (len(executed) * repeats)
         optimistic_passes = sum(s.status is CheckStatus.PASS for s in scored) + unscored
         if table.slot_count > 0:
             best = optimistic_passes / table.slot_count
-        already_failed = best is not None and best < threshold
-        meets = value is not None and value >= threshold
+        already_failed = best is not None and threshold is not None and best < threshold
+        meets = value is not None and threshold is not None and value >= threshold
     elif rule is AggregationRule.MEAN:
-        assert threshold is not None
         example_means = tuple(_mean_of(_scores(row), repeats) for row in executed)
         if executed:
             value = _mean_of(example_means, len(executed))
         optimistic = [table.optimistic_mean(e) for e in table.expected_ids]
         if optimistic:
             best = _mean_of(optimistic, len(optimistic))
-        already_failed = best is not None and best < threshold
-        meets = value is not None and value >= threshold
+        already_failed = best is not None and threshold is not None and best < threshold
+        meets = value is not None and threshold is not None and value >= threshold
     elif rule is AggregationRule.MIN:
-        assert threshold is not None
         if executed:
             value = min(score for row in executed for score in _scores(row))
         best = min(_scores(scored), default=None)
-        already_failed = best is not None and best < threshold
-        meets = value is not None and value >= threshold
+        already_failed = best is not None and threshold is not None and best < threshold
+        meets = value is not None and threshold is not None and value >= threshold
     else:
         assert_never(rule)
     return _Outcome(
@@ -661,7 +659,8 @@ def derive_report(checks: Iterable[tuple[bool, DerivedCheck]]) -> DerivedReport:
     """Combine derived checks, each with its `required` flag, into the report's verdict.
 
     Only required checks count: the result is fail if one fails, else error if one is
-    in error, else pass if every one passed with complete evidence, else inconclusive;
+    in error, else pass if there is one and every one passed with complete evidence, else
+    inconclusive;
     coverage sums theirs; assurance is the weakest of theirs, None if any is None (or
     there is none).
     """
@@ -672,7 +671,7 @@ def derive_report(checks: Iterable[tuple[bool, DerivedCheck]]) -> DerivedReport:
         result = ReportResult.FAIL
     elif CheckResult.ERROR in results:
         result = ReportResult.ERROR
-    elif all(c.result is CheckResult.PASS and c.evidence_complete for c in required):
+    elif required and all(c.result is CheckResult.PASS and c.evidence_complete for c in required):
         result = ReportResult.PASS
     else:
         result = ReportResult.INCONCLUSIVE

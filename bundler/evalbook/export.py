@@ -16,6 +16,8 @@ Directories are written just before their first member.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,7 +42,13 @@ from bundler.evalbook.bagwriter import (
     write_bag_archive,
     write_tag_files,
 )
-from bundler.evalbook.contract import BUNDLE_SCHEMA, EXPORT, INLINE_PAYLOAD_MAX_BYTES, READ_BODY
+from bundler.evalbook.contract import (
+    BUNDLE_SCHEMA,
+    EXPORT,
+    INLINE_PAYLOAD_MAX_BYTES,
+    READ_BODY,
+    is_run_file,
+)
 from bundler.evalbook.store import (
     MAX_DOCUMENT_BYTES,
     CaseLine,
@@ -96,11 +104,20 @@ class ExportResult:
     report_digest: str
     archive_sha256: str
     archive_size: int
-    bundle: dict[str, Any]
+    bundle: dict[str, Any] = field(repr=False)  # the whole bundle.json: not for a repr
+    # What ``export --upload`` stored (the upload record), when it was asked to.
+    upload: dict[str, Any] | None = field(default=None, repr=False)
 
     def summary(self) -> dict[str, Any]:
         """The machine-readable summary printed by ``export --json``."""
-        return export_summary(self)
+        summary = export_summary(self)
+        if self.upload is not None:
+            summary["upload"] = self.upload
+        return summary
+
+    def to_json(self) -> dict[str, Any]:
+        """The object ``export --json`` prints (schemas/export-summary.schema.json)."""
+        return self.summary()
 
 
 def archive_name(report_id: str) -> str:
@@ -186,6 +203,8 @@ class _Collector:
         self.read_body = READ_BODY in permissions
         self.ledger = _Ledger()
         self._manifest_checks: dict[str, str] = {}  # evidence manifest digest -> check id
+        # Run files of an imported report (SPEC 16): digest -> the area they are read from.
+        self.run_files: dict[str, str] = {}
 
     # -- suite, scorers, datasets ------------------------------------------------------
 
@@ -484,6 +503,13 @@ class _Collector:
                 self.ledger.redact("trace", digest, digest, Reason.TRACE_CAPTURE_POLICY)
             elif "output" in use.kinds and not self.read_body:
                 self.ledger.redact("output", digest, digest, Reason.NO_DATASET_READ_BODY)
+            elif any(is_run_file(self.report.get("producer"), k) for k in use.kinds):
+                # A run file holds examples and outputs: redacted with them, else exported
+                # whatever its size (SPEC 16), streamed by write_run_files.
+                if not self.read_body:
+                    self.ledger.redact("artifact", digest, digest, Reason.NO_DATASET_READ_BODY)
+                else:
+                    self.run_files[digest] = "blobs" if "inline" in use.locations else "sso"
             elif "inline" in use.locations:
                 wanted[digest] = use.kinds[0]
             else:
@@ -500,6 +526,57 @@ class _Collector:
         """The bytes of the wanted payloads as the cases give them (evidence manifests,
         of unknown size, are counted when written)."""
         return sum(uses[d].size for d in wanted if d in uses)
+
+    def write_run_files(
+        self, writer: BagWriter, uses: dict[str, _PayloadUse]
+    ) -> list[dict[str, Any]]:
+        """Stream the run files of an imported report into the bundle, whatever their
+        size: hashed once to decide (a missing or altered one is listed), then written
+        in chunks and hashed again (a file that changed in between refuses the export)."""
+        payloads = []
+        for digest, area in sorted(self.run_files.items()):
+            hex_digest = parse_digest(digest)
+            relpath = f"{area}/sha256/{hex_digest}"
+            size = uses[digest].size
+            observed, actual = self._stream_digest(relpath)
+            if observed is None or observed != digest:
+                reason = Reason.MISSING_FROM_STORE if observed is None else Reason.DIGEST_MISMATCH
+                self.ledger.list_unavailable("artifact", digest, digest, reason, observed)
+                writer.unplan(size)
+                continue
+            if actual != size:
+                raise StoreError(
+                    f"{self.store.source.describe(relpath)}: the cases give this run file "
+                    f"{size} bytes, the store has {actual}; export refused"
+                )
+            opened = self.store.source.open_stream(relpath)
+            if opened is None:
+                raise StoreError(f"{self.store.source.describe(relpath)}: vanished during export")
+            stream, _ = opened
+            with stream:
+                path = f"data/blobs/sha256/{hex_digest}"
+                writer.add_stream(
+                    path,
+                    size,
+                    iter(functools.partial(stream.read, 1024 * 1024), b""),
+                    sha256_hex=hex_digest,
+                    planned=size,
+                )
+            payloads.append({"digest": digest, "size": size, "path": path})
+        return payloads
+
+    def _stream_digest(self, relpath: str) -> tuple[str | None, int]:
+        opened = self.store.source.open_stream(relpath)
+        if opened is None:
+            return None, 0
+        stream, _ = opened
+        h = hashlib.sha256()
+        n = 0
+        with stream:
+            while chunk := stream.read(1024 * 1024):
+                h.update(chunk)
+                n += len(chunk)
+        return "sha256:" + h.hexdigest(), n
 
     def write_payloads(
         self, writer: BagWriter, uses: dict[str, _PayloadUse], wanted: dict[str, str]
@@ -635,10 +712,14 @@ def _fill_bag(
         collector.planned_check_bytes(checks)
         + sum(e.size for e in examples if e.size is not None)
         + collector.planned_payload_bytes(uses, wanted)
+        + sum(uses[d].size for d in collector.run_files)
     )
     check_entries, tree = collector.write_checks(writer, checks)
     collector.write_examples(writer, examples, datasets)
     payloads = collector.write_payloads(writer, uses, wanted)
+    payloads = sorted(
+        payloads + collector.write_run_files(writer, uses), key=lambda p: p["digest"]
+    )
     bundle: dict[str, Any] = {
         "schema": BUNDLE_SCHEMA,
         "exported_at": exported_at,

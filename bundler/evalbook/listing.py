@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bundler.core.digests import is_digest
-from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES
+from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES, is_run_file
 
 INLINE_MAX = INLINE_PAYLOAD_MAX_BYTES
 PAYLOAD_KINDS = frozenset({"output", "trace", "artifact"})
@@ -56,6 +56,8 @@ REASONS: dict[tuple[str, str], frozenset[str]] = {
         {"payload_at_sso", "missing_from_store", "digest_mismatch"}
     ),
     ("redacted", "output"): frozenset({"no_dataset_read_body"}),
+    # Only a run file of an imported report (SPEC 16), as _body checks.
+    ("redacted", "artifact"): frozenset({"no_dataset_read_body"}),
     ("redacted", "trace"): frozenset({"trace_capture_policy"}),
     ("unavailable", "evidence_manifest"): frozenset({"missing_from_store", "digest_mismatch"}),
 }
@@ -91,7 +93,8 @@ REASON_EXPLANATIONS: dict[str, str] = {
     ),
     "no_dataset_read_body": (
         "the exporting principal may not read dataset example bodies (lacks "
-        "dataset.read_body), so the examples and case outputs are listed, not included"
+        "dataset.read_body), so the examples, case outputs and imported run files are listed, "
+        "not included"
     ),
     "trace_capture_policy": (
         "trace bodies stay in the tracing system by policy and are never exported; only "
@@ -370,20 +373,31 @@ class _Check:
             return problem
         if "trace" in use.kinds or "traces" in use.locations:
             return "a payload a case stores as a trace is redacted as kind trace"
+        producer = (self.f.report or {}).get("producer")
+        run_file = any(is_run_file(producer, kind) for kind in use.kinds)
         if e["reason"] == "no_dataset_read_body":
             if self.f.read_body:
                 return "the exporter's recorded permissions include dataset.read_body"
-            if "output" not in use.kinds:
-                return "only case outputs are redacted for dataset.read_body"
+            # The exporter's order: an output is redacted as one; else a run file as an
+            # artifact (SPEC 16); nothing else is redacted for dataset.read_body.
+            expected = "output" if "output" in use.kinds else "artifact" if run_file else None
+            if expected is None:
+                return "only case outputs and imported run files are redacted for dataset.read_body"
+            if e["kind"] != expected:
+                return f"redacted as {e['kind']}, but its cases make it an {expected}"
             return None
         if "output" in use.kinds and not self.f.read_body:
             return "without dataset.read_body a case output is redacted, not unavailable"
+        if run_file and not self.f.read_body:
+            return "without dataset.read_body an imported run file is redacted, not unavailable"
+        if run_file and e["reason"] == "payload_at_sso":
+            return "an imported run file is exported whatever its size, never payload_at_sso"
         if e["kind"] != use.kinds[0]:
             return f"listed as {e['kind']}, but its first use in the cases is as {use.kinds[0]}"
         if e["reason"] == "payload_at_sso":
             if "inline" in use.locations:
                 return "a case payload stored inline cannot be payload_at_sso"
             return None
-        if "inline" not in use.locations:
+        if "inline" not in use.locations and not run_file:
             return "only inline payloads are taken from the store's blobs"
         return None

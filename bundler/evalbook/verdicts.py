@@ -172,6 +172,7 @@ class BasisKind(enum.Enum):
     NOTHING_EXECUTED = "nothing_executed"
     BELOW_MIN_COVERAGE = "below_min_coverage"
     BELOW_MIN_SAMPLES = "below_min_samples"
+    NO_THRESHOLD = "no_threshold"  # no threshold: no decision, inconclusive (SPEC 12, 16)
     THRESHOLD = "threshold"  # the value compared with the threshold (all_pass: every repeat)
 
 

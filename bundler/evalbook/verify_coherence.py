@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bundler.evalbook.contract import EXPORT
+from bundler.evalbook.contract import EXPORT, is_run_file
 from bundler.evalbook.listing import INLINE_MAX
 from bundler.evalbook.verify_state import VerifierState
 
@@ -99,7 +99,10 @@ class CoherenceClaims(VerifierState):
             if digest in payload_sizes:
                 # In the bundle: taken from blobs/, so some case stores it inline, and
                 # none as a trace (a trace body is never exported).
-                if not any(location == "inline" for _, location, _, _ in uses):
+                # An imported run file is exported from either area (SPEC 16).
+                producer = (self.report or {}).get("producer")
+                run_file = any(is_run_file(producer, kind) for kind, _, _, _ in uses)
+                if not run_file and not any(location == "inline" for _, location, _, _ in uses):
                     problems.add("in the bundle, yet no case stores it inline")
                 if any(kind == "trace" or location == "traces" for kind, location, _, _ in uses):
                     problems.add("in the bundle, yet a case refers to it as a trace")

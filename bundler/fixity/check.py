@@ -52,6 +52,9 @@ class Task:
     recorded_size: int | None = None
     recorded_sha256: str | None = None
     recorded_bundle_digest: str | None = None
+    level: str = "full"  # full at first sight, whatever the run's level (SPEC 13.1)
+    baseline: bool = False  # first sight: a pass makes what it read the baseline
+    in_layout: bool = True  # s3://: the key follows the archive layout of section 6
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class Settings:
     source: str  # a local directory, or s3://bucket/prefix
     level: str  # "object" or "full"
     endpoint_url: str | None = None
+    region: str | None = None  # as the fixity process resolved it (SPEC 13.1)
     allowed_signers: str | None = None  # the allowed_signers file's text
     allowed_signers_name: str = "allowed_signers"
     max_bytes: int = DEFAULT_MAX_BYTES
@@ -68,6 +72,12 @@ class Settings:
     @property
     def is_s3(self) -> bool:
         return self.source.startswith("s3://")
+
+    @property
+    def storage_config(self) -> storage.StorageConfig:
+        """How every checker reaches storage: the endpoint and region the fixity process
+        resolved; credentials come from each checker's own environment."""
+        return storage.StorageConfig(endpoint_url=self.endpoint_url, region=self.region)
 
     def location(self, key: str) -> str:
         if self.is_s3:
@@ -91,6 +101,8 @@ class Result:
     bundle_digest: str | None = None
     report_id: str | None = None
     storage_error: bool = False  # an error because storage refused (exit 5)
+    cause: str | None = None  # a storage error's reason without the object's name
+    baseline: bool = False  # a first sight: a pass sets the ledger's baseline
 
 
 def check_batch(tasks: list[Task], settings: Settings) -> list[Result]:
@@ -156,9 +168,10 @@ class _Hashing(io.RawIOBase):
 
 
 def check_one(task: Task, settings: Settings) -> Result:
-    """Check one bundle at ``settings.level``, starting again when storage failed
+    """Check one bundle at ``task.level``, starting again when storage failed
     transiently (see CHECK_ATTEMPTS)."""
     started = time.monotonic()
+    settings = replace(settings, level=task.level)
     attempt = 1
     while True:
         result, transient = _attempt(task, settings)
@@ -171,7 +184,7 @@ def check_one(task: Task, settings: Settings) -> Result:
         attempt += 1
     if transient:
         result = replace(result, detail=f"{result.detail} (gave up after {attempt} attempts)")
-    return replace(result, seconds=round(time.monotonic() - started, 6))
+    return replace(result, seconds=round(time.monotonic() - started, 6), baseline=task.baseline)
 
 
 def _attempt(task: Task, settings: Settings) -> tuple[Result, bool]:
@@ -187,7 +200,9 @@ def _attempt(task: Task, settings: Settings) -> tuple[Result, bool]:
             return replace(
                 base, outcome="missing", detail=f"{where}: gone since it was listed"
             ), False
-        return replace(base, detail=exc.message, storage_error=True), exc.transient
+        where = settings.location(task.key)
+        cause = exc.message.replace(where, "<object>")
+        return replace(base, detail=exc.message, storage_error=True, cause=cause), exc.transient
     except BundlerError as exc:
         return replace(base, detail=exc.message), False
     except OSError as exc:
@@ -214,17 +229,19 @@ def _check_local(task: Task, settings: Settings, base: Result) -> Result:
 
 def _check_stored(task: Task, settings: Settings, base: Result) -> Result:
     url = settings.location(task.key)
-    config = storage.StorageConfig(endpoint_url=settings.endpoint_url)
+    if not task.in_layout:
+        # Counted, never skipped: an archive where no bundle can be (SPEC 13.1).
+        return replace(
+            base,
+            outcome="fail",
+            detail=f"{url}: its key does not name its bundle: outside the archive layout "
+            "<prefix>/reports/bundles/<report_id>/<bundle-digest-hex>.tar.zst",
+        )
+    config = settings.storage_config
     try:
         with storage.open_verified(storage.parse_s3_url(url), config=config) as stream:
-            if task.recorded_sha256 and stream.expected_sha256 != task.recorded_sha256:
-                return replace(
-                    base,
-                    outcome="fail",
-                    detail=f"{url}: altered at rest: the object's sha256 metadata records "
-                    f"{stream.expected_sha256}, the ledger recorded {task.recorded_sha256}",
-                    bytes_read=0,
-                )
+            # A replaced object (new metadata to match) fails below, where the bytes are
+            # compared with the ledger's baseline after they are read.
             from bundler.bundles.signatures import stored_sidecars
 
             signatures = (
@@ -237,15 +254,28 @@ def _check_stored(task: Task, settings: Settings, base: Result) -> Result:
                 verification = _verify(url, hashing, settings, signatures)
                 hashing.drain()
             except storage.AlteredAtRest as exc:
-                return replace(base, outcome="fail", detail=exc.message, bytes_read=hashing.count)
+                # Raised at the end of the object, by the read that reached it: every
+                # byte was read, and hashes to ``observed``.
+                read = max(hashing.count, stream.size)
+                return replace(
+                    base,
+                    outcome="fail",
+                    detail=exc.message,
+                    bytes_read=read,
+                    size=read,
+                    sha256=exc.observed,
+                )
     except StorageError as exc:
-        if exc.kind == "unverifiable" and task.recorded_sha256:
-            # The metadata cannot go without the object being rewritten: altered at rest.
+        if exc.kind == "unverifiable":
+            # The metadata cannot go without the object being rewritten: altered at rest
+            # (or never stored as upload stores a bundle). The object is there to be
+            # read, so this is the bundle's failure, not the checker's.
+            recorded = task.recorded_sha256 or "no SHA-256 yet"
             return replace(
                 base,
                 outcome="fail",
-                detail=f"{url}: altered at rest: the object's sha256 metadata is gone; the "
-                f"ledger recorded {task.recorded_sha256}",
+                detail=f"{url}: altered at rest: the object's sha256 metadata is missing or "
+                f"invalid ({exc.message}); the ledger recorded {recorded}",
             )
         raise
     result = _judge(task, settings, base, url, hashing.sha256, hashing.count, verification)
@@ -318,7 +348,13 @@ def _judge(
         seen, bundle_digest=verification.bundle_digest, report_id=verification.report_id
     )
     if verification.verdict.value == "error":
-        return replace(found, detail=shown(verification.error or "the archive cannot be read"))
+        # The bytes were read: an archive that is truncated, corrupt or unsafe is the
+        # bundle's failure, not the checker's (SPEC 13.1).
+        return replace(
+            found,
+            outcome="fail",
+            detail=shown(_named(where, verification.error or "the archive cannot be read")),
+        )
     if (
         task.recorded_bundle_digest is not None
         and verification.bundle_digest != task.recorded_bundle_digest
@@ -343,6 +379,10 @@ def _judge(
         outcome="pass",
         detail=f"verified: {counts['proven']} proven, {counts['unprovable']} unprovable",
     )
+
+
+def _named(where: str, message: str) -> str:
+    return message if message.startswith(where) else f"{where}: {message}"
 
 
 def _local_signatures(path: str, settings: Settings) -> list[Any]:

@@ -1,48 +1,46 @@
-"""Running a fixity pass (SPEC section 13): select, check in batches (in this process,
-local processes or a Dask cluster), write the ledger and the record, summarise.
+"""Running a fixity pass (SPEC sections 13 and 13.1): select, check (``execute``), write
+the ledger and the record, summarise; and retiring a failed bundle on purpose.
 
-Work goes out in batches of about a second each, with at most a few batches per worker
-in flight; results come back here, and this process alone writes the ledger, one
-transaction per batch, so a run killed at any point loses at most the batches in flight.
+Nothing is created before the run can start: the ledger is inspected read-only, the
+source listed and the options checked first, and only then are the ledger and the
+record written. Results come back to this process, which alone writes the ledger, one
+transaction per batch, so a run killed at any point loses at most the batches in
+flight. SIGINT and SIGTERM (KeyboardInterrupt here) stop the checking; the summary of
+what was checked so far is still returned, marked interrupted.
 """
 
 from __future__ import annotations
 
-import collections
-import importlib
 import os
 import secrets
+import signal
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from bundler import storage
-from bundler.core.errors import BundlerError, StorageError, UsageError
+from bundler.core.errors import InputError, StorageError, UsageError
+from bundler.core.textsafe import shown
 from bundler.core.version import TOOL_NAME, __version__
-from bundler.fixity.check import Result, Settings, Task, check_batch, died, missing, now_iso
+from bundler.fixity import ledger as ledger_file
+from bundler.fixity.check import Result, Settings, Task, missing, now_iso
+from bundler.fixity.execute import HelperPool, execute
 from bundler.fixity.ledger import Event, Ledger
 from bundler.fixity.record import CHECK_SCHEMA, FOOTER_SCHEMA, RUN_SCHEMA, RecordWriter
 from bundler.fixity.select import Candidate, Selection, list_source, select
 
 SUMMARY_SCHEMA = "evalbook.fixity_summary.v1"
+RETIRED_SCHEMA = "evalbook.fixity_retired.v1"
 OUTCOMES = ("pass", "fail", "missing", "error")
-TARGET_BATCH_SECONDS = 1.0
-MAX_BATCH = 256
-IN_FLIGHT_PER_WORKER = 2
-GUIDED_SHARE = 8
-# Pools started again in a row, with no batch finished between, before helpers are given up.
-MAX_POOL_RESTARTS = 3
-# Runs of one bundle alone on a Dask cluster that lost it, before it is an error.
-DASK_TRIES = 3
 SHARE_WINDOWS = (("30d", 30), ("90d", 90), ("365d", 365))
+# The first checks of a run, all ending in the same storage error, that stop it.
+EARLY_STOP_CHECKS = 10
+_SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 
 
 @dataclass(frozen=True)
@@ -86,19 +84,25 @@ class Summary:
     counts: dict[str, int]
     bytes_read: int
     problems: list[dict[str, str]]
+    carried: list[dict[str, str | None]]  # open failures of earlier runs, not checked now
     shares: dict[str, float]
     ledger: str
     record: str | None
-    record_sha256: str | None
+    record_sha256: str | None  # of the record file's bytes
+    record_chain_sha256: str | None  # the footer's digest of the lines before it
     record_url: str | None
     signature: str | None
     storage_errors: int
+    interrupted: str | None = None  # "SIGINT" or "SIGTERM"
 
     @property
     def exit_code(self) -> int:
-        """0 every check passed; 1 any failed or is missing; 5 storage kept some from
-        being checked; 3 some could not be read for another reason."""
-        if self.counts["fail"] or self.counts["missing"]:
+        """130 or 143 when interrupted; 1 when any check failed or is missing, or an
+        earlier failure is still open; 5 when storage kept some from being checked; 3
+        when some could not be read for another reason; else 0."""
+        if self.interrupted is not None:
+            return _SIGNAL_EXIT[self.interrupted]
+        if self.counts["fail"] or self.counts["missing"] or self.carried:
             return 1
         if self.storage_errors:
             return 5
@@ -110,6 +114,7 @@ class Summary:
             "tool": {"name": TOOL_NAME, "version": __version__},
             **{k: v for k, v in asdict(self).items() if k != "storage_errors"},
             "checked": sum(self.counts.values()),
+            "exit_code": self.exit_code,
         }
 
 
@@ -122,6 +127,84 @@ def normalise_source(source: str) -> str:
     return os.path.abspath(source)
 
 
+def _settings(config: FixityConfig, source: str) -> Settings:
+    endpoint, region = config.endpoint_url, None
+    if source.startswith("s3://"):
+        # Resolved here, once, so that every checker (a helper, a cluster worker on
+        # another machine) reaches the same storage the same way (SPEC 13.1).
+        resolved = storage.resolved_config(storage.StorageConfig(endpoint_url=endpoint))
+        endpoint, region = resolved.endpoint_url, resolved.region
+    return Settings(
+        source=source,
+        level=config.level,
+        endpoint_url=endpoint,
+        region=region,
+        allowed_signers=_read_text(config.allowed_signers),
+        allowed_signers_name=str(config.allowed_signers or "allowed_signers"),
+    )
+
+
+class _Run:
+    """What one run accumulates while results come in."""
+
+    def __init__(
+        self,
+        source: str,
+        run_id: str,
+        ledger: Ledger,
+        record: RecordWriter | None,
+        total: int,
+        on_progress: Callable[[Progress], None] | None,
+    ) -> None:
+        self.source = source
+        self.run_id = run_id
+        self.ledger = ledger
+        self.record = record
+        self.on_progress = on_progress
+        self.progress = Progress(total=total)
+        self.counts = dict.fromkeys(OUTCOMES, 0)
+        self.problems: list[dict[str, str]] = []
+        self.checked: set[str] = set()
+        self.storage_errors = 0
+        self._streak: list[Result] = []  # the first checks, while all fail the same way
+        self._streak_open = True
+
+    def take(self, results: list[Result]) -> None:
+        self.ledger.record(self.source, self.run_id, [_event(r) for r in results])
+        for r in results:
+            self.counts[r.outcome] += 1
+            self.checked.add(r.key)
+            self.progress.checked += 1
+            self.progress.bytes_read += r.bytes_read
+            self.storage_errors += r.storage_error
+            if r.outcome != "pass":
+                self.progress.not_passed += 1
+                self.problems.append(
+                    {"key": shown(r.key), "outcome": r.outcome, "detail": shown(r.detail)}
+                )
+            if self.record is not None:
+                self.record.write(_check_line(r))
+        if self.on_progress is not None:
+            self.on_progress(self.progress)
+        self._watch_streak(results)
+
+    def _watch_streak(self, results: list[Result]) -> None:
+        """Stop the run when its first checks all end in the same storage error."""
+        if not self._streak_open:
+            return
+        for r in results:
+            if not r.storage_error or (self._streak and r.cause != self._streak[0].cause):
+                self._streak_open = False
+                return
+            self._streak.append(r)
+        needed = min(EARLY_STOP_CHECKS, self.progress.total)
+        if len(self._streak) >= needed:
+            raise StorageError(
+                f"the first {len(self._streak)} checks all ended in the same storage error, "
+                f"so the run stopped: {self._streak[-1].detail}"
+            )
+
+
 def run_fixity(
     config: FixityConfig,
     *,
@@ -129,33 +212,34 @@ def run_fixity(
     signer: Callable[[bytes], str] | None = None,
 ) -> Summary:
     """Check the bundles ``config`` selects; the ledger and the record hold every
-    finished check. Raises InputError (exit 3) when the run cannot start (unreadable
-    ledger or bad source), StorageError (exit 5) when the source cannot be listed."""
+    finished check. Raises InputError (exit 3) when the run cannot start (a ledger this
+    tool did not write, a bad source), StorageError (exit 5) when the source cannot be
+    listed or the first checks all end in the same storage error; in every case where
+    the run cannot start, no ledger and no record is created. SIGINT or SIGTERM while
+    checking ends the run early: the summary is returned, ``interrupted`` set."""
     source = normalise_source(config.source)
-    settings = Settings(
-        source=source,
-        level=config.level,
-        endpoint_url=config.endpoint_url,
-        allowed_signers=_read_text(config.allowed_signers),
-        allowed_signers_name=str(config.allowed_signers or "allowed_signers"),
-    )
-    ledger = Ledger(config.ledger, tool_version=__version__)
+    ledger_file.inspect(config.ledger)  # refused before anything else, unchanged
+    if config.record is not None and os.path.lexists(config.record):
+        raise UsageError(f"--record: {config.record} already exists; a record is never overwritten")
+    settings = _settings(config, source)
     started_clock = time.monotonic()
     started = now_iso()
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(4)
-    record = RecordWriter(config.record) if config.record or config.upload_record else None
-    # Local helpers start now, so their interpreters are up (and warm) by the time the
-    # listing is done and the first batch is ready.
-    helpers = (
-        _Helpers(settings, config.workers - 1)
-        if config.workers > 1 and config.scheduler is None
-        else None
-    )
+    helpers: HelperPool | None = None
+    record: RecordWriter | None = None
+    ledger: Ledger | None = None
     try:
-        listed = list(list_source(source, config.endpoint_url))
+        # Helpers start now, so their interpreters are up (and warm) by the time the
+        # listing is done and the first batch is ready.
+        if config.workers > 1 and config.scheduler is None:
+            helpers = HelperPool(settings, config.workers - 1)
+        listed = list(list_source(source, settings.endpoint_url))
+        # The run can start: only now is anything written.
+        ledger = Ledger(config.ledger, tool_version=__version__)
         chosen = select(
             listed, ledger.known(source), config.selection, config.level, datetime.now(UTC)
         )
+        record = RecordWriter(config.record) if config.record or config.upload_record else None
         selection = config.selection.describe()
         ledger.start_run(run_id, source, config.level, orjson.dumps(selection).decode(), started)
         if record is not None:
@@ -171,65 +255,75 @@ def run_fixity(
                     "selected": len(chosen),
                 }
             )
-        progress = Progress(total=len(chosen))
-        counts = dict.fromkeys(OUTCOMES, 0)
-        problems: list[dict[str, str]] = []
-        storage_errors = 0
-
-        def take(results: list[Result]) -> None:
-            nonlocal storage_errors
-            ledger.record(source, run_id, [_event(r) for r in results])
-            for r in results:
-                counts[r.outcome] += 1
-                progress.checked += 1
-                progress.bytes_read += r.bytes_read
-                storage_errors += r.storage_error
-                if r.outcome != "pass":
-                    progress.not_passed += 1
-                    problems.append({"key": r.key, "outcome": r.outcome, "detail": r.detail})
-                if record is not None:
-                    record.write(_check_line(r))
-            if on_progress is not None:
-                on_progress(progress)
-
-        gone = [c for c in chosen if c.gone]
-        if gone:
-            take([missing(_task(c), settings) for c in gone])
-        present = [c for c in chosen if not c.gone]
-        if present:
-            execute(present, settings, config, take, helpers)
+        run = _Run(source, run_id, ledger, record, len(chosen), on_progress)
+        interrupted = None
+        try:
+            gone = [c for c in chosen if c.gone]
+            if gone:
+                run.take([missing(_task(c, config.level), settings) for c in gone])
+            present = [_task(c, config.level) for c in chosen if not c.gone]
+            if present:
+                execute(
+                    present,
+                    settings,
+                    run.take,
+                    workers=config.workers,
+                    scheduler=config.scheduler,
+                    helpers=helpers,
+                )
+        except KeyboardInterrupt as exc:
+            signum = getattr(exc, "signum", None) or getattr(exc.__cause__, "signum", None)
+            interrupted = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
+            if helpers is not None:
+                helpers.kill()
         finished = now_iso()
         now = datetime.now(UTC)
         shares = ledger.shares(
             source,
             config.level,
             [(name, _iso(now - timedelta(days=days))) for name, days in SHARE_WINDOWS],
+            [item.key for item in listed],
         )
-        bytes_read = progress.bytes_read
+        carried = [
+            {
+                "key": shown(f.key),
+                "outcome": f.outcome,
+                "found": f.found,
+                "run_id": f.run_id,
+                "detail": shown(f.detail),
+            }
+            for f in ledger.open_failures(source)
+            if f.key not in run.checked
+        ]
         record_bytes: bytes | None = None
-        record_sha = None
+        chain_sha = file_sha = None
         if record is not None:
-            record_sha = record.sha256
-            record.write(
-                {
-                    "schema": FOOTER_SCHEMA,
-                    "run_id": run_id,
-                    "counts": counts,
-                    "bytes_read": bytes_read,
-                    "finished": finished,
-                    "preceding_sha256": record_sha,
-                }
-            )
+            chain_sha = record.sha256
+            footer: dict[str, Any] = {
+                "schema": FOOTER_SCHEMA,
+                "run_id": run_id,
+                "counts": run.counts,
+                "bytes_read": run.progress.bytes_read,
+                "finished": finished,
+                "preceding_sha256": chain_sha,
+            }
+            if interrupted is not None:
+                footer["interrupted"] = interrupted
+            record.write(footer)
             record_bytes = record.finish()
-        ledger.finish_run(run_id, finished, orjson.dumps(counts).decode())
+            file_sha = record.file_sha256
+        ledger.finish_run(run_id, finished, orjson.dumps(run.counts).decode())
     except BaseException:
         if record is not None:
             record.abandon()
+        if helpers is not None:
+            helpers.kill()
         raise
     finally:
         if helpers is not None:
             helpers.close()
-        ledger.close()
+        if ledger is not None:
+            ledger.close()
     signature_path = None
     record_url = None
     if record is not None and (signer is not None or config.upload_record):
@@ -250,16 +344,73 @@ def run_fixity(
         finished=finished,
         wall_seconds=round(time.monotonic() - started_clock, 3),
         listed=len(listed),
-        counts=counts,
-        bytes_read=bytes_read,
-        problems=problems,
+        counts=run.counts,
+        bytes_read=run.progress.bytes_read,
+        problems=run.problems,
+        carried=carried,
         shares=shares,
         ledger=str(config.ledger),
         record=None if config.record is None else str(config.record),
-        record_sha256=record_sha,
+        record_sha256=file_sha,
+        record_chain_sha256=chain_sha,
         record_url=record_url,
         signature=signature_path,
-        storage_errors=storage_errors,
+        storage_errors=run.storage_errors,
+        interrupted=interrupted,
+    )
+
+
+@dataclass(frozen=True)
+class Retirement:
+    """A bundle the keeper retired on purpose (``fixity --retire KEY --reason TEXT``)."""
+
+    source: str
+    key: str
+    outcome: str  # what it was retired from: fail or missing
+    found: str
+    reason: str
+    time: str
+    run_id: str
+    ledger: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": RETIRED_SCHEMA,
+            "tool": {"name": TOOL_NAME, "version": __version__},
+            **asdict(self),
+        }
+
+
+def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
+    """Record that the keeper retired ``key`` (as a summary shows it) with ``reason``:
+    a ``retired`` event; it checks nothing. InputError (exit 3) when there is no ledger,
+    it is not this tool's, or it holds no failed or missing bundle ``key`` under
+    ``source``; UsageError for an empty reason."""
+    if not reason.strip():
+        raise UsageError(
+            "--reason: give the reason the bundle is retired (it is kept in the ledger)"
+        )
+    source = normalise_source(source)
+    if ledger_file.inspect(ledger_path) is None:
+        raise InputError(f"{ledger_path}: no such ledger; nothing to retire")
+    ledger = Ledger(ledger_path, tool_version=__version__)
+    try:
+        known = ledger.known(source)
+        exact = key if key in known else next((k for k in known if shown(k) == key), key)
+        time_now = now_iso()
+        run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(4)
+        failure = ledger.retire(source, exact, shown(reason), time_now, run_id)
+    finally:
+        ledger.close()
+    return Retirement(
+        source=source,
+        key=shown(exact),
+        outcome=failure.outcome,
+        found=failure.found,
+        reason=shown(reason),
+        time=time_now,
+        run_id=run_id,
+        ledger=str(ledger_path),
     )
 
 
@@ -276,14 +427,21 @@ def _read_text(path: Path | None) -> str | None:
     return path.read_text(encoding="utf-8")
 
 
-def _task(c: Candidate) -> Task:
+def _task(c: Candidate, level: str) -> Task:
     k = c.known
+    if c.first_sight:
+        # Full at first sight, whatever --level, so a corrupt archive never becomes its
+        # own baseline (SPEC 13.1).
+        return Task(key=c.key, size=c.size, level="full", baseline=True, in_layout=c.in_layout)
+    assert k is not None
     return Task(
         key=c.key,
         size=c.size,
-        recorded_size=None if k is None else k.size,
-        recorded_sha256=None if k is None else k.sha256,
-        recorded_bundle_digest=None if k is None else k.bundle_digest,
+        recorded_size=k.size,
+        recorded_sha256=k.sha256,
+        recorded_bundle_digest=k.bundle_digest,
+        level=level,
+        in_layout=c.in_layout,
     )
 
 
@@ -293,22 +451,24 @@ def _event(r: Result) -> Event:
         time=r.time,
         level=r.level,
         outcome=r.outcome,
-        detail=r.detail,
+        detail=shown(r.detail),  # a name that is not UTF-8 is escaped, as everywhere shown
         size=r.size,
         sha256=r.sha256,
         bundle_digest=r.bundle_digest,
         report_id=r.report_id,
+        bytes_read=r.bytes_read,
+        baseline=r.baseline,
     )
 
 
 def _check_line(r: Result) -> dict[str, Any]:
     return {
         "schema": CHECK_SCHEMA,
-        "key": r.key,
+        "key": shown(r.key),
         "time": r.time,
         "level": r.level,
         "outcome": r.outcome,
-        "detail": r.detail,
+        "detail": shown(r.detail),
         "size": r.size,
         "bytes_read": r.bytes_read,
         "sha256": r.sha256,
@@ -316,304 +476,6 @@ def _check_line(r: Result) -> dict[str, Any]:
         "report_id": r.report_id,
         "seconds": r.seconds,
     }
-
-
-# ---------------------------------------------------------------------------- execution
-
-
-class _Batches:
-    """Cuts the work into batches of about ``TARGET_BATCH_SECONDS`` each, from the
-    throughput measured so far (bytes per second and seconds per bundle).
-
-    Towards the end batches shrink (to an eighth of the work left per worker, as
-    guided scheduling does), so no worker is left with a long last batch while the
-    others idle.
-    """
-
-    def __init__(self, candidates: list[Candidate], workers: int = 1) -> None:
-        self._queue = [_task(c) for c in candidates]
-        self._queue.reverse()
-        self._left_bytes = sum(t.size for t in self._queue)
-        self.workers = max(1, workers)
-        self._seconds = 0.0
-        self._bytes = 0
-        self._count = 0
-
-    def __bool__(self) -> bool:
-        return bool(self._queue)
-
-    def learn(self, results: list[Result]) -> None:
-        for r in results:
-            self._seconds += r.seconds
-            self._bytes += r.bytes_read
-            self._count += 1
-
-    def next(self) -> list[Task]:
-        batch: list[Task] = []
-        estimate = 0.0
-        per_item = self._seconds / self._count if self._count else None
-        per_byte = self._seconds / self._bytes if self._bytes else None
-        left = per_byte * self._left_bytes if per_byte else (per_item or 0.0) * len(self._queue)
-        budget = min(TARGET_BATCH_SECONDS, left / (GUIDED_SHARE * self.workers))
-        while self._queue and len(batch) < MAX_BATCH:
-            if per_item is None and batch:
-                break  # nothing measured yet: one bundle per batch to learn the rate
-            task = self._queue[-1]
-            cost = (per_byte * task.size) if per_byte else (per_item or 0.0)
-            if batch and estimate + cost > budget:
-                break
-            batch.append(self._queue.pop())
-            self._left_bytes -= task.size
-            estimate += cost
-        return batch
-
-
-def execute(
-    candidates: list[Candidate],
-    settings: Settings,
-    config: FixityConfig,
-    take: Callable[[list[Result]], None],
-    helpers: _Helpers | None = None,
-) -> None:
-    """Run ``check_batch`` over every candidate; ``take`` receives each batch's results
-    in this process, as they arrive. ``helpers``: local helper processes, for
-    ``config.workers`` above one (the caller closes them)."""
-    batches = _Batches(candidates, config.workers)
-    if config.scheduler is not None:
-        _execute_dask(batches, settings, config.scheduler, take)
-    elif helpers is None:
-        while batches:
-            results = check_batch(batches.next(), settings)
-            batches.learn(results)
-            take(results)
-    else:
-        _execute_local(batches, settings, helpers, take)
-
-
-def _execute_local(
-    batches: _Batches, settings: Settings, helpers: _Helpers, take: Callable[[list[Result]], None]
-) -> None:
-    """Checkers: this process and the helper processes.
-
-    This process has already imported the verifier and opened a storage client (for
-    the listing), so it checks batches itself between collecting the helpers' results
-    rather than idling; a result waits at most one batch (about a second) before the
-    ledger records it. A helper that dies (killed, out of memory, crashed by what it
-    read) loses no check: see ``_Helpers``.
-    """
-    while batches or helpers.busy:
-        while batches and helpers.has_room:
-            helpers.submit(batches.next())
-        if batches:
-            results = check_batch(batches.next(), settings)
-            batches.learn(results)
-            take(results)
-        else:
-            helpers.last_submitted()
-        for results in helpers.collect(block=not batches):
-            batches.learn(results)
-            take(results)
-
-
-def _warm(settings: Settings) -> None:
-    """A helper's initializer: import the verifier and open the storage client while
-    the fixity process lists the source. Best effort: a failure here shows in the
-    checks, where it is reported properly."""
-    try:
-        importlib.import_module("bundler.bundles.verify")
-        if settings.is_s3:
-            storage.make_client(storage.StorageConfig(endpoint_url=settings.endpoint_url))
-    except Exception:  # reported by the checks themselves
-        pass
-
-
-class _Helpers:
-    """Helper processes that check batches, at most IN_FLIGHT_PER_WORKER each.
-
-    When a helper dies, every batch in flight is lost (the pool breaks); a new pool
-    takes over and the lost bundles are checked again one at a time, alone in the
-    pool, so a bundle that kills its checker again is known for certain and reported
-    as an error rather than retried for ever.
-    """
-
-    def __init__(self, settings: Settings, count: int) -> None:
-        self._settings = settings
-        self._count = count
-        self._warmups: list[Future[int]] = []
-        self._pool = self._new_pool()
-        self._pending: dict[Future[list[Result]], list[Task]] = {}
-        self._suspects: list[Task] = []  # lost with a dead helper, to check alone
-        self._suspect: Future[list[Result]] | None = None
-        self._draining = False
-        self._restarts = 0  # pools started again since a helper last finished a batch
-
-    def _new_pool(self) -> ProcessPoolExecutor:
-        # spawn: a helper opens its own storage connections, never a forked copy of ours.
-        pool = ProcessPoolExecutor(
-            max_workers=self._count,
-            mp_context=get_context("spawn"),
-            initializer=_warm,
-            initargs=(self._settings,),
-        )
-        # The pool starts a process per waiting task; each first answers its pid, which
-        # shows the helpers came up (a death after that is the work's, not the start's).
-        self._warmups = [pool.submit(os.getpid) for _ in range(self._count)]
-        self._draining = False
-        return pool
-
-    def _started(self) -> bool:
-        """Whether a helper of the current pool came up (answered its first task)."""
-        return any(f.done() and not f.cancelled() and f.exception() is None for f in self._warmups)
-
-    def last_submitted(self) -> None:
-        """Nothing more will be submitted (unless a helper dies): let the helpers exit
-        as soon as their last batch is done, while this process finishes its own."""
-        if not self._draining and not self._suspects:
-            self._draining = True
-            self._pool.shutdown(wait=False)
-
-    @property
-    def busy(self) -> bool:
-        return bool(self._pending or self._suspects)
-
-    @property
-    def has_room(self) -> bool:
-        return (
-            self._count > 0
-            and not self._suspects
-            and self._suspect is None
-            and len(self._pending) < self._count * IN_FLIGHT_PER_WORKER
-        )
-
-    def submit(self, batch: list[Task]) -> None:
-        try:
-            self._pending[self._pool.submit(check_batch, batch, self._settings)] = batch
-        except BrokenProcessPool:  # a helper died since the last collect
-            self._recover(batch)
-
-    def collect(self, *, block: bool) -> list[list[Result]]:
-        """The results of the batches finished so far (waiting for one when ``block``)."""
-        if not self._count:  # no helpers any more: the rest is checked here
-            left, self._suspects = self._suspects, []
-            return [check_batch([task], self._settings) for task in left]
-        if self._suspects and self._suspect is None:
-            task = self._suspects.pop()
-            try:
-                self._suspect = self._pool.submit(check_batch, [task], self._settings)
-            except BrokenProcessPool:
-                self._recover([task])
-                return []
-            self._pending[self._suspect] = [task]
-        if not self._pending:
-            return []
-        done, _ = wait(self._pending, timeout=None if block else 0, return_when=FIRST_COMPLETED)
-        finished: list[list[Result]] = []
-        lost: list[Task] = []
-        broken = False
-        for future in done:
-            batch = self._pending.pop(future)
-            try:
-                finished.append(future.result())
-                self._restarts = 0  # helpers work: only deaths in a row count
-            except BrokenProcessPool:
-                broken = True
-                if future is self._suspect and self._started():
-                    finished.append(
-                        [died(batch[0], self._settings, "twice, the second time checking it alone")]
-                    )
-                else:
-                    lost.extend(batch)
-            if future is self._suspect:
-                self._suspect = None
-        if broken:
-            self._recover(lost)
-        return finished
-
-    def _recover(self, lost: list[Task]) -> None:
-        """After a helper died: every batch in flight is lost with it (a broken pool
-        fails them all); queue their bundles to be checked alone, in a new pool."""
-        for batch in self._pending.values():
-            lost.extend(batch)
-        self._pending.clear()
-        self._suspect = None
-        self._suspects.extend(lost)
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._restarts += 1
-        if self._restarts > MAX_POOL_RESTARTS:
-            # Helpers die before finishing anything (they cannot start here): stop
-            # starting them, and check what is left in this process.
-            self._count = 0
-            return
-        self._pool = self._new_pool()
-
-    def close(self) -> None:
-        # Waits for the helpers to exit: none outlives the run.
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _execute_dask(
-    batches: _Batches, settings: Settings, address: str, take: Callable[[list[Result]], None]
-) -> None:
-    try:
-        # Optional (the cluster extra), and untyped: imported only for --scheduler.
-        distributed: Any = importlib.import_module("distributed")
-    except ImportError as exc:
-        raise UsageError(
-            "--scheduler needs the Dask distributed client: pip install 'evalbook-bundle[cluster]'"
-        ) from exc
-    try:
-        client = distributed.Client(address, timeout=10, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        # The run cannot start (exit 3): nothing was checked.
-        raise BundlerError(
-            f"--scheduler {address}: cannot reach the Dask scheduler ({exc})"
-        ) from exc
-    try:
-        workers = max(1, len(client.scheduler_info().get("workers", {})))
-        batches.workers = workers
-        settings_future = client.scatter(settings, broadcast=True)
-        batch_of: dict[str, list[Task]] = {}
-        redo: list[Task] = []  # bundles of a batch the cluster gave up on, to run alone
-        tries: collections.Counter[str] = collections.Counter()  # runs alone so far
-
-        def submit() -> Any:
-            batch = [redo.pop()] if redo else batches.next()
-            future = client.submit(check_batch, batch, settings_future, pure=False)
-            batch_of[future.key] = batch
-            return future
-
-        def more() -> bool:
-            return bool(redo or batches)
-
-        first = [submit() for _ in range(workers * IN_FLIGHT_PER_WORKER) if more()]
-        pending = distributed.as_completed(first, loop=client.loop)
-        in_flight = len(first)
-        # The scheduler re-runs the batch of a worker that died on another worker; after
-        # its allowed failures it gives up (KilledWorker), and then each of the batch's
-        # bundles runs alone, so only the one that kills its workers ends as an error.
-        while in_flight:
-            while more() and in_flight < workers * IN_FLIGHT_PER_WORKER:
-                pending.add(submit())
-                in_flight += 1
-            future = next(pending)
-            in_flight -= 1
-            batch = batch_of.pop(future.key)
-            try:
-                results = future.result()
-            except Exception as exc:
-                # The cluster gave up on the batch (KilledWorker), or lost it otherwise:
-                # its bundles run again alone, each up to DASK_TRIES times in all.
-                again = [t for t in batch if len(batch) > 1 or tries[t.key] < DASK_TRIES]
-                for task in again:
-                    tries[task.key] += 1
-                redo.extend(again)
-                if again:
-                    continue
-                results = [died(batch[0], settings, f"Dask: {type(exc).__name__}: {exc}")]
-            batches.learn(results)
-            take(results)
-    finally:
-        client.close()
 
 
 def upload_record(

@@ -1,5 +1,6 @@
-"""Which bundles a fixity run checks (SPEC section 13): listing the source, the stable
-sample groups, ``--older-than``, and the caps, oldest checked first."""
+"""Which bundles a fixity run checks (SPEC sections 13 and 13.1): listing the source,
+the stable sample groups, ``--older-than``, and the caps; bundles whose latest outcome
+is fail, missing or error first, then the oldest checked."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from datetime import datetime, timedelta
 
 from bundler import storage
 from bundler.core.errors import InputError, UsageError
-from bundler.fixity.ledger import KnownBundle
+from bundler.fixity.ledger import RETIRED, KnownBundle
 
 ARCHIVE_SUFFIX = ".tar.zst"
 _DURATION_RE = re.compile(r"\A([1-9][0-9]{0,8})([smhdw])\Z")
@@ -27,6 +28,7 @@ class Listed:
 
     key: str
     size: int
+    in_layout: bool = True  # s3://: the key follows <prefix>/reports/bundles/<id>/<hex>.tar.zst
 
 
 @dataclass(frozen=True)
@@ -69,20 +71,24 @@ def group_of(key: str, n: int) -> int:
     """The sample group of a key: the first 8 bytes of SHA-256(key), big-endian, mod n.
 
     Depends on the key alone, so a bundle stays in its group and runs K = 0..n-1
-    together check every bundle exactly once.
+    together check every bundle exactly once. A local name that is not UTF-8 is
+    grouped by its exact bytes.
     """
-    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % n
+    data = key.encode("utf-8", "surrogateescape")
+    return int.from_bytes(hashlib.sha256(data).digest()[:8], "big") % n
 
 
 def list_source(source: str, endpoint_url: str | None) -> Iterator[Listed]:
     """The bundles under ``source`` now: ``*.tar.zst`` below a local directory (links not
-    followed) or under ``<prefix>/reports/bundles/``. InputError for a bad source."""
+    followed; names as the file system has them, ``surrogateescape`` for bytes that are
+    not UTF-8) or every ``*.tar.zst`` under ``<prefix>/reports/bundles/``, in the key
+    layout or not. InputError for a bad source."""
     if source.startswith("s3://"):
         loc = storage.parse_s3_url(source)
         storage.check_archive_prefix(loc)
         config = storage.StorageConfig(endpoint_url=endpoint_url)
-        for listed in storage.list_bundles(loc, config=config):
-            yield Listed(listed.key, listed.size)
+        for listed in storage.list_archive_objects(loc, config=config):
+            yield Listed(listed.key, listed.size, listed.in_layout)
         return
     try:
         info = os.stat(source, follow_symlinks=False)
@@ -115,6 +121,28 @@ class Candidate:
     size: int
     known: KnownBundle | None
     gone: bool
+    in_layout: bool = True
+
+    @property
+    def first_sight(self) -> bool:
+        """No check has passed it yet, or it was retired and now holds other bytes (its
+        size changed): checked at level full, and its digests become the baseline only
+        when that check passes (SPEC 13.1)."""
+        k = self.known
+        return k is None or not k.has_baseline or (k.verdict == RETIRED and not self.retired)
+
+    @property
+    def retired(self) -> bool:
+        """Retired by the keeper and, as far as the listing shows, still the bytes it was
+        retired with (the size they had; gone, when it was retired missing)."""
+        k = self.known
+        if k is None or k.verdict != RETIRED:
+            return False
+        return self.gone or (k.retired_size is not None and k.retired_size == self.size)
+
+    @property
+    def due_first(self) -> bool:
+        return self.known is not None and self.known.due_first
 
 
 def select(
@@ -124,23 +152,41 @@ def select(
     level: str,
     now: datetime,
 ) -> list[Candidate]:
-    """The bundles to check, oldest checked first (never checked first of all)."""
+    """The bundles to check: those whose latest outcome is fail, missing or error
+    first (whatever ``--older-than`` says), then the oldest checked (never checked
+    first of all). A retired bundle that still holds the bytes it was retired with is
+    not checked."""
     present = {item.key for item in listed}
-    candidates = [Candidate(item.key, item.size, known.get(item.key), False) for item in listed]
+    candidates = [
+        Candidate(item.key, item.size, known.get(item.key), False, item.in_layout)
+        for item in listed
+    ]
     candidates += [
         Candidate(key, row.size, row, True)
         for key, row in sorted(known.items())
         if key not in present
     ]
+    candidates = [c for c in candidates if not c.retired]
     if selection.sample is not None:
         k, n = selection.sample
         candidates = [c for c in candidates if group_of(c.key, n) == k]
     if selection.older_than is not None:
         cutoff = (now - selection.older_than).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         candidates = [
-            c for c in candidates if c.known is None or (c.known.last_at(level) or "") < cutoff
+            c
+            for c in candidates
+            if c.known is None
+            or c.first_sight
+            or c.due_first
+            or (c.known.last_at(level) or "") < cutoff
         ]
-    candidates.sort(key=lambda c: ((c.known.last_at(level) or "") if c.known else "", c.key))
+    candidates.sort(
+        key=lambda c: (
+            not c.due_first,
+            "" if c.known is None or c.first_sight else (c.known.last_at(level) or ""),
+            c.key,
+        )
+    )
     if selection.limit is not None:
         candidates = candidates[: selection.limit]
     if selection.limit_bytes is not None:

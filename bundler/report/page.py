@@ -13,14 +13,20 @@ characters visibly escaped, then HTML-escaped, in element text, attributes and S
 Nothing here marks a string safe. The Content-Security-Policy forbids every fetch but
 inline styles and data: images, and the page holds no script.
 
+What the page shows comes from ``record.sift_value`` (or ``sift_path`` for ``render``): a
+record that breaks its schema or contradicts itself is refused before any page is made,
+and the verdict, outcome and counts on the page are the ones the record's own items give.
+Tables come from the record's fields, never from splitting its texts. Commands to copy
+quote names as a POSIX shell reads them back (``textsafe.shell_word``); a name holding an
+invisible character is given as a variable, with the name shown escaped beside it.
+
 The words reuse the console's: reasons from ``evalbook.listing.explain_reason``, the
 verdict notes and the interval methods from ``report.render`` and ``report.audit``.
 """
 
 from __future__ import annotations
 
-import shlex
-from collections import Counter
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,19 +34,16 @@ import jinja2
 import markupsafe
 
 from bundler.core.claims import GROUPS
-from bundler.core.textsafe import shown
+from bundler.core.textsafe import shell_word, shown
 from bundler.evalbook.audit import format_value
 from bundler.evalbook.listing import explain_reason
 from bundler.report.audit import ASSURANCE_RULE, METHOD_WORDS, ROUNDING_NOTE
+from bundler.report.record import KINDS, MAX_KEPT_ITEMS, Sifted, eb_totals, sift_value
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 # Per-claim rows on the page (failed first, then unprovable); the rest are counted and
 # named in the JSON record, so a 20,000-case bundle's page stays small.
-MAX_LISTED_CLAIMS = 1000
-VERIFICATION_SCHEMA = "evalbook.verification.v1"
-AUDIT_SCHEMA = "evalbook.audit.v1"
-FIXITY_SCHEMA = "evalbook.fixity_summary.v1"
-KINDS = {VERIFICATION_SCHEMA: "verification", AUDIT_SCHEMA: "audit", FIXITY_SCHEMA: "fixity"}
+MAX_LISTED_CLAIMS = MAX_KEPT_ITEMS
 
 _VERDICT_WORDS = {
     "verified": "every claim the bundle makes was checked; none failed",
@@ -56,7 +59,7 @@ def _finalize(value: Any) -> Any:
     if value is None or isinstance(value, jinja2.Undefined):
         return ""
     if isinstance(value, markupsafe.Markup):
-        return value  # a macro's output: already finalized and escaped, piece by piece
+        return value  # a macro's output or a command line: already escaped, piece by piece
     if isinstance(value, bool | int | float):
         return value
     return shown(value)
@@ -83,20 +86,18 @@ def record_kind(record: Mapping[str, Any]) -> str | None:
     return KINDS.get(schema) if isinstance(schema, str) else None
 
 
-def render_record(record: Mapping[str, Any]) -> tuple[str, bytes]:
-    """(kind, page) for any of the three records; raises ValueError for anything else."""
-    kind = record_kind(record)
-    if kind == "verification":
-        return kind, verification_page(record)
-    if kind == "audit":
-        return kind, audit_page(record)
-    if kind == "fixity":
-        return kind, fixity_page(record)
-    raise ValueError(
-        "not a verification, audit or fixity summary record (schema must be one of "
-        + ", ".join(KINDS)
-        + ")"
-    )
+def _sifted(record: Mapping[str, Any] | Sifted) -> Sifted:
+    return record if isinstance(record, Sifted) else sift_value(record)
+
+
+def render_record(record: Mapping[str, Any] | Sifted) -> tuple[str, bytes]:
+    """(kind, page) for any of the three records.
+
+    Raises InputError (exit 3) for a record that breaks its schema or contradicts itself.
+    """
+    sifted = _sifted(record)
+    page = {"verification": verification_page, "audit": audit_page, "fixity": fixity_page}
+    return sifted.kind, page[sifted.kind](sifted)
 
 
 # ---- charts: bars as data, drawn by the template's SVG macros -----------------------
@@ -115,8 +116,35 @@ def _bars(rows: Iterable[tuple[str, int | float]], *, total: float | None = None
     }
 
 
-def _q(text: Any) -> str:
-    return shlex.quote(str(text))
+# ---- commands to copy ----------------------------------------------------------------
+
+
+class _Command:
+    """A command line built from literal words and names quoted for the shell.
+
+    A name with an invisible character cannot be shown both visibly and literally: it
+    becomes ``"$VAR"``, and a comment line before the commands shows it escaped.
+    """
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.lines: list[str] = []
+
+    def name(self, value: Any, var: str) -> str:
+        text = str(value)
+        word = shell_word(text)
+        if word is not None:
+            return word
+        note = f"# set {var} to the name shown here escaped (it holds invisible characters): {shown(text)}"
+        if note not in self.notes:
+            self.notes.append(note)
+        return f'"${var}"'
+
+    def add(self, *words: str) -> None:
+        self.lines.append(" ".join(words))
+
+    def markup(self) -> list[markupsafe.Markup]:
+        return [markupsafe.Markup.escape(line) for line in [*self.notes, *self.lines]]
 
 
 # ---- verification -------------------------------------------------------------------
@@ -142,45 +170,50 @@ def _claim_view(c: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _groups(claims: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    counts: dict[int, Counter[str]] = {}
-    for c in claims:
-        counts.setdefault(int(c.get("group") or 0), Counter())[str(c.get("state"))] += 1
+def _groups(facts: Any) -> list[dict[str, Any]]:
     return [
         {
             "group": g,
             "name": GROUPS.get(g, "unknown"),
-            "proven": counts[g]["proven"],
-            "unprovable": counts[g]["unprovable"],
-            "failed": counts[g]["failed"],
+            "proven": facts.groups[g]["proven"],
+            "unprovable": facts.groups[g]["unprovable"],
+            "failed": facts.groups[g]["failed"],
         }
-        for g in sorted(counts)
+        for g in sorted(facts.groups)
     ]
 
 
-def _inputs(claims: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Suite, scorers and dataset manifests with their pinned digests (groups 4-6)."""
-    rows = []
-    for c in claims:
-        group, subject = c.get("group"), str(c.get("subject") or "")
-        if group in (4, 5) or (group == 6 and subject.startswith("dataset ")):
-            rows.append(_claim_view(c))
-    return rows
+def _eb(head: Mapping[str, Any]) -> dict[str, Any]:
+    """eval-banana facts from the record's structure: each check's status and score, and
+    the totals and labels its statuses give (never the record's own words for them)."""
+    summary = head.get("summary") or {}
+    totals = eb_totals(summary)
+    run_id = (
+        summary.get("run_id") if isinstance(summary.get("run_id"), str) else head.get("report_id")
+    )
+    labels: list[tuple[str, str]] = []
+    if summary.get("mode") == "run_directory":
+        from bundler.evalbanana.verify import IN_PLACE_NOTE
 
+        labels.append(("Checked", IN_PLACE_NOTE))
+    if totals is None:
+        labels.append(("Run ID", str(run_id)))
+    else:
+        from bundler.evalbanana.results import summary_lines
 
-def _eb_checks(claims: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """eval-banana: each check's claims, by check id in the order they appear."""
-    by_check: dict[str, Counter[str]] = {}
-    for c in claims:
-        subject = str(c.get("subject") or "")
-        if not subject.startswith("check ") or ": " not in subject:
-            continue
-        check_id = subject[len("check ") :].split(": ", 1)[0]
-        by_check.setdefault(check_id, Counter())[str(c.get("state"))] += 1
-    return [
-        {"check_id": k, "proven": v["proven"], "unprovable": v["unprovable"], "failed": v["failed"]}
-        for k, v in by_check.items()
-    ]
+        # Our own lines: each label is a literal before the first ": ".
+        for line in summary_lines(str(run_id), totals):
+            label, value = line.split(": ", 1)
+            labels.append((label, value))
+    return {
+        "labels": labels,
+        "totals": totals,
+        "threshold": summary.get("pass_threshold"),
+        "checks": [
+            {"check_id": c["check_id"], "status": c["status"], "score": c["score"]}
+            for c in summary.get("checks") or []
+        ],
+    }
 
 
 _SIGNATURE_WORDS = {
@@ -240,68 +273,85 @@ def _anchor_trust(anchor: Any, verdict: str | None) -> dict[str, Any]:
     return {"level": "anchored", "lines": lines}
 
 
-def verification_page(record: Mapping[str, Any]) -> bytes:
+def _report_facts(
+    report_id: Any, result: Any, issued_at: Any, envelope: Any, known: bool = True
+) -> dict[str, Any]:
+    """The report facts a verification page and an audit page both show, from the same
+    fields: id, result, issued_at, envelope status and supersession."""
+    return {
+        "known": known,
+        "report_id": report_id,
+        "result": result,
+        "issued_at": issued_at,
+        "envelope": envelope if isinstance(envelope, Mapping) else None,
+    }
+
+
+def verification_page(record: Mapping[str, Any] | Sifted) -> bytes:
     """The page of one verification record (``Verification.to_json()``)."""
-    claims = [c for c in record.get("claims") or [] if isinstance(c, Mapping)]
-    verdict = str(record.get("verdict"))
-    failed = [_claim_view(c) for c in claims if c.get("state") == "failed"]
-    unprovable = [_claim_view(c) for c in claims if c.get("state") == "unprovable"]
-    listed_failed = failed[:MAX_LISTED_CLAIMS]
-    listed_unprovable = unprovable[: max(0, MAX_LISTED_CLAIMS - len(listed_failed))]
-    by_reason = dict(record.get("unprovable_by_reason") or {})
-    summary = record.get("summary") or {}
-    tool = record.get("tool") or {}
-    archive = record.get("archive")
-    source = record.get("source")
-    anchor = record.get("anchor") or {}
-    command = ["evalbook-bundle", "verify", _q(source)]
+    sifted = _sifted(record)
+    head, facts = sifted.head, sifted.facts
+    verdict = facts.verdict(head)
+    failed = [_claim_view(c) for c in facts.failed.items]
+    unprovable = [_claim_view(c) for c in facts.unprovable.items]
+    listed_unprovable = unprovable[: max(0, MAX_LISTED_CLAIMS - len(failed))]
+    by_reason = dict(sorted(facts.by_reason.items()))
+    counts = facts.counts()
+    tool = head.get("tool") or {}
+    archive = head.get("archive")
+    source = head.get("source")
+    anchor = head.get("anchor") or {}
+    cmd = _Command()
+    words = ["evalbook-bundle", "verify", cmd.name(source, "BUNDLE")]
     if _g(anchor, "expected_bundle_digest"):
-        command += ["--expect-bundle-digest", _q(anchor["expected_bundle_digest"])]
+        words += ["--expect-bundle-digest", cmd.name(anchor["expected_bundle_digest"], "DIGEST")]
     if _g(anchor, "expected_report_digest"):
-        command += ["--expect-report-digest", _q(anchor["expected_report_digest"])]
+        words += ["--expect-report-digest", cmd.name(anchor["expected_report_digest"], "DIGEST")]
     if _g(anchor, "signer"):
-        command += ["--allowed-signers", "allowed_signers"]
-    if record.get("strict"):
-        command.append("--strict")
-    commands = [" ".join(command)]
+        words += ["--allowed-signers", "allowed_signers"]
+    if head.get("strict"):
+        words.append("--strict")
+    cmd.add(*words)
     if archive:
-        commands.append(f"sha256sum {_q(source)}   # {archive.get('sha256')}")
-    commands.append(" ".join(command) + " --json > verification.json")
-    commands.append("evalbook-bundle render verification.json --html verification.html")
-    recomputed = _g(summary, "recomputed")
-    is_eb = _g(summary, "mode") is not None
+        cmd.add("sha256sum", cmd.name(source, "BUNDLE"), "  #", str(archive.get("sha256")))
+    cmd.add(*words, "--json", ">", "verification.json")
+    cmd.add("evalbook-bundle", "render", "verification.json", "--html", "verification.html")
+    is_eb = (
+        head.get("bundle_schema") == "evalbook.eval_banana_bundle.v1"
+        or _g(head.get("summary"), "mode") is not None
+    )
     return _render(
         "verification.html.j2",
         title=f"Verification: {verdict}",
-        r=record,
+        r=head,
         verdict=verdict,
         verdict_words=_VERDICT_WORDS.get(verdict, ""),
-        trust=_trust(anchor, verdict, record.get("signatures")),
-        counts=record.get("counts") or {},
-        groups=_groups(claims),
-        inputs=_inputs(claims),
-        failed=listed_failed,
-        failed_total=len(failed),
+        strict_forecast=facts.strict_forecast(head),
+        trust=_trust(anchor, verdict, head.get("signatures")),
+        counts=counts,
+        groups=_groups(facts),
+        inputs=[_claim_view(c) for c in facts.inputs.items],
+        inputs_more=facts.inputs.more,
+        failed=failed,
+        failed_total=facts.failed.total,
         unprovable=listed_unprovable,
-        unprovable_total=len(unprovable),
+        unprovable_total=facts.unprovable.total,
         reasons=[
             {"reason": r, "count": n, "words": explain_reason(r)} for r, n in by_reason.items()
         ],
         reason_chart=_bars(by_reason.items()),
-        state_chart=_bars(
-            [
-                (s, int((record.get("counts") or {}).get(s, 0)))
-                for s in ("proven", "unprovable", "failed")
-            ]
+        state_chart=_bars([(s, counts[s]) for s in ("proven", "unprovable", "failed")]),
+        report=_report_facts(
+            head.get("report_id"),
+            head.get("report_result"),
+            head.get("report_issued_at"),
+            head.get("envelope"),
         ),
-        envelope=record.get("envelope"),
         is_eb=is_eb,
-        labels=[(str(k), str(v)) for k, v in (_g(summary, "labels") or [])],
-        recomputed=recomputed if isinstance(recomputed, Mapping) else None,
-        eb_checks=_eb_checks(claims) if is_eb else [],
+        eb=_eb(head) if is_eb else None,
         tool=tool,
         archive=archive,
-        commands=commands,
+        commands=cmd.markup(),
     )
 
 
@@ -346,55 +396,77 @@ def _value_of(field: Mapping[str, Any] | None) -> Any:
     return issued[0].get("value") if issued else None
 
 
+# Numbers a chart places: anything further from zero is shown as text only.
+_CHARTABLE = 1e12
+
+
 def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+    """A number a chart can place (finite, not huge), else None."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    value = float(x)
+    return value if math.isfinite(value) and abs(value) <= _CHARTABLE else None
+
+
+def _count(x: Any) -> int | None:
+    """A count a coverage bar can draw: an integer from 0 to 2^53 - 1, else None."""
+    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= 2**53 - 1:
+        return None
+    return x
+
+
+def _coverage(coverage: Any, aggregation: Any) -> dict[str, Any] | None:
+    expected, executed = _count(_g(coverage, "expected")), _count(_g(coverage, "executed"))
+    if expected is None or executed is None or executed > expected:
+        return None
+    return {
+        "expected": expected,
+        "executed": executed,
+        "missing": expected - executed,
+        "pct": round(100 * executed / expected, 2) if expected else 0.0,
+        "min_coverage": _g(aggregation, "min_coverage"),
+    }
+
+
+def _value_chart(
+    score: float, threshold: float | None, interval: Any, aggregation: Any
+) -> dict[str, Any]:
+    low, high = _num(_g(interval, "low")), _num(_g(interval, "high"))
+    nums = [x for x in (score, threshold, low, high) if x is not None]
+    top = max(1.0, *nums)
+    bottom = min(0.0, *nums)
+    span = (top - bottom) or 1.0
+
+    def x(v: float) -> float:
+        return round(20 + 560 * (v - bottom) / span, 2)
+
+    return {
+        "score": format_value(score),
+        "score_x": x(score),
+        "threshold": None if threshold is None else format_value(threshold),
+        "threshold_x": None if threshold is None else x(threshold),
+        "low": None if low is None else format_value(low),
+        "high": None if high is None else format_value(high),
+        "low_x": None if low is None else x(low),
+        "high_x": None if high is None else x(high),
+        "bottom": format_value(bottom),
+        "top": format_value(top),
+        "meets": threshold is None or score >= threshold,
+        "rule": _g(aggregation, "rule"),
+        "method": _g(interval, "method"),
+        "level": _g(interval, "level"),
+    }
 
 
 def _check_view(check: Mapping[str, Any]) -> dict[str, Any]:
     fields = {str(f.get("field")): f for f in check.get("fields") or [] if isinstance(f, Mapping)}
-    coverage = _value_of(fields.get("coverage"))
     aggregation = _value_of(fields.get("aggregation"))
-    interval = _value_of(fields.get("interval"))
     score = _num(_value_of(fields.get("score")))
-    threshold = _num(_g(aggregation, "threshold"))
-    expected = _num(_g(coverage, "expected"))
-    executed = _num(_g(coverage, "executed"))
-    low, high = _num(_g(interval, "low")), _num(_g(interval, "high"))
-    cov = None
-    if expected is not None and executed is not None:
-        cov = {
-            "expected": int(expected),
-            "executed": int(executed),
-            "missing": int(expected - executed),
-            "pct": round(100 * executed / expected, 2) if expected else 0.0,
-            "min_coverage": _g(aggregation, "min_coverage"),
-        }
+    raw_threshold = _g(aggregation, "threshold")
+    threshold = _num(raw_threshold)
     value = None
-    if score is not None:
-        nums = [x for x in (score, threshold, low, high) if x is not None]
-        top = max(1.0, *nums)
-        bottom = min(0.0, *nums)
-        span = (top - bottom) or 1.0
-
-        def x(v: float) -> float:
-            return round(20 + 560 * (v - bottom) / span, 2)
-
-        value = {
-            "score": format_value(score),
-            "score_x": x(score),
-            "threshold": None if threshold is None else format_value(threshold),
-            "threshold_x": None if threshold is None else x(threshold),
-            "low": None if low is None else format_value(low),
-            "high": None if high is None else format_value(high),
-            "low_x": None if low is None else x(low),
-            "high_x": None if high is None else x(high),
-            "bottom": format_value(bottom),
-            "top": format_value(top),
-            "meets": threshold is None or score >= threshold,
-            "rule": _g(aggregation, "rule"),
-            "method": _g(interval, "method"),
-            "level": _g(interval, "level"),
-        }
+    if score is not None and (raw_threshold is None or threshold is not None):
+        value = _value_chart(score, threshold, _value_of(fields.get("interval")), aggregation)
     status = fields.get("status")
     return {
         "check_id": check.get("check_id"),
@@ -402,19 +474,21 @@ def _check_view(check: Mapping[str, Any]) -> dict[str, Any]:
         "status_issued": _issued_text(status) if status else "not issued",
         "status_derived": _field_view(status)["derived"] if status else "-",
         "status_outcome": _field_view(status)["outcome"] if status else "-",
-        "coverage": cov,
+        "coverage": _coverage(_value_of(fields.get("coverage")), aggregation),
         "value": value,
         "fields": [_field_view(f) for f in fields.values()],
         "errors": [dict(e) for e in check.get("errors") or [] if isinstance(e, Mapping)],
     }
 
 
-def audit_page(record: Mapping[str, Any]) -> bytes:
+def audit_page(record: Mapping[str, Any] | Sifted) -> bytes:
     """The page of one audit record (``audit --json``)."""
-    verdict = str(record.get("verdict"))
-    verification = record.get("verification") or {}
-    report = record.get("report") or {}
-    checks = [_check_view(c) for c in record.get("checks") or [] if isinstance(c, Mapping)]
+    sifted = _sifted(record)
+    head, facts = sifted.head, sifted.facts
+    verdict = str(head.get("verdict"))
+    verification = head.get("verification") or {}
+    report = head.get("report") or {}
+    checks = [_check_view(c) for c in facts.kept["checks"].items]
     methods = sorted(
         {
             c["value"]["method"]
@@ -422,69 +496,80 @@ def audit_page(record: Mapping[str, Any]) -> bytes:
             if c["value"] and isinstance(c["value"]["method"], str)
         }
     )
-    source = record.get("source")
-    anchor = record.get("anchor") or _g(verification, "anchor") or {}
-    command = f"evalbook-bundle audit {_q(source)}"
-    outcomes = Counter(
-        str(f.get("outcome"))
-        for scope in [report, *(record.get("checks") or [])]
-        if isinstance(scope, Mapping)
-        for f in scope.get("fields") or []
-        if isinstance(f, Mapping)
-    )
+    anchor = head.get("anchor") or _g(verification, "anchor") or {}
+    cmd = _Command()
+    words = ["evalbook-bundle", "audit", cmd.name(head.get("source"), "BUNDLE")]
+    cmd.add(*words)
+    cmd.add(*words, "--json", ">", "audit.json")
+    cmd.add("evalbook-bundle", "render", "audit.json", "--html", "audit.html")
+    outcomes = facts.outcomes
     return _render(
         "audit.html.j2",
         title=f"Audit: {verdict}",
-        r=record,
+        r=head,
         verdict=verdict,
         verdict_words=_VERDICT_WORDS.get(verdict, ""),
         trust=_trust(anchor, verdict, _g(verification, "signatures")),
         verification=verification,
+        report=_report_facts(
+            _g(verification, "report_id"),
+            _g(verification, "report_result"),
+            _g(verification, "report_issued_at"),
+            _g(verification, "envelope"),
+            known="report_issued_at" in verification,
+        ),
         report_id=report.get("report_id"),
         report_fields=[
             _field_view(f) for f in report.get("fields") or [] if isinstance(f, Mapping)
         ],
         checks=checks,
+        checks_more=facts.kept["checks"].more,
         outcome_chart=_bars(
             (o.replace("_", " "), outcomes[o])
             for o in ("agree", "disagree", "not_rederivable", "informational")
         ),
-        disagreements=[d for d in record.get("disagreements") or [] if isinstance(d, Mapping)],
-        not_rederivable=[n for n in record.get("not_rederivable") or [] if isinstance(n, Mapping)],
-        errors=[e for e in record.get("errors") or [] if isinstance(e, Mapping)],
+        disagreements=facts.kept["disagreements"].items,
+        disagreements_total=facts.kept["disagreements"].total,
+        not_rederivable=facts.kept["not_rederivable"].items,
+        not_rederivable_total=facts.kept["not_rederivable"].total,
+        errors=facts.kept["errors"].items,
+        errors_total=facts.kept["errors"].total,
         methods=[
             (m, METHOD_WORDS.get(m, "a method this tool does not re-derive")) for m in methods
         ],
         assurance_rule=ASSURANCE_RULE,
         rounding=ROUNDING_NOTE,
-        tolerance=_g(record.get("tolerance"), "rule"),
-        commands=[
-            command,
-            command + " --json > audit.json",
-            "evalbook-bundle render audit.json --html audit.html",
-        ],
+        tolerance=_g(head.get("tolerance"), "rule"),
+        commands=cmd.markup(),
     )
 
 
 # ---- fixity -------------------------------------------------------------------------
 
 
-def fixity_page(summary: Mapping[str, Any]) -> bytes:
+def fixity_page(record: Mapping[str, Any] | Sifted) -> bytes:
     """The page of one ``fixity --json`` summary."""
-    counts = summary.get("counts") or {}
-    outcomes = [(k, int(counts.get(k) or 0)) for k in ("pass", "fail", "missing", "error")]
-    shares = summary.get("shares") or {}
-    share_rows = []
-    for key, words in (("30d", "30 days"), ("90d", "90 days"), ("365d", "365 days")):
-        value = _num(shares.get(key))
-        share_rows.append((f"within {words}", round(100 * value, 1) if value is not None else 0.0))
-    failing = sum(n for k, n in outcomes if k != "pass")
+    sifted = _sifted(record)
+    summary, facts = sifted.head, sifted.facts
+    counts = summary["counts"]
+    outcomes = [(k, int(counts[k])) for k in ("pass", "fail", "missing", "error")]
+    shares = summary["shares"]
+    share_rows = [
+        (f"within {words}", round(100 * float(shares[key]), 1))
+        for key, words in (("30d", "30 days"), ("90d", "90 days"), ("365d", "365 days"))
+    ]
+    failing = facts.failing(summary)
+    carried = facts.kept["carried"].total
     verdict = "passed" if failing == 0 else "failed"
-    source = summary.get("source")
     level = summary.get("level")
-    command = f"evalbook-bundle fixity {_q(source)} --level {_q(level)}"
+    cmd = _Command()
+    words = ["evalbook-bundle", "fixity", cmd.name(summary.get("source"), "SOURCE")]
+    words += ["--level", cmd.name(level, "LEVEL")]
     if summary.get("ledger"):
-        command += f" --ledger {_q(summary.get('ledger'))}"
+        words += ["--ledger", cmd.name(summary.get("ledger"), "LEDGER")]
+    cmd.add(*words)
+    cmd.add(*words, "--json", ">", "fixity.json")
+    cmd.add("evalbook-bundle", "render", "fixity.json", "--html", "fixity.html")
     return _render(
         "fixity.html.j2",
         title=f"Fixity: {verdict}",
@@ -494,17 +579,17 @@ def fixity_page(summary: Mapping[str, Any]) -> bytes:
             "every bundle checked still holds its bytes"
             + (" and verifies" if level == "full" else "")
             if failing == 0
-            else f"{failing} bundle(s) did not pass"
+            else f"{failing - carried} bundle(s) checked in this run did not pass"
+            + (f"; {carried} failure(s) from earlier runs are still open" if carried else "")
         ),
         outcomes=outcomes,
         outcome_chart=_bars(outcomes),
         shares=share_rows,
         share_chart=_bars(share_rows, total=100),
-        problems=[p for p in summary.get("problems") or [] if isinstance(p, Mapping)],
+        problems=facts.kept["problems"].items,
+        problems_total=facts.kept["problems"].total,
+        carried=facts.kept["carried"].items,
+        carried_total=facts.kept["carried"].total,
         tool=summary.get("tool") or {},
-        commands=[
-            command,
-            command + " --json > fixity.json",
-            "evalbook-bundle render fixity.json --html fixity.html",
-        ],
+        commands=cmd.markup(),
     )

@@ -270,9 +270,10 @@ def export_text(summary: dict[str, Any]) -> str:
         f"Exported:    {shown(summary['report_id'])} -> {shown(summary['path'])}",
         f"Report:      {shown(summary['report_digest'])}",
         f"Size:        {summary['archive_size']} bytes",
-        f"Contents:    {counts['checks']} checks, {counts['cases_exported']}/{counts['cases_total']} cases, "
-        f"{counts['scorers']} scorers, {counts['datasets']} datasets, {counts['examples']} examples, "
-        f"{counts['payloads']} payloads",
+        f"Contents:    {_n(counts['checks'], 'check')}, "
+        f"{counts['cases_exported']}/{_n(counts['cases_total'], 'case')}, "
+        f"{_n(counts['scorers'], 'scorer')}, {_n(counts['datasets'], 'dataset')}, "
+        f"{_n(counts['examples'], 'example')}, {_n(counts['payloads'], 'payload')}",
         f"Unavailable: {_n(counts['unavailable'], 'item')}",
     ]
     lines += _listed_lines(summary["unavailable_by_reason"])
@@ -297,11 +298,17 @@ def inspect_text(info: dict[str, Any]) -> str:
     lines += [f"  {shown(r)}: {n}" for r, n in info["unavailable_by_reason"].items()]
     lines.append(f"Redacted:    {sum(info['redacted_by_reason'].values())}")
     lines += [f"  {shown(r)}: {n}" for r, n in info["redacted_by_reason"].items()]
-    if "signatures" in info:
-        lines.append(
-            f"Signatures:  {len(info['signatures'])} stored beside the object (not checked)"
+    beside = info.get("signatures", [])
+    if info.get("embedded_signature") or beside:
+        where = (["bundle-head.json.sig inside"] if info.get("embedded_signature") else []) + (
+            [f"{_n(len(beside), 'signature')} beside it"] if beside else []
         )
-        lines += [f"  {shown(key)}" for key in info["signatures"]]
+        lines.append(
+            f"Signed:      yes: {', '.join(where)} (not checked; verify --allowed-signers checks)"
+        )
+    else:
+        lines.append("Signed:      no (no signature inside the bundle or beside it)")
+    lines += [f"  {shown(key)}" for key in beside]
     lines.append("(inspect reads safely but proves nothing; run verify for the proof)")
     return "\n".join(lines) + "\n"
 
@@ -313,8 +320,8 @@ def export_eb_text(summary: dict[str, Any]) -> str:
         f"Exported:    run {shown(summary['run_id'])} -> {shown(summary['path'])}",
         f"Report:      {shown(summary['report_digest'])} (report.json)",
         f"Size:        {summary['archive_size']} bytes",
-        f"Contents:    {counts['checks']} checks, {counts['run_files']} run files, "
-        f"{counts['definition_files']} definition files",
+        f"Contents:    {_n(counts['checks'], 'check')}, {_n(counts['run_files'], 'run file')}, "
+        f"{_n(counts['definition_files'], 'definition file')}",
     ]
     if not summary.get("run_passed", True):
         lines.append(

@@ -53,7 +53,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bundler.storage.config import StorageConfig, make_client
+    from bundler.storage.config import StorageConfig, make_client, resolved_config
     from bundler.storage.download import (
         DownloadResult,
         VerifiedStream,
@@ -71,7 +71,12 @@ if TYPE_CHECKING:
         signature_keys,
         stored_bundle_location,
     )
-    from bundler.storage.listing import ListedBundle, list_bundles
+    from bundler.storage.listing import (
+        ListedBundle,
+        ListedObject,
+        list_archive_objects,
+        list_bundles,
+    )
     from bundler.storage.objects import AlteredAtRest
     from bundler.storage.retention import RetentionMode
     from bundler.storage.signatures import (
@@ -90,6 +95,7 @@ _MODULES: dict[str, str] = {
     "AlteredAtRest": "objects",
     "DownloadResult": "download",
     "ListedBundle": "listing",
+    "ListedObject": "listing",
     "RetentionMode": "retention",
     "S3Location": "layout",
     "S3StoreSource": "source",
@@ -105,11 +111,13 @@ _MODULES: dict[str, str] = {
     "download_bundle": "download",
     "download_path": "layout",
     "key_names": "layout",
+    "list_archive_objects": "listing",
     "list_bundles": "listing",
     "make_client": "config",
     "open_verified": "download",
     "parse_s3_url": "layout",
     "read_signature": "signatures",
+    "resolved_config": "config",
     "signature_keys": "layout",
     "stored_signatures": "signatures",
     "stored_bundle_location": "layout",
@@ -133,6 +141,7 @@ __all__ = [
     "AlteredAtRest",
     "DownloadResult",
     "ListedBundle",
+    "ListedObject",
     "RetentionMode",
     "S3Location",
     "S3StoreSource",
@@ -148,11 +157,13 @@ __all__ = [
     "download_bundle",
     "download_path",
     "key_names",
+    "list_archive_objects",
     "list_bundles",
     "make_client",
     "open_verified",
     "parse_s3_url",
     "read_signature",
+    "resolved_config",
     "signature_keys",
     "stored_bundle_location",
     "stored_signatures",

@@ -10,6 +10,7 @@ message, and the mapping of botocore errors and S3 error codes to the one-line
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import hashlib
 import os
@@ -108,6 +109,7 @@ class StorageConfig:
 
     endpoint_url: str | None = None
     profile: str | None = None
+    region: str | None = None  # None: botocore's own resolution (environment, profile)
     multipart_threshold: int = 64 * MiB
     part_size: int = 8 * MiB
     page_size: int = 1000
@@ -249,6 +251,7 @@ def _new_conn(config: StorageConfig) -> _Conn:
             session.create_client(
                 "s3",
                 endpoint_url=endpoint,
+                region_name=config.region,
                 config=_botocore_config(config, path_style=endpoint is not None),
             ),
         )
@@ -256,7 +259,11 @@ def _new_conn(config: StorageConfig) -> _Conn:
             # The profile names a custom endpoint: same reasoning as above.
             client = cast(
                 "S3Client",
-                session.create_client("s3", config=_botocore_config(config, path_style=True)),
+                session.create_client(
+                    "s3",
+                    region_name=config.region,
+                    config=_botocore_config(config, path_style=True),
+                ),
             )
     except bexc.ProfileNotFound as exc:
         raise UsageError(
@@ -284,6 +291,22 @@ def make_client(config: StorageConfig) -> S3Client:
     botocore cannot build a client.
     """
     return _connect(config).client
+
+
+def resolved_config(config: StorageConfig) -> StorageConfig:
+    """``config`` with what this process resolved from its options, environment and
+    profile written out: the endpoint (``endpoint_url``, else AWS_ENDPOINT_URL_S3, else
+    AWS_ENDPOINT_URL, else a profile's custom endpoint; None for AWS itself) and the
+    region, and no profile. For work sent to other machines (fixity on a cluster), which
+    must reach the same storage the same way; it carries no credential.
+    """
+    client = _connect(config).client
+    endpoint = _configured_endpoint(config)
+    if endpoint is None and not _is_aws_endpoint(client.meta.endpoint_url):
+        endpoint = client.meta.endpoint_url
+    return dataclasses.replace(
+        config, endpoint_url=endpoint, region=client.meta.region_name, profile=None
+    )
 
 
 def _error_code(exc: bexc.ClientError) -> tuple[str, str, int]:

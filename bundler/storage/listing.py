@@ -143,3 +143,43 @@ def _finished(conn: _Conn, bucket: str, item: ListedBundle, signatures: list[str
         signature_keys=tuple(signatures),
         embedded_signature=meta.get(META_HEAD_SIGNATURE) == "embedded",
     )
+
+
+@dataclass(frozen=True)
+class ListedObject:
+    """One ``*.tar.zst`` object under ``<prefix>/reports/bundles/``, in the archive
+    layout or not (``in_layout``)."""
+
+    key: str
+    size: int
+    in_layout: bool
+
+
+def list_archive_objects(
+    prefix_loc: S3Location, *, config: StorageConfig
+) -> Iterator[ListedObject]:
+    """Every ``*.tar.zst`` key under ``<prefix>/reports/bundles/``, in key order, lazily,
+    including keys outside the layout that ``list_bundles`` skips (for fixity, which
+    must count every archive an archive holds). StorageError while iterating when
+    listing fails."""
+    prefix = _bundles_prefix(prefix_loc.key, None)
+    layout = re.compile(
+        re.escape(prefix) + r"([^/]+)/([0-9a-f]{64})" + re.escape(ARCHIVE_SUFFIX) + r"\Z"
+    )
+    conn = _connect(config)
+    url = f"s3://{prefix_loc.bucket}/{prefix}"
+    paginator = conn.client.get_paginator("list_objects_v2")
+    pages = paginator.paginate(
+        Bucket=prefix_loc.bucket, Prefix=prefix, PaginationConfig={"PageSize": config.page_size}
+    )
+    try:
+        for page in pages:
+            for item in page.get("Contents", []):
+                key = str(item.get("Key", ""))
+                if not key.endswith(ARCHIVE_SUFFIX):
+                    continue
+                match = layout.match(key)
+                in_layout = match is not None and _IDENTIFIER_RE.match(match.group(1)) is not None
+                yield ListedObject(key, int(item.get("Size", 0)), in_layout)
+    except (bexc.ClientError, bexc.BotoCoreError) as exc:
+        raise conn.fail(url, "listing", exc) from exc

@@ -1,0 +1,98 @@
+"""The trust anchors of SPEC 11 as keyword arguments: checked, then turned into the
+``VerifyOptions`` the verifier takes, with every signature found checked against an
+allowed_signers file (``bundler.bundles.signatures``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from bundler.api import params
+from bundler.bundles.signatures import explicit_signature, load_allowed, sidecars_of
+from bundler.core.claims import Verification, VerifyOptions
+from bundler.core.errors import InputError, ParameterError, VerificationFailed
+from bundler.core.limits import DEFAULT_MAX_BYTES
+from bundler.core.signatures import SignatureSource
+
+Signature = str | bytes | os.PathLike[str]
+
+
+@dataclass
+class Anchors:
+    """The anchors of one call, checked; ``options_for`` gives each bundle its options."""
+
+    options: VerifyOptions
+    explicit: SignatureSource | None = None
+    endpoint_url: str | None = None
+
+    def options_for(self, location: str) -> VerifyOptions:
+        """Options for ``location``: every signature present is checked (SPEC 11.3), the
+        embedded one by the verifier, and the sidecars beside it (or the one signature
+        given instead), anchored by the allowed signers when given."""
+        if self.explicit is not None:
+            return replace(self.options, sidecars=(self.explicit,))
+        return replace(self.options, sidecars=tuple(sidecars_of(location, self.endpoint_url)))
+
+
+def anchors(
+    *,
+    expect_bundle_digest: object = None,
+    expect_report_digest: object = None,
+    allowed_signers: object = None,
+    identity: object = None,
+    signature: object = None,
+    strict: object = False,
+    max_bytes: object = DEFAULT_MAX_BYTES,
+    endpoint_url: object = None,
+) -> Anchors:
+    """Check the anchor parameters (ParameterError naming the first bad one) and load the
+    allowed_signers file and an explicit signature (InputError naming the file)."""
+    bundle_digest = params.digest(expect_bundle_digest, "expect_bundle_digest")
+    report_digest = params.digest(expect_report_digest, "expect_report_digest")
+    signers_file = params.optional_path(allowed_signers, "allowed_signers")
+    who = params.optional_text(identity, "identity")
+    is_strict = params.flag(strict, "strict")
+    cap = params.integer(max_bytes, "max_bytes", 1)
+    endpoint = params.optional_text(endpoint_url, "endpoint_url")
+    if signature is not None and not isinstance(signature, bytes):
+        signature = (
+            params.s3_url(signature, "signature")
+            if isinstance(signature, str) and signature.startswith("s3://")
+            else str(
+                params.existing_input(
+                    params.path(signature, "signature"), "signature", directory_ok=False
+                )
+            )
+        )
+    if signers_file is None and (who is not None or signature is not None):
+        raise ParameterError(
+            "identity" if who is not None else "signature",
+            "needs allowed_signers (a signature is checked only against an allowed_signers file)",
+        )
+    options = VerifyOptions(bundle_digest, report_digest, is_strict, cap)
+    if signers_file is None:
+        return Anchors(options, endpoint_url=endpoint)
+    params.existing_input(signers_file, "allowed_signers", directory_ok=False)
+    options = replace(options, allowed_signers=load_allowed(Path(signers_file)), identity=who)
+    explicit = None
+    if signature is not None:
+        assert isinstance(signature, str | bytes)
+        explicit = explicit_signature(signature, endpoint)
+    return Anchors(options, explicit, endpoint)
+
+
+def raise_unless_verified(result: Verification, action: str) -> None:
+    """For commands that act only on a verified bundle (SPEC 8): InputError (3) when it
+    could not be read, VerificationFailed (1) when it does not verify."""
+    from bundler.core.claims import Verdict
+
+    if result.verdict is Verdict.ERROR:
+        raise InputError(
+            f"{result.source}: cannot be read as a bundle ({result.error}); refusing to {action}"
+        )
+    if result.verdict is not Verdict.VERIFIED:
+        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
+        raise VerificationFailed(
+            f"{result.source}: bundle does not verify ({detail}); refusing to {action}"
+        )

@@ -1,0 +1,483 @@
+"""The library's functions for bundles on disk (or at an ``s3://`` URL): each is the
+implementation of its command (SPEC 7.1), which parses its options, calls it and prints.
+
+Every function checks its parameters first (``bundler.api.params``: a ParameterError
+naming the parameter), then works; an error from the work names the file or member and
+the rule. Results are frozen, with ``to_json()`` the command's ``--json`` object.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
+
+from bundler.api import params
+from bundler.api.anchors import Anchors, anchors
+from bundler.api.results import (
+    InspectResult,
+    Progress,
+    ReportListing,
+)
+from bundler.core import times
+from bundler.core.errors import (
+    InputError,
+    ParameterError,
+    StorageError,
+    UsageError,
+)
+from bundler.core.limits import DEFAULT_MAX_BYTES
+
+if TYPE_CHECKING:
+    from bundler.core.claims import Verification
+    from bundler.evalbanana.export import EbExportResult
+    from bundler.evalbook.audit import Audit
+    from bundler.evalbook.export import ExportResult
+
+OnProgress = Callable[[Progress], None]
+PRINCIPAL_ENV = "EVALBOOK_PRINCIPAL"
+
+
+def _callback(value: object) -> OnProgress | None:
+    if value is not None and not callable(value):
+        raise ParameterError("on_progress", f"expected a callable, not {type(value).__name__}")
+    return cast("OnProgress | None", value)
+
+
+def _signer(key: object, param: str = "key") -> Callable[[bytes], str] | None:
+    """The signing function of an OpenSSH Ed25519 key file (passphrase from
+    ``$EVALBOOK_SIGN_PASSPHRASE``); None without a key."""
+    if key is None:
+        return None
+    from bundler.trust import sshsig
+
+    key_path = params.existing_input(params.path(key, param), param, directory_ok=False)
+    passphrase = os.environ.get(sshsig.PASSPHRASE_ENV)
+    loaded = sshsig.load_private_key(
+        key_path, passphrase=passphrase.encode() if passphrase else None
+    )
+    return lambda message: sshsig.sign(message, loaded)
+
+
+def key_warning(key: str | os.PathLike[str]) -> str | None:
+    """The security warning for a key file others can read, or None."""
+    from bundler.trust import sshsig
+
+    return sshsig.key_permissions_warning(Path(key))
+
+
+def _out(value: object, param: str = "out") -> Path | None:
+    """An output path (``params.output``), or None."""
+    return None if value is None else params.output(value, param)
+
+
+# ----------------------------------------------------------------------------- export
+
+
+def export(
+    store: str | os.PathLike[str],
+    report_id: str,
+    *,
+    principal: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    exported_at: Any = None,
+    level: int = 3,
+    strict: bool = False,
+    key: str | os.PathLike[str] | None = None,
+    upload: str | None = None,
+    endpoint_url: str | None = None,
+    on_progress: OnProgress | None = None,
+) -> ExportResult:
+    """Export one issued report into a reproducibility bundle (SPEC 4; ``export``).
+
+    ``store`` is a directory or ``s3://bucket/prefix``; ``principal`` (default
+    ``$EVALBOOK_PRINCIPAL``) needs ``report.export``. The archive goes to ``out`` (a file,
+    or a directory that receives ``evalbook-bundle-<report_id>.tar.zst``; default the
+    current directory) and is never overwritten. ``exported_at`` is an aware datetime or
+    RFC 3339 text (default ``$SOURCE_DATE_EPOCH``, else now); the same store, report,
+    principal and time give the same bytes. ``key`` signs the head inside the bundle;
+    ``upload`` then stores it under ``s3://bucket/prefix``.
+
+    Raises ParameterError (2) for a bad parameter or no principal, PermissionDenied (4),
+    InputError (3) for a missing or malformed report or an unusable ``out``,
+    StrictFailure (1) under ``strict``, VerificationFailed (1) or StorageError (5) from
+    ``upload``.
+    """
+    from bundler.evalbook.export import ExportConfig, export_bundle
+
+    root = params.input_directory(store, "store")
+    rid = params.text(report_id, "report_id")
+    who = principal if principal is not None else os.environ.get(PRINCIPAL_ENV)
+    if not who:
+        raise ParameterError("principal", f"none given: pass principal=... or set ${PRINCIPAL_ENV}")
+    who = params.text(who, "principal")
+    target = _out(out)
+    environ = dict(os.environ)
+    moment = times.export_time(exported_at, "exported_at", environ, time.time())
+    zstd_level = params.integer(level, "level", 1, 19)
+    is_strict = params.flag(strict, "strict")
+    destination = None if upload is None else params.s3_url(upload, "upload")
+    endpoint = params.optional_text(endpoint_url, "endpoint_url")
+    report = _callback(on_progress)
+    signer = _signer(key)
+    config = ExportConfig(
+        root,
+        rid,
+        who,
+        moment,
+        target,
+        zstd_level,
+        is_strict,
+        signer,
+        endpoint,
+        exported_at_source=times.time_source(exported_at, "exported_at", environ),
+    )
+
+    def forward(p: Any) -> None:
+        assert report is not None
+        report(Progress(p.bytes, p.total_bytes, f"{p.files} files, {p.cases} cases"))
+
+    result = export_bundle(config, forward if report is not None else None)
+    if destination is not None:
+        from bundler.api.stored import upload as upload_archive
+
+        uploaded = upload_archive(
+            result.path, destination, endpoint_url=endpoint, on_progress=report
+        )
+        record = uploaded.to_json()
+        record.pop("schema", None)  # the export summary carries it as "upload"
+        result = replace(result, upload=record)
+    return result
+
+
+def export_eb(
+    run_dir: str | os.PathLike[str],
+    *,
+    project: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    exported_at: Any = None,
+    level: int = 3,
+    strict: bool = False,
+    key: str | os.PathLike[str] | None = None,
+    on_progress: OnProgress | None = None,
+) -> EbExportResult:
+    """Export an eval-banana run directory into an eval-banana bundle (SPEC 10.1;
+    ``export-eb``). Parameters as for ``export``; ``project`` is the project root the
+    run's definitions are found under. Raises as ``export`` does (no principal: a run
+    has no access rules)."""
+    from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
+
+    run = Path(params.input_directory(run_dir, "run_dir"))
+    root = Path(params.input_directory(project, "project"))
+    target = _out(out)
+    environ = dict(os.environ)
+    moment = times.export_time(exported_at, "exported_at", environ, time.time())
+    zstd_level = params.integer(level, "level", 1, 19)
+    is_strict = params.flag(strict, "strict")
+    report = _callback(on_progress)
+    signer = _signer(key)
+    config = EbExportConfig(
+        run,
+        root,
+        moment,
+        target,
+        zstd_level,
+        is_strict,
+        signer,
+        exported_at_source=times.time_source(exported_at, "exported_at", environ),
+    )
+
+    def forward(p: Any) -> None:
+        assert report is not None
+        report(Progress(p.bytes, p.total_bytes, f"{p.files} files"))
+
+    return export_eb_bundle(config, forward if report is not None else None)
+
+
+def reports(store: str | os.PathLike[str], *, endpoint_url: str | None = None) -> ReportListing:
+    """The reports a store holds (``reports``): one line each, sorted by report id, a
+    report that cannot be read still listed with its problems (``problems`` counts
+    them; the command then exits 3). Raises InputError (3) for a store root that does
+    not exist, StorageError (5) for object storage."""
+    from bundler.evalbook.store import Store, open_source
+
+    root = params.input_directory(store, "store")
+    endpoint = params.optional_text(endpoint_url, "endpoint_url")
+    entries = Store(open_source(root, endpoint_url=endpoint)).reports()
+    return ReportListing(
+        tuple(e.as_dict() for e in entries),
+        sum(1 for e in entries if e.problems),
+        tuple(entries),
+    )
+
+
+# ----------------------------------------------------------------------------- verify
+
+
+@contextmanager
+def _stream(location: str, endpoint_url: str | None) -> Iterator[BinaryIO | None]:
+    from bundler.bundles.stored import bundle_stream
+
+    with bundle_stream(location, endpoint_url) as stream:
+        yield stream
+
+
+def _archive_size(location: str) -> int | None:
+    import stat
+
+    if location.startswith("s3://"):
+        return None
+    try:
+        info = os.stat(location)
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def _bytes(report: OnProgress | None, total: list[int | None]) -> Callable[[int], None] | None:
+    if report is None:
+        return None
+    return lambda done: report(Progress(done, total[0]))
+
+
+def verify_one(
+    location: str,
+    found: Anchors,
+    *,
+    project: Path | None = None,
+    on_progress: OnProgress | None = None,
+) -> Verification:
+    """Verify one bundle whose anchors are checked already. Never raises for the
+    bundle's trouble: a storage failure is a result with verdict error (exit 5), an
+    archive altered at rest a failed result naming the key and both digests."""
+    from bundler import storage
+    from bundler.bundles.stored import altered_result, verified_stored
+    from bundler.bundles.verify import verify_bundle
+    from bundler.core.claims import Verdict, Verification
+
+    options = found.options
+    if project is not None:
+        from bundler.evalbanana import verify as ebverify
+
+        return ebverify.verify_run_dir(Path(location), project, options)
+    total: list[int | None] = [_archive_size(location)]
+    try:
+        try:
+            params.input_location(location, "bundle")
+        except InputError as exc:
+            # The record names its source already; the rule is what it needs.
+            raise InputError(exc.message.removeprefix("bundle: ")) from exc
+        opts = found.options_for(location)
+        with _stream(location, found.endpoint_url) as stream:
+            if stream is not None:
+                total[0] = getattr(stream, "size", None) or None
+            result = verify_bundle(
+                location, opts, stream=stream, progress=_bytes(on_progress, total)
+            )
+            if stream is not None:
+                result = verified_stored(location, stream, result)
+    except storage.AlteredAtRest as exc:
+        return replace(altered_result(location, exc, options.strict), altered_at_rest=True)
+    except StorageError as exc:
+        return Verification(
+            source=location,
+            verdict=Verdict.ERROR,
+            error=exc.message,
+            strict=options.strict,
+            storage_failed=True,
+        )
+    except (InputError, UsageError) as exc:
+        return Verification(
+            source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
+        )
+    return result
+
+
+def verify(
+    bundle: str | os.PathLike[str],
+    *,
+    expect_bundle_digest: str | None = None,
+    expect_report_digest: str | None = None,
+    allowed_signers: str | os.PathLike[str] | None = None,
+    identity: str | None = None,
+    signature: str | bytes | os.PathLike[str] | None = None,
+    project: str | os.PathLike[str] | None = None,
+    strict: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    endpoint_url: str | None = None,
+    on_progress: OnProgress | None = None,
+) -> Verification:
+    """Verify a bundle offline (SPEC 5; ``verify``): an archive, a bag directory, an
+    ``s3://`` URL, or with ``project`` an eval-banana run directory.
+
+    The anchors: ``expect_bundle_digest``, ``expect_report_digest``, and
+    ``allowed_signers`` (with ``identity``), against which the embedded signature and
+    every sidecar are checked (or only ``signature``: its bytes, a file or an s3://
+    URL). Never raises for a bad bundle: the verdict is verified, failed or error
+    (``exit_code`` 0, 1, 3; 5 when storage failed), with every claim and the anchor.
+    Raises ParameterError (2) for a bad parameter, InputError (3) for an unreadable
+    allowed_signers or signature file.
+    """
+    found = anchors(
+        expect_bundle_digest=expect_bundle_digest,
+        expect_report_digest=expect_report_digest,
+        allowed_signers=allowed_signers,
+        identity=identity,
+        signature=signature,
+        strict=strict,
+        max_bytes=max_bytes,
+        endpoint_url=endpoint_url,
+    )
+    where = params.location(bundle, "bundle")
+    root = params.optional_path(project, "project")
+    if root is not None:
+        params.existing_input(root, "project")
+        params.existing_input(Path(where), "bundle")
+    return verify_one(where, found, project=root, on_progress=_callback(on_progress))
+
+
+def inspect(
+    bundle: str | os.PathLike[str],
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    endpoint_url: str | None = None,
+) -> InspectResult:
+    """What a bundle holds, read through the safe reader, without proving it
+    (``inspect``): whether it is signed (embedded, beside it), unchecked.
+
+    Raises InputError (3) for an unreadable or unsafe archive, StorageError (5).
+    """
+    from bundler.bundles.inspect import inspect_bundle
+    from bundler.bundles.signatures import sidecars_of
+    from bundler.bundles.stored import inspected_stored, verified_stored
+
+    where = params.input_location(bundle, "bundle")
+    cap = params.integer(max_bytes, "max_bytes", 1)
+    endpoint = params.optional_text(endpoint_url, "endpoint_url")
+    with _stream(where, endpoint) as stream:
+        info = inspect_bundle(where, max_bytes=cap, stream=stream)
+        if stream is not None:
+            verified_stored(where, stream, None)
+            inspected_stored(stream, info)
+    beside = [c.where for c in sidecars_of(where, endpoint)]
+    if where.startswith("s3://") or beside:
+        info["signatures"] = beside
+    info["signed"] = bool(info["embedded_signature"]) or bool(beside)
+    facts = {k: v for k, v in info.items() if k not in ("labels", "schema")}
+    record = {"schema": "evalbook.inspect.v1", "bundle_schema": info.get("schema"), **facts}
+    return InspectResult(
+        record,
+        bundle_digest=info.get("bundle_digest"),
+        report_id=info.get("report_id"),
+        bundle_schema=info.get("schema"),
+        signed=bool(info["signed"]),
+        labels=tuple((str(k), str(v)) for k, v in info.get("labels", [])),
+    )
+
+
+def extract(
+    bundle: str | os.PathLike[str],
+    directory: str | os.PathLike[str],
+    *,
+    expect_bundle_digest: str | None = None,
+    expect_report_digest: str | None = None,
+    allowed_signers: str | os.PathLike[str] | None = None,
+    identity: str | None = None,
+    strict: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    endpoint_url: str | None = None,
+    on_progress: OnProgress | None = None,
+) -> Verification:
+    """Verify while extracting into ``directory`` (absent or empty; ``extract``).
+
+    Only regular files and directories are written, beneath directory descriptors and
+    never through a link; unless the result is ``verified`` everything written is
+    removed again. A sidecar signature beside the archive is written beside the bag.
+    Raises ParameterError (2), OutputError (3) when ``directory`` is unusable.
+    """
+    from bundler.bundles.extract import extract_bundle
+    from bundler.bundles.signatures import write_beside_bag
+    from bundler.bundles.stored import verified_stored
+
+    found = anchors(
+        expect_bundle_digest=expect_bundle_digest,
+        expect_report_digest=expect_report_digest,
+        allowed_signers=allowed_signers,
+        identity=identity,
+        strict=strict,
+        max_bytes=max_bytes,
+        endpoint_url=endpoint_url,
+    )
+    where = params.location(bundle, "bundle")
+    target = params.output(directory, "directory")
+    try:
+        params.input_location(where, "bundle")
+    except InputError as exc:
+        from bundler.core.claims import Verdict, Verification
+
+        # As verify: a bundle that cannot be read is a record with verdict error.
+        return Verification(
+            source=where,
+            verdict=Verdict.ERROR,
+            error=exc.message.removeprefix("bundle: "),
+            strict=found.options.strict,
+        )
+    report = _callback(on_progress)
+    options = found.options_for(where)
+    total: list[int | None] = [_archive_size(where)]
+    with _stream(where, found.endpoint_url) as stream:
+        if stream is not None:
+            total[0] = getattr(stream, "size", None) or None
+        result = extract_bundle(
+            where, target, options, stream=stream, progress=_bytes(report, total)
+        )
+        if stream is not None:
+            verified_stored(where, stream, result)
+    if result.exit_code == 0:
+        write_beside_bag(target, result, options.sidecars)
+    return result
+
+
+def audit(
+    bundle: str | os.PathLike[str],
+    *,
+    expect_bundle_digest: str | None = None,
+    expect_report_digest: str | None = None,
+    allowed_signers: str | os.PathLike[str] | None = None,
+    identity: str | None = None,
+    signature: str | bytes | os.PathLike[str] | None = None,
+    strict: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    endpoint_url: str | None = None,
+    on_progress: OnProgress | None = None,
+) -> Audit:
+    """Verify a bundle, then re-derive its report's verdict from its cases (SPEC 12;
+    ``audit``). Anchors as for ``verify``. The verdict is consistent, inconsistent or
+    error; nothing is audited unless the bundle verifies (its verification lists every
+    signature checked). Raises only what ``verify`` raises.
+    """
+    from bundler.bundles.audit import audit_bundle
+    from bundler.bundles.stored import verified_stored
+
+    found = anchors(
+        expect_bundle_digest=expect_bundle_digest,
+        expect_report_digest=expect_report_digest,
+        allowed_signers=allowed_signers,
+        identity=identity,
+        signature=signature,
+        strict=strict,
+        max_bytes=max_bytes,
+        endpoint_url=endpoint_url,
+    )
+    where = params.input_location(bundle, "bundle")
+    report = _callback(on_progress)
+    options = found.options_for(where)
+    with _stream(where, found.endpoint_url) as stream:
+        result = audit_bundle(where, options, stream=stream, progress=_bytes(report, [None]))
+        if stream is not None and result.verification is not None:
+            verified_stored(where, stream, result)
+    return result

@@ -1,0 +1,206 @@
+"""The parameters of the library's functions, checked before any work (SPEC 7.1).
+
+Each helper takes the value a caller passed and the parameter's name, and returns the
+one type the implementation works with, or raises ``ParameterError`` (exit 2) naming
+the parameter: the wrong type, an empty or NUL-holding path, a naive time, a malformed
+digest. Files are checked here only for what the parameter itself says (an input that
+must exist, an output that must not); what a file holds is the implementation's to
+judge, and its errors name the file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from datetime import datetime
+from pathlib import Path
+
+from bundler.core import times
+from bundler.core.errors import BundlerError, InputError, ParameterError
+
+PathArg = str | os.PathLike[str]
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def path(value: object, param: str) -> Path:
+    """A ``str`` or ``os.PathLike`` naming a file: not empty, no NUL, not bytes."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ParameterError(param, f"expected a str or os.PathLike path, not {_type_name(value)}")
+    if not value:
+        raise ParameterError(param, "an empty path")
+    if "\0" in value:
+        raise ParameterError(param, "a path holding a NUL character", value=value)
+    return Path(value)
+
+
+def optional_path(value: object, param: str) -> Path | None:
+    return None if value is None else path(value, param)
+
+
+def location(value: object, param: str) -> str:
+    """A local path (``str`` or ``os.PathLike``) or an ``s3://`` URL, as text."""
+    if isinstance(value, str) and value.startswith("s3://"):
+        _s3_url(value, param)
+        return value
+    return str(path(value, param))
+
+
+def s3_url(value: object, param: str) -> str:
+    """An ``s3://bucket/...`` URL."""
+    if not isinstance(value, str):
+        raise ParameterError(param, f"expected an s3://bucket/... URL, not {_type_name(value)}")
+    if not value.startswith("s3://"):
+        raise ParameterError(param, "not an s3://bucket/... URL", value=value)
+    _s3_url(value, param)
+    return value
+
+
+def _s3_url(value: str, param: str) -> None:
+    from bundler import storage
+
+    try:
+        storage.parse_s3_url(value)
+    except BundlerError as exc:
+        raise ParameterError(param, exc.message) from exc
+
+
+def text(value: object, param: str) -> str:
+    """A non-empty ``str`` without NUL (an id, a principal, an identity)."""
+    if not isinstance(value, str):
+        raise ParameterError(param, f"expected a str, not {_type_name(value)}")
+    if not value:
+        raise ParameterError(param, "empty")
+    if "\0" in value:
+        raise ParameterError(param, "holds a NUL character", value=value)
+    return value
+
+
+def optional_text(value: object, param: str) -> str | None:
+    return None if value is None else text(value, param)
+
+
+def flag(value: object, param: str) -> bool:
+    """A ``bool`` (not 0 or 1, not a string: ``strict="no"`` must not mean yes)."""
+    if not isinstance(value, bool):
+        raise ParameterError(param, f"expected True or False, not {_type_name(value)}")
+    return value
+
+
+def integer(value: object, param: str, low: int, high: int | None = None) -> int:
+    """An ``int`` (not a bool or float) within ``low``..``high``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParameterError(param, f"expected an int, not {_type_name(value)}")
+    if value < low or (high is not None and value > high):
+        bound = f"{low}..{high}" if high is not None else f"at least {low}"
+        raise ParameterError(param, f"{value} is out of range ({bound})")
+    return value
+
+
+def optional_integer(value: object, param: str, low: int, high: int | None = None) -> int | None:
+    return None if value is None else integer(value, param, low, high)
+
+
+def choice(value: object, param: str, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise ParameterError(param, f"expected one of {', '.join(allowed)}, not {value!r}")
+    return value
+
+
+def digest(value: object, param: str) -> str | None:
+    """``None`` or a ``sha256:<64 hex>`` digest."""
+    if value is None:
+        return None
+    from bundler.core.digests import parse_digest
+
+    try:
+        parse_digest(text(value, param), source=param)
+    except ParameterError:
+        raise
+    except BundlerError as exc:
+        raise ParameterError(param, exc.message.removeprefix(f"{param}: ")) from exc
+    assert isinstance(value, str)
+    return value
+
+
+def time(value: object, param: str) -> datetime:
+    """An aware ``datetime`` or RFC 3339 text, in UTC (``bundler.core.times``)."""
+    return times.aware_time(value, param)
+
+
+def optional_time(value: object, param: str) -> datetime | None:
+    return None if value is None else time(value, param)
+
+
+def existing_input(value: Path, param: str, *, directory_ok: bool = True) -> Path:
+    """An input that must exist and be a regular file (or a directory where allowed):
+    a FIFO, a socket or a device is refused before anything opens it, so nothing hangs.
+    Raises InputError (exit 3) naming the parameter and the file."""
+    try:
+        info = os.stat(value)
+    except OSError as exc:
+        raise InputError(f"{param}: {value}: cannot read ({exc.strerror})", param=param) from exc
+    if stat.S_ISDIR(info.st_mode):
+        if directory_ok:
+            return value
+        raise InputError(f"{param}: {value}: is a directory; a file is needed", param=param)
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{param}: {value}: not a regular file or directory", param=param)
+    return value
+
+
+def input_location(value: object, param: str, *, directory_ok: bool = True) -> str:
+    """A bundle to read: an ``s3://`` URL, or an existing regular file or directory."""
+    where = location(value, param)
+    if not where.startswith("s3://"):
+        existing_input(Path(where), param, directory_ok=directory_ok)
+    return where
+
+
+def output(value: object, param: str, *, existing_file_ok: bool = False) -> Path:
+    """An output path: ``str`` or ``os.PathLike``, in a directory that exists, and not an
+    existing file (unless ``existing_file_ok``: a ledger), FIFO, device or link. An
+    existing directory (or a name ending in /) is the caller's to fill with a default
+    name. Raises ParameterError for a wrong type, a name ending in / that is no
+    directory, OutputError (3) naming the parameter for an unusable path."""
+    from bundler.core.errors import OutputError
+
+    target = path(value, param)
+    text_form = value if isinstance(value, str) else ""
+    if text_form.endswith("/") and not target.is_dir():
+        raise ParameterError(
+            param, "no such directory (a path ending in / names one)", value=text_form
+        )
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        if not target.parent.is_dir():
+            raise OutputError(
+                f"{param}: {target}: its directory {target.parent} does not exist", param=param
+            ) from None
+        return target
+    except OSError as exc:
+        raise OutputError(f"{param}: {target}: cannot use ({exc.strerror})", param=param) from exc
+    if stat.S_ISDIR(info.st_mode):
+        return target
+    if stat.S_ISREG(info.st_mode) and existing_file_ok:
+        return target
+    what = "a file that exists" if stat.S_ISREG(info.st_mode) else "not a regular file"
+    raise OutputError(
+        f"{param}: {target}: {what}; an output is never written over anything", param=param
+    )
+
+
+def input_directory(value: object, param: str) -> str:
+    """A directory to read (a store root, a run, a project, an archive), or an ``s3://``
+    URL: a missing path, a file or a FIFO is refused naming the parameter (InputError)."""
+    where = location(value, param)
+    if not where.startswith("s3://"):
+        existing_input(Path(where), param)
+        if not Path(where).is_dir():
+            raise InputError(f"{param}: {where}: not a directory", param=param)
+    return where

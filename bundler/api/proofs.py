@@ -1,0 +1,263 @@
+"""The library's functions for single-case proofs and head signatures (SPEC 11;
+``prove``, ``check-proof``, ``sign``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from bundler.api import params
+from bundler.api.bundles import _out, _signer, _stream
+from bundler.api.results import ProofCheckResult, ProofResult, SignResult
+from bundler.core.errors import ParameterError
+
+
+def prove(
+    bundle: str | os.PathLike[str],
+    case_id: str,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    allowed_signers: str | os.PathLike[str] | None = None,
+    identity: str | None = None,
+    endpoint_url: str | None = None,
+) -> ProofResult:
+    """A proof (``evalbook.case_proof.v1``) that one case belongs to a verified bundle
+    (``prove``); written to ``out`` (a file, or a directory that receives
+    ``<case_id>.proof.json``; never overwritten) when given. The proof carries one head
+    signature: with ``allowed_signers`` (and ``identity``) the first by that signer,
+    else the first valid one, the embedded one before the sidecars.
+
+    Raises VerificationFailed (1) when the bundle does not verify, InputError (3) when
+    it cannot be read or holds no such case, OutputError (3) for an existing ``out``.
+    """
+    from bundler.api.anchors import anchors
+    from bundler.bundles.proof import prove_case
+    from bundler.bundles.stored import verified_stored
+    from bundler.trust.proof import proof_file_bytes
+
+    where = params.input_location(bundle, "bundle")
+    case = params.text(case_id, "case_id")
+    target = _out(out)
+    if target is not None and target.is_dir():
+        target = _in_directory(target, f"{case}.proof.json", "out")
+    found = anchors(allowed_signers=allowed_signers, identity=identity, endpoint_url=endpoint_url)
+    endpoint = found.endpoint_url
+    options = found.options_for(where)
+    with _stream(where, endpoint) as stream:
+        proof = prove_case(where, case, options=options, stream=stream)
+        if stream is not None:
+            verified_stored(where, stream, None)
+    tree_size = proof["head"]["cases_tree"]["tree_size"]
+    record: dict[str, Any] = proof
+    if target is not None:
+        from bundler.core.outputs import write_new_file
+
+        write_new_file(target, proof_file_bytes(proof))
+        record = {
+            "schema": "evalbook.proof_written.v1",
+            "case_id": case,
+            "leaf_index": proof["leaf_index"],
+            "tree_size": tree_size,
+            "bundle_digest": proof["head"].get("bundle_digest"),
+            "out": str(target),
+        }
+    return ProofResult(
+        record,
+        case_id=case,
+        leaf_index=proof["leaf_index"],
+        tree_size=tree_size,
+        bundle_digest=proof["head"].get("bundle_digest"),
+        out=target,
+        proof=proof,
+    )
+
+
+def _in_directory(directory: Path, name: str, param: str) -> Path:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,200}", name, re.ASCII):
+        raise ParameterError(
+            param, f"{name!r} is not a plain file name; give a file", value=str(directory)
+        )
+    return directory / name
+
+
+def _proof_bytes(proof: object) -> tuple[bytes, str]:
+    """A proof given as its bytes, its JSON text, a parsed object or a file path."""
+    from bundler.trust.proof import read_proof_file
+
+    if isinstance(proof, bytes | bytearray | memoryview):
+        return bytes(proof), "<proof>"
+    if isinstance(proof, dict):
+        import orjson
+
+        try:
+            return orjson.dumps(proof), "<proof>"
+        except TypeError as exc:
+            raise ParameterError("proof", f"not a JSON object ({exc})") from exc
+    if isinstance(proof, str) and proof.lstrip().startswith("{"):
+        return proof.encode("utf-8", "surrogatepass"), "<proof>"
+    where = params.path(proof, "proof")
+    params.existing_input(where, "proof", directory_ok=False)
+    return read_proof_file(str(where) if str(where) != "-" else "./-"), str(where)
+
+
+def check_proof(
+    proof: bytes | str | os.PathLike[str] | dict[str, Any],
+    *,
+    allowed_signers: str | os.PathLike[str] | None = None,
+    identity: str | None = None,
+    expect_bundle_digest: str | None = None,
+    source: str | None = None,
+) -> ProofCheckResult:
+    """Check a case proof without the bundle: leaf, audit path, root and head
+    (``check-proof``). ``proof`` is its bytes, its JSON text (a str beginning with
+    ``{``), the parsed object, or a path to the file. Only a valid signature on the head
+    (``allowed_signers``, ``identity``) anchors it.
+
+    Raises ParameterError (2), InputError (3) for a malformed proof, NotProven (1) when
+    it proves nothing or is not anchored as asked. ``source`` names the proof in
+    messages and the record (default: its path, or ``<proof>``).
+    """
+    from bundler.trust.proof import check_proof as check
+
+    signers = params.optional_path(allowed_signers, "allowed_signers")
+    who = params.optional_text(identity, "identity")
+    expected = params.digest(expect_bundle_digest, "expect_bundle_digest")
+    if who is not None and signers is None:
+        raise ParameterError("identity", "needs allowed_signers")
+    checker = None
+    if signers is not None:
+        params.existing_input(signers, "allowed_signers", directory_ok=False)
+        from bundler.bundles.signatures import load_allowed
+        from bundler.core.signatures import SignatureSource, SignatureState
+        from bundler.trust.signatures import check_one, signer_of
+
+        allowed = load_allowed(signers)
+
+        def checker(head: bytes, text: str | None) -> str:
+            from bundler.trust import sshsig
+
+            if text is None:
+                raise sshsig.SignatureError("no signature: the proof's head is unsigned")
+            found = check_one(
+                head,
+                SignatureSource("signature", text),
+                allowed=allowed,  # type: ignore[arg-type]
+                identity=who,
+            )
+            if found.state is not SignatureState.VERIFIED:
+                raise sshsig.SignatureError(str(found.reason))
+            return signer_of(found)
+
+    data, named = _proof_bytes(proof)
+    source = named if source is None else params.text(source, "source")
+    result = check(data, source=source, check_signature=checker, expect_bundle_digest=expected)
+    case = _proof_case(data)
+    record = {
+        "schema": "evalbook.proof_check.v1",
+        "source": source,
+        "proven": True,
+        "case_id": result.case_id,
+        "leaf_index": result.leaf_index,
+        "tree_size": result.tree_size,
+        "bundle_digest": result.bundle_digest,
+        "report_id": result.report_id,
+        "anchored": result.anchored,
+        "anchor": {
+            "signer": result.signer,
+            "expected_bundle_digest": expected,
+            "self_consistent_only": result.signer is None,
+            "description": result.anchor,
+        },
+    }
+    status = case.get("status") if isinstance(case.get("status"), str) else None
+    score = case.get("score")
+    number = score if isinstance(score, int | float) and not isinstance(score, bool) else None
+    if status is not None:
+        record["case_status"] = status
+    if number is not None:
+        record["case_score"] = number
+    return ProofCheckResult(
+        record,
+        case_id=result.case_id,
+        leaf_index=result.leaf_index,
+        tree_size=result.tree_size,
+        bundle_digest=result.bundle_digest,
+        report_id=result.report_id,
+        anchored=result.anchored,
+        signer=result.signer,
+        anchor=result.anchor,
+        case_status=status,
+        case_score=None if number is None else float(number),
+    )
+
+
+def _proof_case(data: bytes) -> dict[str, Any]:
+    """The case a proven proof shows (its form was checked already)."""
+    from bundler.core import canonical
+    from bundler.core.errors import BundlerError
+
+    try:
+        value = canonical.loads(data, source="<proof>")
+    except BundlerError:
+        return {}
+    case = value.get("case") if isinstance(value, dict) else None
+    return case if isinstance(case, dict) else {}
+
+
+def sign(
+    bundle: str | os.PathLike[str],
+    *,
+    key: str | os.PathLike[str],
+    endpoint_url: str | None = None,
+) -> SignResult:
+    """Verify a bundle (every signature present checked), then sign its
+    bundle-head.json (``sign``): into ``<archive>.sig``, or ``<archive>.sig.<sha256 of
+    the signature>`` when that is taken (nothing is replaced), locally exactly as beside
+    a stored object (SPEC 11.3). A key whose signature the head already carries writes
+    nothing: state ``already_signed``. Raises VerificationFailed (1) when the bundle
+    does not verify, InputError (3) when it cannot be read, StorageError (5)."""
+    from bundler.bundles.proof import sign_verified, signed_already
+    from bundler.bundles.signatures import sidecar_name, with_sidecars
+    from bundler.core.claims import VerifyOptions
+    from bundler.core.outputs import write_new_file
+
+    where = params.location(bundle, "bundle")
+    endpoint = params.optional_text(endpoint_url, "endpoint_url")
+    signer = _signer(key)
+    assert signer is not None
+    if where.startswith("s3://"):
+        from bundler.api.stored import sign_stored
+
+        return sign_stored(where, signer, endpoint)
+    archive = Path(where)
+    params.existing_input(archive, "bundle", directory_ok=False)
+    options = with_sidecars(VerifyOptions(), where)
+    signature, result = sign_verified(where, signer, options)
+    already = signed_already(result, signature)
+    if already is not None:
+        state, target = "already_signed", already
+    else:
+        data = signature.encode("ascii")
+        first_free = not os.path.lexists(sidecar_name(where, data, first_free=True))
+        path = Path(sidecar_name(where, data, first_free=first_free))
+        write_new_file(path, data)
+        state, target = "stored", str(path)
+    record = {
+        "schema": "evalbook.signed.v1",
+        "bundle": where,
+        "bundle_digest": result.bundle_digest,
+        "report_id": result.report_id,
+        "signature": target,
+        "state": state,
+    }
+    return SignResult(
+        record,
+        bundle=where,
+        bundle_digest=result.bundle_digest,
+        report_id=result.report_id,
+        signature=target,
+        state=state,
+    )

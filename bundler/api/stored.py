@@ -1,0 +1,366 @@
+"""The library's functions for object storage and fixity (SPEC 6, 13; ``upload``,
+``list``, ``download``, ``fixity`` and ``sign s3://``). Credentials come from the
+standard AWS chain; ``endpoint_url`` (default ``$AWS_ENDPOINT_URL_S3``) picks the
+service."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bundler.api import params
+from bundler.api.results import BundleListing, DownloadResult, Progress, SignResult, UploadResult
+from bundler.core.errors import ParameterError, UsageError
+
+if TYPE_CHECKING:
+    from bundler.fixity.run import Summary
+
+OnProgress = Callable[[Progress], None]
+
+
+def _config(endpoint_url: object) -> Any:
+    from bundler import storage
+
+    return storage.StorageConfig(endpoint_url=params.optional_text(endpoint_url, "endpoint_url"))
+
+
+def _chunks(report: OnProgress | None, total: int | None) -> tuple[Any, Any]:
+    """(per-chunk callback, size callback) feeding ``report`` a running count."""
+    if report is None:
+        return None, None
+    state: list[Any] = [0, total]
+
+    def on_chunk(n: int) -> None:
+        state[0] += n
+        report(Progress(state[0], state[1]))
+
+    def on_size(size: int | None) -> None:
+        state[1] = size
+
+    return on_chunk, on_size
+
+
+def upload(
+    bundle: str | os.PathLike[str],
+    prefix: str,
+    *,
+    retain_until: Any = None,
+    retention_mode: str | None = None,
+    endpoint_url: str | None = None,
+    on_progress: OnProgress | None = None,
+) -> UploadResult:
+    """Verify a bundle archive, then store it under ``s3://bucket/prefix`` without ever
+    overwriting (``upload``), with the signatures beside it (``<archive>.sig*``).
+    Identical bytes already stored are reported as already archived. ``retain_until``
+    (aware datetime or RFC 3339 text) sets S3 Object Lock retention.
+
+    Raises ParameterError (2), VerificationFailed (1) when the bundle does not verify,
+    InputError (3) when it cannot be read, StorageError (5) when the service fails.
+    """
+    from bundler import storage
+    from bundler.api.anchors import raise_unless_verified
+    from bundler.bundles.signatures import with_sidecars
+    from bundler.bundles.verify import read_and_verify
+    from bundler.core.claims import VerifyOptions
+
+    archive = params.existing_input(params.path(bundle, "bundle"), "bundle", directory_ok=False)
+    location = storage.parse_s3_url(params.s3_url(prefix, "prefix"))
+    until = params.optional_time(retain_until, "retain_until")
+    mode = None
+    if retention_mode is not None:
+        mode = params.choice(retention_mode, "retention_mode", ("GOVERNANCE", "COMPLIANCE"))
+        if until is None:
+            raise ParameterError("retention_mode", "needs retain_until")
+    config = _config(endpoint_url)
+    if on_progress is not None and not callable(on_progress):
+        raise ParameterError("on_progress", "expected a callable")
+    storage.check_archive_prefix(location)
+    options = with_sidecars(VerifyOptions(), str(archive))
+    result, _ = read_and_verify(str(archive), options)
+    raise_unless_verified(result, "upload")
+    # Only the sidecars that verify over the head travel with the bundle.
+    good = {c.where for c in result.signatures if not c.embedded and c.good}
+    sidecars = [Path(c.where) for c in options.sidecars if c.where in good and c.problem is None]
+    assert result.bundle_digest is not None
+    on_chunk, _ = _chunks(on_progress, archive.stat().st_size)
+    uploaded = storage.upload_bundle(
+        archive,
+        location,
+        bundle_digest=result.bundle_digest,
+        report_id=str(result.report_id),
+        report_digest=str(result.report_digest),
+        config=config,
+        retain_until=until,
+        retention_mode=mode,
+        sidecars=sidecars,
+        progress=on_chunk,
+        head_signed=any(c.embedded and c.good for c in result.signatures),
+        existing_bundle=_existing_bundle(config.endpoint_url),
+    )
+    info = uploaded.as_dict()
+    return UploadResult(
+        {"schema": "evalbook.upload.v1", **info},
+        url=info["url"],
+        status=info["status"],
+        size=info["size"],
+        sha256=info["sha256"],
+    )
+
+
+def list_bundles(
+    prefix: str, *, report_id: str | None = None, endpoint_url: str | None = None
+) -> BundleListing:
+    """The bundles stored under ``s3://bucket/prefix`` (``list``), in key order: report
+    id, digest, size, time and the signatures stored beside each (not checked).
+    Raises ParameterError (2), StorageError (5)."""
+    from bundler import storage
+
+    location = storage.parse_s3_url(params.s3_url(prefix, "prefix"))
+    rid = params.optional_text(report_id, "report_id")
+    listed = tuple(storage.list_bundles(location, report_id=rid, config=_config(endpoint_url)))
+    items = tuple({"schema": "evalbook.list_line.v1", **item.as_dict()} for item in listed)
+    return BundleListing(items, 0, listed)
+
+
+def download(
+    url: str,
+    dest: str | os.PathLike[str],
+    *,
+    endpoint_url: str | None = None,
+    on_progress: OnProgress | None = None,
+) -> DownloadResult:
+    """Download ``s3://bucket/key`` to ``dest`` (``download``) only if its bytes hash to
+    their recorded SHA-256, with the signatures stored beside it. A ``dest`` that is a
+    directory (or ends in /) receives the object under its own name; nothing is
+    overwritten. Raises AlteredAtRest (1) when the bytes do not match, StorageError (5),
+    OutputError (3) when the file exists."""
+    from bundler import storage
+
+    src = storage.parse_s3_url(params.s3_url(url, "url"))
+    where = params.output(dest, "dest")
+    config = _config(endpoint_url)
+    if on_progress is not None and not callable(on_progress):
+        raise ParameterError("on_progress", "expected a callable")
+    target = storage.download_path(src, str(dest) if str(dest).endswith("/") else str(where))
+    on_chunk, on_size = _chunks(on_progress, None)
+    verified: dict[str, Any] = {}
+    result = storage.download_bundle(
+        src,
+        target,
+        config=config,
+        progress=on_chunk,
+        on_size=on_size,
+        accept=_judge_download(src.url, verified),
+    )
+    result = dataclasses.replace(result, **verified)
+    info = result.as_dict()
+    return DownloadResult(
+        {"schema": "evalbook.download.v1", **info},
+        url=info["url"],
+        path=Path(info["path"]),
+        size=info["size"],
+        sha256=info["sha256"],
+    )
+
+
+def _existing_bundle(endpoint_url: str | None) -> Callable[[str], str | None]:
+    """For upload: the bundle digest the bytes already at a key verify to (None when
+    they do not verify), so that "already archived" rests on bytes, not metadata."""
+
+    def check(url: str) -> str | None:
+        from bundler.bundles.stored import bundle_stream, verified_stored
+        from bundler.bundles.verify import read_and_verify
+        from bundler.core.claims import Verdict, VerifyOptions
+
+        with bundle_stream(url, endpoint_url) as stream:
+            result, _ = read_and_verify(url, VerifyOptions(), stream=stream)
+            if stream is not None:
+                verified_stored(url, stream, result)
+        return result.bundle_digest if result.verdict is Verdict.VERIFIED else None
+
+    return check
+
+
+def _judge_download(url: str, verified: dict[str, Any]) -> Callable[[Path, str | None], None]:
+    """For download: the bytes are placed only when the bundle they hold is the one the
+    key names (SPEC 6), and, for an object without sha256 metadata (nothing recorded to
+    compare), only when they verify. ``verified`` receives the bundle facts read from
+    the bytes, which replace what the metadata says."""
+
+    def accept(path: Path, recorded: str | None) -> None:
+        from bundler.bundles.stored import KEY_SUBJECT
+        from bundler.bundles.verify import read_and_verify
+        from bundler.core.claims import StoredObject, Verdict, VerifyOptions
+        from bundler.core.errors import InputError, VerificationFailed
+
+        result, _ = read_and_verify(str(path), VerifyOptions(stored=StoredObject(url, recorded)))
+        if result.verdict is Verdict.ERROR:
+            if recorded is None:
+                raise InputError(f"{url}: cannot be read as a bundle ({result.error})")
+            return  # the recorded bytes arrived; what they hold is verify's to say
+        failed = [c for c in result.failures() if c.subject == KEY_SUBJECT]
+        if failed or (recorded is None and result.verdict is not Verdict.VERIFIED):
+            detail = "; ".join(str(c.detail) for c in (failed or result.failures())[:3])
+            raise VerificationFailed(f"{url}: {detail}; nothing downloaded")
+        verified.update(
+            bundle_digest=result.bundle_digest,
+            report_id=result.report_id,
+            report_digest=result.report_digest,
+        )
+
+    return accept
+
+
+def sign_stored(url: str, sign: Callable[[bytes], str], endpoint_url: str | None) -> SignResult:
+    """``sign s3://...``: verify the stored bundle (every signature beside it checked),
+    sign its head, and add the signature beside the archive (a countersignature when it
+    is signed already); nothing when this key has signed it already."""
+    from bundler import storage
+    from bundler.bundles.proof import sign_verified, signed_already
+    from bundler.bundles.signatures import with_sidecars
+    from bundler.bundles.stored import bundle_stream, verified_stored
+    from bundler.core.claims import VerifyOptions
+
+    location = storage.stored_bundle_location(url)
+    options = with_sidecars(VerifyOptions(), url, endpoint_url=endpoint_url)
+    with bundle_stream(url, endpoint_url) as stream:
+        signature, result = sign_verified(url, sign, options, stream=stream)
+        if stream is not None:
+            verified_stored(url, stream, result)
+    already = signed_already(result, signature)
+    if already is not None:
+        state, where = "already_signed", already
+    else:
+        stored = storage.add_signature(
+            location,
+            signature.encode("ascii"),
+            config=storage.StorageConfig(endpoint_url=endpoint_url),
+            bundle_digest=result.bundle_digest,
+        )
+        state = "already_stored" if stored.status.value == "already_archived" else "stored"
+        where = stored.url
+    record = {
+        "schema": "evalbook.signed.v1",
+        "bundle": url,
+        "bundle_digest": result.bundle_digest,
+        "report_id": result.report_id,
+        "signature": where,
+        "state": state,
+    }
+    return SignResult(
+        record,
+        bundle=url,
+        bundle_digest=result.bundle_digest,
+        report_id=result.report_id,
+        signature=where,
+        state=state,
+    )
+
+
+def _parsed(parse: Callable[[str], Any], value: object, param: str) -> Any:
+    """``parse(value)``, its refusal naming ``param`` (the parsers name the option)."""
+    try:
+        return parse(params.text(value, param))
+    except ParameterError:
+        raise
+    except UsageError as exc:
+        raise ParameterError(param, exc.message.split(": ", 1)[-1]) from exc
+
+
+def fixity(
+    source: str | os.PathLike[str],
+    *,
+    ledger: str | os.PathLike[str] = "evalbook-fixity.sqlite",
+    level: str = "full",
+    older_than: str | None = None,
+    sample: str | None = None,
+    limit: int | None = None,
+    limit_bytes: int | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    allowed_signers: str | os.PathLike[str] | None = None,
+    record: str | os.PathLike[str] | None = None,
+    upload_record: bool = False,
+    key: str | os.PathLike[str] | None = None,
+    endpoint_url: str | None = None,
+    on_progress: OnProgress | None = None,
+) -> Summary:
+    """Check that every bundle of an archive still holds its bytes and verifies (SPEC
+    13; ``fixity``): ``source`` is ``s3://bucket/prefix`` or a local directory. The
+    ledger keeps every bundle and check; ``record`` (never overwritten) and
+    ``upload_record`` keep the run's record, signed with ``key``. The summary's
+    ``exit_code`` is the command's. Raises ParameterError (2), InputError (3) when the
+    run cannot start, StorageError (5) when the source cannot be listed."""
+    from bundler.fixity import FixityConfig, Selection, parse_duration, parse_sample, run_fixity
+    from bundler.fixity.run import Progress as FixityProgress
+
+    where = params.input_directory(source, "source")
+    ledger_path = params.output(ledger, "ledger", existing_file_ok=True)
+    check_level = params.choice(level, "level", ("object", "full"))
+    is_upload = params.flag(upload_record, "upload_record")
+    record_path = None if record is None else params.output(record, "record")
+    signers = params.optional_path(allowed_signers, "allowed_signers")
+    if signers is not None:
+        params.existing_input(signers, "allowed_signers", directory_ok=False)
+    if is_upload and not where.startswith("s3://"):
+        raise ParameterError("upload_record", "needs an s3://bucket/prefix source")
+    if key is not None and record_path is None and not is_upload:
+        raise ParameterError("key", "signs the record: give record or upload_record")
+    if record_path is not None and os.path.lexists(record_path):
+        raise ParameterError(
+            "record", f"{record_path} already exists; a record is never overwritten"
+        )
+    selection = Selection(
+        sample=None if sample is None else _parsed(parse_sample, sample, "sample"),
+        older_than=None
+        if older_than is None
+        else _parsed(parse_duration, older_than, "older_than"),
+        limit=params.optional_integer(limit, "limit", 1),
+        limit_bytes=params.optional_integer(limit_bytes, "limit_bytes", 1),
+    )
+    count = params.optional_integer(workers, "workers", 1, 1024)
+    config = FixityConfig(
+        source=where,
+        level=check_level,
+        ledger=ledger_path,
+        selection=selection,
+        workers=count or os.cpu_count() or 1,
+        scheduler=params.optional_text(scheduler, "scheduler"),
+        endpoint_url=params.optional_text(endpoint_url, "endpoint_url"),
+        allowed_signers=signers,
+        record=record_path,
+        upload_record=is_upload,
+    )
+    signer = None
+    if key is not None:
+        from bundler.fixity.record import SIGNATURE_NAMESPACE
+        from bundler.trust import sshsig
+
+        key_path = params.existing_input(params.path(key, "key"), "key", directory_ok=False)
+        passphrase = os.environ.get(sshsig.PASSPHRASE_ENV)
+        loaded = sshsig.load_private_key(
+            key_path, passphrase=passphrase.encode() if passphrase else None
+        )
+
+        def signer(data: bytes) -> str:
+            return sshsig.sign(data, loaded, namespace=SIGNATURE_NAMESPACE)
+
+    report = on_progress
+    if report is not None and not callable(report):
+        raise ParameterError("on_progress", "expected a callable")
+
+    def forward(progress: FixityProgress) -> None:
+        assert report is not None
+        report(
+            Progress(
+                progress.checked,
+                progress.total,
+                f"{progress.bytes_read / 1e6:.1f} MB read, {progress.not_passed} not passed",
+                unit="bundles",
+            )
+        )
+
+    return run_fixity(config, on_progress=forward if report is not None else None, signer=signer)

@@ -1,0 +1,344 @@
+"""An imported run as the documents of an EvalBook store (SPEC 3, 12 and 16).
+
+One function, ``build_documents``, for both runners: datasets, scorer versions, the
+suite, check results, cases, evidence manifests, the report body and envelope, all
+stored canonical, all a pure function of the run, the given files and the options.
+Identifiers name one content forever: each id ends in 16 hex digits of the digest of
+the document's content without its own id, so different content never shares an id and
+the same content always gets the same one. Statuses, coverage, evidence completeness,
+assurance and the report's result are derived with SPEC 12's own code
+(``evalbook.derive``), so ``audit`` re-derives exactly what the import wrote; each
+check's score is the runner's own value of its metric.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bundler.core import canonical
+from bundler.core.digests import json_digest
+from bundler.core.errors import InputError
+from bundler.core.version import TOOL_NAME, __version__
+from bundler.evalbook.contract import MAX_EVIDENCE_REFS
+from bundler.evalbook.derive import derive_check, derive_report
+from bundler.evalbook.scorers import scorer_file_order, scorer_version_digest
+from bundler.importers.decision import Decision, no_threshold
+from bundler.importers.model import ImportedFile, ImportedRun, is_identifier, to_identifier
+from bundler.importers.storewriter import PayloadRef, StoreWriter
+
+ASSURANCE = "reported"
+NO_DECISION = "no decision rule given"
+VERSION = 1
+MAX_CASES = 20_000 * 8  # cases a report may hold at import (export cuts at 20,000)
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """A file given with ``--task``: a scorer version's file, bound by its framed digest."""
+
+    name: str
+    data: bytes
+    entry: ImportedFile
+
+
+@dataclass(frozen=True)
+class BuiltReport:
+    report_id: str
+    body_digest: str
+    result: str
+    checks: list[tuple[str, str]]  # (check_id, status)
+
+
+def _tagged_id(base: str, value: Any) -> str:
+    """``<base>-<16 hex of the JSON digest of value>``, within the identifier rules."""
+    tail = json_digest(value).removeprefix("sha256:")[:16]
+    return f"{to_identifier(base)[:100]}-{tail}"
+
+
+def _timestamp_plus(issued_at: str, hours: int) -> str:
+    moment = datetime.strptime(issued_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return (moment + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _case_id(check_id: str, example_id: str, repeat: int) -> str:
+    case_id = f"{check_id}.{example_id}.{repeat}"
+    if len(case_id) <= 128:
+        return case_id
+    tail = hashlib.sha256(f"{example_id}\x00{repeat}".encode()).hexdigest()[:24]
+    return f"{check_id[:100]}.{tail}"
+
+
+def build_documents(
+    run: ImportedRun,
+    writer: StoreWriter,
+    *,
+    task_files: list[TaskFile],
+    decision: Decision | None,
+    report_id: str | None,
+) -> BuiltReport:
+    """Stage every document of ``run`` in ``writer``; return the report's id and result.
+
+    Raises InputError for a run that cannot become a report (too many cases, an id the
+    decision names that the run does not give, a given report id that is not an
+    identifier).
+    """
+    if report_id is not None and not is_identifier(report_id):
+        raise InputError(f"--report-id {report_id!r}: not an identifier (SPEC 3)")
+    if sum(len(c.cases) for c in run.checks) > MAX_CASES:
+        raise InputError(f"the run gives more than {MAX_CASES} cases; import refused")
+    file_refs = [writer.put_file_payload(Path(f.path), f.digest, f.size) for f in run.files]
+
+    datasets: dict[str, tuple[str, str, list[str]]] = {}  # key -> (id, digest, example ids)
+    for key, dataset in sorted(run.datasets.items()):
+        examples: list[dict[str, Any]] = [
+            {"example_id": eid, "digest": d, "size": n}
+            for eid, (d, n) in sorted(dataset.examples.items())
+        ]
+        dataset_id = _tagged_id(dataset.name, examples)
+        manifest = {"dataset_id": dataset_id, "version": VERSION, "examples": examples}
+        base = f"datasets/{dataset_id}/{VERSION}"
+        writer.put_document(f"{base}/manifest.json", canonical.dumps(manifest))
+        for e in examples:
+            writer.place_example(e["digest"], f"{base}/examples/{e['example_id']}.json")
+        datasets[key] = (dataset_id, json_digest(manifest), [e["example_id"] for e in examples])
+
+    scorers: dict[str, dict[str, Any]] = {}  # key -> scorer_ref
+    ordered = scorer_file_order(t.name for t in task_files)
+    by_name = {t.name: t for t in task_files}
+    for key, scorer in sorted(run.scorers.items()):
+        descriptor = {
+            "version": VERSION,
+            "kind": "deterministic",
+            "entrypoint": scorer.entrypoint,
+            "runtime": scorer.runtime,
+            "config": {
+                **scorer.config,
+                "kind": "not recorded by the runner; deterministic is assumed",
+                "task_files": "given" if task_files else "not given",
+            },
+            "judge": None,
+            "files": ordered,
+        }
+        files = [(f"files/{name}", by_name[name].data) for name in ordered]
+        scorer_id = _tagged_id(
+            scorer.name, [descriptor, [[n, hashlib.sha256(d).hexdigest()] for n, d in files]]
+        )
+        descriptor = {"scorer_id": scorer_id, **descriptor}
+        data = canonical.dumps(descriptor)
+        base = f"scorers/{scorer_id}/{VERSION}"
+        writer.put_document(f"{base}/scorer.json", data)
+        for name, content in files:
+            writer.put_document(f"{base}/{name}", content)
+        digest = scorer_version_digest(data, files)
+        scorers[key] = {"id": scorer_id, "version": VERSION, "digest": digest}
+
+    checks_out = _build_checks(run, writer, datasets, scorers, file_refs, decision)
+    validity = decision.validity_hours if decision is not None else 8760
+    decision_rule = {
+        "rule": "threshold" if decision is not None else "none",
+        "alpha": None,
+        "margin": None,
+        "correction": None,
+    }
+    suite = {
+        "version": VERSION,
+        "status": "active",
+        "validity_hours": validity,
+        "decision_rule": decision_rule,
+        "checks": [c["suite"] for c in checks_out],
+    }
+    suite_id = _tagged_id(run.report_base, suite)
+    suite = {"suite_id": suite_id, **suite}
+    writer.put_document(f"suites/{suite_id}/{VERSION}.json", canonical.dumps(suite))
+
+    derived = derive_report((c["required"], c["derived"]) for c in checks_out)
+    reasons = (
+        [NO_DECISION]
+        if decision is None
+        else [
+            f"check {c['body']['check_id']}: {c['body']['result']}"
+            for c in checks_out
+            if c["required"] and c["body"]["result"] != "pass"
+        ]
+    )
+    subject = {
+        "importer": {"tool": TOOL_NAME, "version": __version__},
+        "runner": run.runner,
+        "run": run.run,
+        "files": [f.subject_entry() for f in run.files],
+        "task_files": [t.entry.subject_entry() for t in task_files],
+        "decision": None
+        if decision is None
+        else {"name": decision.name, "digest": decision.digest},
+    }
+    body: dict[str, Any] = {
+        "schema_version": "1.0",
+        "producer": run.producer.value,
+        "organization": run.organization,
+        "project": run.project,
+        "report_id": "",
+        "evaluation_id": run.evaluation_id,
+        "subject": subject,
+        "suite_ref": {"id": suite_id, "version": VERSION, "digest": json_digest(suite)},
+        "dataset_refs": [
+            {"id": d[0], "version": VERSION, "digest": d[1]} for _, d in sorted(datasets.items())
+        ],
+        "mode": "imported",
+        "execution_mode": run.runner["name"],
+        "decision_rule": decision_rule,
+        "result": derived.result.value,
+        "evidence_complete": derived.evidence_complete,
+        "reasons": reasons,
+        "checks": [c["body"] for c in checks_out],
+        "coverage": {
+            "expected": derived.coverage.expected,
+            "executed": derived.coverage.executed,
+            "missing": derived.coverage.missing,
+        },
+        "issued_at": run.issued_at,
+        "valid_until": _timestamp_plus(run.issued_at, validity),
+    }
+    body["report_id"] = report_id or _tagged_id(run.report_base, body)
+    rid = body["report_id"]
+    body_bytes = canonical.dumps(body)
+    writer.put_document(f"reports/{rid}/body.json", body_bytes)
+    envelope = {
+        "status": "current",
+        "superseded_at": None,
+        "superseded_by": None,
+        "superseded_reason": None,
+        "url": None,
+    }
+    writer.put_document(f"reports/{rid}/envelope.json", canonical.dumps(envelope))
+    for c in checks_out:
+        check_id = c["body"]["check_id"]
+        writer.put_document(f"reports/{rid}/checks/{check_id}.json", canonical.dumps(c["result"]))
+        writer.put_document(f"reports/{rid}/cases/{check_id}.jsonl", c["cases"])
+    return BuiltReport(
+        rid,
+        "sha256:" + hashlib.sha256(body_bytes).hexdigest(),
+        derived.result.value,
+        [(c["body"]["check_id"], c["body"]["status"]) for c in checks_out],
+    )
+
+
+def _build_checks(
+    run: ImportedRun,
+    writer: StoreWriter,
+    datasets: dict[str, tuple[str, str, list[str]]],
+    scorers: dict[str, dict[str, Any]],
+    file_refs: list[PayloadRef],
+    decision: Decision | None,
+) -> list[dict[str, Any]]:
+    run_file_refs = [r.as_case_ref("artifact") for r in file_refs]
+    out = []
+    for check in run.checks:
+        chosen = decision.checks.get(check.check_id) if decision is not None else None
+        required = chosen.required if chosen is not None else False
+        aggregation = chosen.aggregation if chosen is not None else no_threshold(check.repeats)
+        dataset_id, _, example_ids = datasets[check.dataset]
+        lines = []
+        cases = []
+        evidence_keys: set[tuple[str, str]] = set()
+        for case in check.cases:
+            # A case's own evidence holds the sample's input and the model's outputs, so
+            # it is kind output (redacted with outputs); only run files are artifacts.
+            evidence = [r.as_case_ref("output") for r in case.evidence] + run_file_refs
+            value = {
+                "assurance": ASSURANCE,
+                "case_id": _case_id(check.check_id, case.example_id, case.repeat),
+                "check_id": check.check_id,
+                "evidence": evidence,
+                "example": {
+                    "dataset_id": dataset_id,
+                    "example_id": case.example_id,
+                    "version": VERSION,
+                },
+                "output": None if case.output is None else case.output.as_case_ref("output"),
+                "repeat": case.repeat,
+                "score": case.score,
+                "status": case.status.value,
+            }
+            cases.append(value)
+            lines.append(canonical.dumps(value))
+            if case.output is not None:
+                evidence_keys.add((case.output.digest, "output"))
+            for ref in evidence:
+                evidence_keys.add((str(ref["digest"]), str(ref["kind"])))
+        derived = derive_check(
+            aggregation,
+            dataset_id=dataset_id,
+            dataset_version=VERSION,
+            expected_example_ids=example_ids,
+            cases=cases,
+        )
+        if derived.problems:
+            raise InputError(
+                f"check {check.check_id}: {derived.problems[0].message}; import refused"
+            )
+        ordered = sorted(evidence_keys)
+        if len(ordered) <= MAX_EVIDENCE_REFS:
+            evidence_refs = [{"digest": d, "kind": k} for d, k in ordered]
+        else:
+            manifest = {
+                "schema": "evalbook.evidence_manifest.v1",
+                "check_id": check.check_id,
+                "evidence": [{"digest": d, "kind": k} for d, k in ordered],
+            }
+            data = canonical.dumps(manifest)
+            digest = json_digest(manifest)
+            writer.put_document(f"blobs/sha256/{digest.removeprefix('sha256:')}", data)
+            evidence_refs = [{"digest": digest, "kind": "manifest"}]
+        coverage = {
+            "expected": derived.coverage.expected,
+            "executed": derived.coverage.executed,
+            "missing": derived.coverage.missing,
+        }
+        assurance = None if derived.assurance is None else derived.assurance.value
+        body = {
+            "check_id": check.check_id,
+            "required": required,
+            "status": derived.status.value,
+            "result": derived.result.value,
+            "scorer_ref": scorers[check.scorer],
+            "assurance": assurance,
+            "evidence_refs": evidence_refs,
+            "score": check.value,
+            "explanation": check.explanation + ("" if chosen is not None else f"; {NO_DECISION}"),
+            "coverage": coverage,
+            "observations": check.observations,
+            "slices": [],
+        }
+        result = {
+            "check_id": check.check_id,
+            "required": required,
+            "aggregation": aggregation,
+            "status": derived.status.value,
+            "result": derived.result.value,
+            "score": check.value,
+            "interval": None,
+            "coverage": coverage,
+            "assurance": assurance,
+            "slices": [],
+        }
+        out.append(
+            {
+                "required": required,
+                "derived": derived,
+                "body": body,
+                "result": result,
+                "cases": b"".join(line + b"\n" for line in lines),
+                "suite": {
+                    "check_id": check.check_id,
+                    "required": required,
+                    "scorer": {"id": scorers[check.scorer]["id"], "version": VERSION},
+                    "dataset": {"id": dataset_id, "version": VERSION},
+                    "aggregation": aggregation,
+                },
+            }
+        )
+    return out

@@ -1,0 +1,181 @@
+"""``import-inspect`` and ``import-lm-eval``: one run becomes one report of a store (SPEC 16).
+
+``import_run`` opens every given file safely, reads the run with its runner's reader,
+builds the documents (``documents``) and commits them with ``storewriter``: all of the
+report's documents appear, or none, and nothing is written to the store when the import
+is refused. Importing the same run with the same options again writes nothing and says
+so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from bundler.core import canonical
+from bundler.core.errors import InputError, UsageError
+from bundler.evalbook.contract import EXPORT, READ_BODY
+from bundler.importers.decision import check_known, read_decision
+from bundler.importers.documents import TaskFile, build_documents
+from bundler.importers.model import ImportedFile, Role
+from bundler.importers.runfile import RunFile, open_run_file
+from bundler.importers.storewriter import StoreWriter
+
+MAX_TASK_FILE_BYTES = 16 * 1024 * 1024
+_PRINCIPAL = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+_SAFE_NAME = re.compile(r"\A[^/\\\x00-\x1f\x7f]+\Z")
+
+
+class Runner(StrEnum):
+    INSPECT = "inspect"
+    LM_EVAL = "lm-eval"
+
+
+@dataclass(frozen=True)
+class ImportConfig:
+    runner: Runner
+    run_files: tuple[Path, ...]  # Inspect: the log; lm-eval: results, then samples files
+    store: Path
+    task_files: tuple[Path, ...] = ()
+    dataset_files: tuple[Path, ...] = ()
+    decision: Path | None = None
+    report_id: str | None = None
+    principal: str | None = None
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    store: str
+    report_id: str
+    report_digest: str
+    result: str
+    written: bool
+    files_written: int
+    checks: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": "evalbook.import_result.v1",
+            "store": self.store,
+            "report_id": self.report_id,
+            "report_digest": self.report_digest,
+            "result": self.result,
+            "written": self.written,
+            "files_written": self.files_written,
+            "checks": [{"check_id": c, "status": s} for c, s in self.checks],
+        }
+
+
+def _base_name(path: Path, what: str) -> str:
+    name = path.name
+    if _SAFE_NAME.match(name) is None or name in (".", ".."):
+        raise InputError(f"{path}: the {what}'s name cannot be recorded safely")
+    return name
+
+
+def _read_task_files(paths: tuple[Path, ...]) -> list[TaskFile]:
+    out: list[TaskFile] = []
+    names: set[str] = set()
+    for path in paths:
+        name = _base_name(path, "task file")
+        if name in names:
+            raise InputError(f"{path}: a second --task file named {name!r}")
+        names.add(name)
+        f = open_run_file(path, role="task file", cap=MAX_TASK_FILE_BYTES)
+        try:
+            data = f.read_all(cap=MAX_TASK_FILE_BYTES)
+        finally:
+            f.close()
+        entry = ImportedFile(Role.TASK, name, f.sha256, f.size, str(path))
+        out.append(TaskFile(name, data, entry))
+    return sorted(out, key=lambda t: t.name.encode("utf-8"))
+
+
+def import_run(config: ImportConfig, progress: Callable[[int], None] | None = None) -> ImportResult:
+    """Import one run into ``config.store``; return what was written.
+
+    Raises UsageError (exit 2) for a missing principal when the store must be created,
+    InputError (exit 3) for any file that cannot be read or mapped, a decision naming an
+    unknown check, or a store that already holds other bytes at an id this import gives.
+    Nothing is written to the store unless the whole report is.
+    """
+    principal = config.principal
+    if principal is not None and _PRINCIPAL.match(principal) is None:
+        raise UsageError(f"--principal {principal!r}: not an identifier (SPEC 3)")
+    store_exists = config.store.exists()
+    if not store_exists and principal is None:
+        raise UsageError(
+            f"{config.store}: the store does not exist, and creating one needs --principal "
+            "(or EVALBOOK_PRINCIPAL), the principal its access.json grants"
+        )
+    decision = read_decision(config.decision) if config.decision is not None else None
+    task_files = _read_task_files(config.task_files)
+    opened: list[RunFile] = []
+    try:
+        names: set[str] = set()
+        for i, path in enumerate(config.run_files):
+            role = (
+                "log"
+                if config.runner is Runner.INSPECT
+                else ("results file" if i == 0 else "samples file")
+            )
+            name = _base_name(path, role)
+            if name in names:
+                raise InputError(f"{path}: a second run file named {name!r}")
+            names.add(name)
+            opened.append(open_run_file(path, role=role))
+        dataset_files = []
+        for path in config.dataset_files:
+            name = _base_name(path, "dataset file")
+            if name in names:
+                raise InputError(f"{path}: a second file named {name!r}")
+            names.add(name)
+            f = open_run_file(path, role="dataset file")
+            opened.append(f)
+            dataset_files.append(ImportedFile(Role.DATASET, name, f.sha256, f.size, str(path)))
+        with StoreWriter(config.store) as writer:
+            if config.runner is Runner.INSPECT:
+                from bundler.importers.inspect_log import read_inspect_log
+
+                run = read_inspect_log(
+                    opened[0], writer, dataset_files=dataset_files, progress=progress
+                )
+            else:
+                from bundler.importers.lmeval import read_lm_eval_run
+
+                run = read_lm_eval_run(opened[0], opened[1 : len(config.run_files)], writer)
+                run.files.extend(dataset_files)
+            names = {f.name for f in run.files}
+            if decision is not None and config.decision is not None:
+                name = _base_name(config.decision, "decision file")
+                if name in names:
+                    raise InputError(f"{config.decision}: a second file named {name!r}")
+                run.files.append(
+                    ImportedFile(
+                        Role.DECISION, name, decision.digest, decision.size, str(config.decision)
+                    )
+                )
+            check_known(decision, {c.check_id for c in run.checks})
+            built = build_documents(
+                run, writer, task_files=task_files, decision=decision, report_id=config.report_id
+            )
+            access = None
+            if principal is not None:
+                access = canonical.dumps({"principals": {principal: sorted([EXPORT, READ_BODY])}})
+            committed = writer.commit(f"reports/{built.report_id}", access)
+    finally:
+        for f in opened:
+            f.close()
+    return ImportResult(
+        store=str(config.store),
+        report_id=built.report_id,
+        report_digest=built.body_digest,
+        result=built.result,
+        written=committed.report_written,
+        files_written=committed.files_written,
+        checks=built.checks,
+    )

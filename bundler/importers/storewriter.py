@@ -1,0 +1,235 @@
+"""Writing an import into an EvalBook store: all of a report's documents, or none (SPEC 16).
+
+Everything is first written to a staging directory inside the store root (so the final
+renames stay on one file system). Payloads are staged as they are read, so memory does
+not grow with the run. ``commit`` then checks every final path before it moves anything:
+a path that already holds the same bytes is left alone (identifiers name one content
+forever, so the same content may already be there), a path that holds other bytes is
+refused, and nothing has been moved. The report directory is moved last, in one rename,
+so a report appears whole or not at all; the content-addressed files moved before it are
+harmless if a crash comes between. A refusal or an interruption removes the staging
+directory, and the store root too when this import created it.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import hashlib
+import os
+import secrets
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bundler.core.errors import InputError, OutputError, StoreError
+from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES
+
+STAGING_PREFIX = ".evalbook-import-"
+
+
+@dataclass(frozen=True)
+class PayloadRef:
+    """A payload staged for the store: its digest, size and location (SPEC 3.3)."""
+
+    digest: str
+    size: int
+
+    @property
+    def location(self) -> str:
+        return "inline" if self.size <= INLINE_PAYLOAD_MAX_BYTES else "sso"
+
+    @property
+    def relpath(self) -> str:
+        area = "blobs" if self.location == "inline" else "sso"
+        return f"{area}/sha256/{self.digest.removeprefix('sha256:')}"
+
+    def as_case_ref(self, kind: str) -> dict[str, object]:
+        return {"kind": kind, "digest": self.digest, "size": self.size, "location": self.location}
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    report_written: bool  # False: the same report was already in the store
+    files_written: int
+
+
+class StoreWriter:
+    """A staging area for one import; use as a context manager (abort on error)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        if self.root.is_symlink():
+            raise OutputError(f"{self.root}: the store root is a symlink; refusing to write")
+        if self.root.exists() and not self.root.is_dir():
+            raise OutputError(f"{self.root}: the store root is not a directory")
+        if not self.root.parent.is_dir():
+            raise OutputError(f"{self.root.parent}: the store's parent directory does not exist")
+        self.created_root = not self.root.exists()
+        if self.created_root:
+            self.root.mkdir()
+        self.staging = self.root / (STAGING_PREFIX + secrets.token_hex(8))
+        self.staging.mkdir()
+        self._staged: dict[str, Path] = {}  # final relpath -> staged file
+        self._examples: dict[str, Path] = {}  # digest -> staged example body
+        self._dirs: set[str] = set()  # staged directories already made
+
+    # ------------------------------------------------------------------ staging
+
+    def _stage_path(self, relpath: str, area: str = "files") -> Path:
+        path = self.staging / area / relpath
+        parent = f"{area}/{relpath.rpartition('/')[0]}"
+        if parent not in self._dirs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._dirs.add(parent)
+        return path
+
+    def put_payload(self, data: bytes) -> PayloadRef:
+        """Stage a payload (blobs/ or sso/ by its size), once per digest."""
+        ref = PayloadRef("sha256:" + hashlib.sha256(data).hexdigest(), len(data))
+        if ref.relpath not in self._staged:
+            path = self._stage_path(ref.relpath)
+            path.write_bytes(data)
+            self._staged[ref.relpath] = path
+        return ref
+
+    def put_file_payload(self, source: Path, digest: str, size: int) -> PayloadRef:
+        """Stage a run file as a payload, copied in chunks and checked against ``digest``."""
+        ref = PayloadRef(digest, size)
+        if ref.relpath in self._staged:
+            return ref
+        path = self._stage_path(ref.relpath)
+        h = hashlib.sha256()
+        written = 0
+        flags = os.O_RDONLY | os.O_NOFOLLOW
+        fd = os.open(source, flags)
+        try:
+            with os.fdopen(fd, "rb", closefd=False) as src, path.open("wb") as dst:
+                while chunk := src.read(1024 * 1024):
+                    h.update(chunk)
+                    dst.write(chunk)
+                    written += len(chunk)
+        finally:
+            os.close(fd)
+        if "sha256:" + h.hexdigest() != digest or written != size:
+            raise InputError(f"{source}: changed while it was imported; import refused")
+        self._staged[ref.relpath] = path
+        return ref
+
+    def put_example(self, data: bytes) -> str:
+        """Stage an example body by digest; its final path is known only later."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if digest not in self._examples:
+            path = self._stage_path(digest.removeprefix("sha256:"), area="examples")
+            path.write_bytes(data)
+            self._examples[digest] = path
+        return digest
+
+    def place_example(self, digest: str, relpath: str) -> None:
+        """Give a staged example body its final path (a hard link: one body may serve
+        two examples)."""
+        path = self._stage_path(relpath)
+        os.link(self._examples[digest], path)
+        self._staged[relpath] = path
+
+    def put_document(self, relpath: str, data: bytes) -> None:
+        path = self._stage_path(relpath)
+        if relpath in self._staged and path.read_bytes() != data:
+            raise StoreError(f"{relpath}: two different documents for one path; import refused")
+        path.write_bytes(data)
+        self._staged[relpath] = path
+
+    # ------------------------------------------------------------------ committing
+
+    def commit(self, report_dir: str, access: bytes | None) -> CommitResult:
+        """Move everything into place; refuse, moving nothing, when a path holds other
+        bytes. ``report_dir`` (``reports/<id>``) moves last, in one rename."""
+        prefix = report_dir + "/"
+        report_files = sorted(r for r in self._staged if r.startswith(prefix))
+        others = sorted(r for r in self._staged if not r.startswith(prefix))
+        to_move = [r for r in others if not self._same(r)]
+        final_report = self.root / report_dir
+        report_written = True
+        if final_report.exists() or final_report.is_symlink():
+            if not final_report.is_dir() or final_report.is_symlink():
+                raise StoreError(f"{report_dir}: exists and is not a directory; import refused")
+            present = sorted(
+                p.relative_to(self.root).as_posix()
+                for p in final_report.rglob("*")
+                if p.is_file() or p.is_symlink()
+            )
+            if present != report_files or not all(self._same(r) for r in report_files):
+                raise StoreError(
+                    f"{report_dir}: the store already holds a different report with this id "
+                    "(an import never changes a document already in the store); import refused"
+                )
+            report_written = False
+        written = 0
+        if access is not None and not (self.root / "access.json").exists():
+            self._move_file(self._stage_bytes("access.json", access), "access.json")
+            written += 1
+        for relpath in to_move:
+            self._move_file(self._staged[relpath], relpath)
+            written += 1
+        if report_written:
+            staged_dir = self.staging / "files" / report_dir
+            final_report.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.rename(staged_dir, final_report)
+            except OSError as exc:
+                raise StoreError(
+                    f"{report_dir}: appeared during the import; import refused"
+                ) from exc
+            written += len(report_files)
+        return CommitResult(report_written, written)
+
+    def _stage_bytes(self, relpath: str, data: bytes) -> Path:
+        path = self._stage_path(relpath)
+        path.write_bytes(data)
+        return path
+
+    def _same(self, relpath: str) -> bool:
+        """Whether the final path already holds the staged bytes (refuse other bytes)."""
+        final = self.root / relpath
+        if not final.exists() and not final.is_symlink():
+            return False
+        if final.is_symlink() or not final.is_file():
+            raise StoreError(f"{relpath}: exists and is not a regular file; import refused")
+        if filecmp.cmp(final, self._staged[relpath], shallow=False):
+            return True
+        raise StoreError(
+            f"{relpath}: the store already holds other bytes at this path (an import never "
+            "changes a document already in the store); import refused"
+        )
+
+    def _move_file(self, staged: Path, relpath: str) -> None:
+        final = self.root / relpath
+        final.parent.mkdir(parents=True, exist_ok=True)
+        # link + unlink, not rename: a file that appeared meanwhile is never replaced.
+        try:
+            os.link(staged, final)
+        except FileExistsError:
+            if not filecmp.cmp(final, staged, shallow=False):
+                raise StoreError(
+                    f"{relpath}: appeared with other bytes during the import"
+                ) from None
+
+    def staged_paths(self) -> Iterable[str]:
+        return sorted(self._staged)
+
+    def close(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def abort(self) -> None:
+        self.close()
+        if self.created_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.close()

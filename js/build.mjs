@@ -1,0 +1,39 @@
+// Builds dist/verify-bundle.html: page/main.mjs and the core bundled by esbuild into
+// one IIFE (the zstd WebAssembly module inlined as base64 in src/zstd-wasm.mjs, the
+// contract's schemas inlined as JSON), placed in page/template.html under a
+// Content-Security-Policy that admits exactly that script by its SHA-256. The same
+// sources give the same bytes (test/page-build.test.mjs holds the committed file to it).
+import { build } from 'esbuild';
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const here = (p) => fileURLToPath(new URL(p, import.meta.url));
+
+export async function buildPage() {
+  const result = await build({
+    entryPoints: [here('./page/main.mjs')],
+    bundle: true,
+    format: 'iife',
+    platform: 'browser',
+    target: ['chrome110', 'firefox115', 'safari16'],
+    minify: true,
+    legalComments: 'none',
+    write: false,
+    charset: 'utf8',
+    logLevel: 'silent',
+  });
+  // Never close the script element early, whatever a string holds.
+  const script = result.outputFiles[0].text.replace(/<\/(script)/gi, '<\\/$1').replace(/<!--/g, '<\\!--').trimEnd();
+  const hash = "sha256-" + createHash('sha256').update(script, 'utf8').digest('base64');
+  const template = readFileSync(here('./page/template.html'), 'utf8');
+  return template.replace('@@SCRIPT_HASH@@', hash).replace('@@SCRIPT@@', () => script);
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const html = await buildPage();
+  mkdirSync(here('./dist/'), { recursive: true });
+  writeFileSync(here('./dist/verify-bundle.html'), html);
+  writeFileSync(here('../bundler/report/templates/verify-bundle.html'), html);
+  process.stdout.write(`js/dist/verify-bundle.html: ${html.length} bytes\n`);
+}

@@ -1,0 +1,272 @@
+// @ts-check
+/**
+ * The offline verifier page (SPEC 15): choose or drop a bundle (and optionally an
+ * allowed_signers file, an identity, an expected digest), verify it in the browser
+ * with the same core as the Node command, show the result as SPEC 14 lays it out, and
+ * save the verification record as JSON. Every text from the bundle reaches the page
+ * through textContent after the one escaping function (shown); no request leaves it.
+ */
+import { sha256 as nobleSha256 } from '@noble/hashes/sha2';
+import { createSHA256 } from 'hash-wasm';
+import { verifyBundle } from '../src/verify.mjs';
+import { validators } from '../src/schema.mjs';
+import { shown } from '../src/textsafe.mjs';
+import { REASON_WORDS } from '../src/record.mjs';
+import { GROUPS } from '../src/claims.mjs';
+import bundle from '../../schemas/bundle.schema.json';
+import ebBundle from '../../schemas/eb-bundle.schema.json';
+import reportBody from '../../schemas/report-body.schema.json';
+import envelope from '../../schemas/envelope.schema.json';
+import suite from '../../schemas/suite.schema.json';
+import scorer from '../../schemas/scorer.schema.json';
+import datasetManifest from '../../schemas/dataset-manifest.schema.json';
+import checkResult from '../../schemas/check-result.schema.json';
+import caseSchema from '../../schemas/case.schema.json';
+import evidenceManifest from '../../schemas/evidence-manifest.schema.json';
+import caseProof from '../../schemas/case-proof.schema.json';
+
+const VALIDATORS = validators({
+  bundle, 'eb-bundle': ebBundle, 'report-body': reportBody, envelope, suite, scorer,
+  'dataset-manifest': datasetManifest, 'check-result': checkResult, case: caseSchema,
+  'evidence-manifest': evidenceManifest, 'case-proof': caseProof,
+});
+
+/**
+ * SHA-256 instances of hash-wasm (WebAssembly, streaming, several times faster than
+ * JavaScript), kept in a pool: the verifier hashes the archive and one member at a time,
+ * then many small documents; a hasher goes back to the pool once its digest is read.
+ * When the pool is empty the synchronous @noble/hashes takes over.
+ * @type {any[]}
+ */
+const POOL = [];
+
+async function fillPool() {
+  for (let i = POOL.length; i < 4; i++) POOL.push(await createSHA256());
+}
+
+/** @returns {import('../src/bagread.mjs').Hasher} */
+function sha256() {
+  const fast = POOL.pop();
+  if (fast) {
+    fast.init();
+    return {
+      update(d) {
+        fast.update(d);
+      },
+      hex() {
+        const out = fast.digest('hex');
+        POOL.push(fast);
+        return out;
+      },
+    };
+  }
+  const h = nobleSha256.create();
+  return {
+    update(d) {
+      h.update(d);
+    },
+    hex() {
+      const b = h.digest();
+      let s = '';
+      for (let i = 0; i < b.length; i++) s += b[i].toString(16).padStart(2, '0');
+      return s;
+    },
+  };
+}
+
+/** @param {Uint8Array} data */
+async function sha512(data) {
+  return new Uint8Array(await crypto.subtle.digest('SHA-512', data));
+}
+
+/** @param {Uint8Array} key @param {Uint8Array} sig @param {Uint8Array} msg */
+async function verifyEd25519(key, sig, msg) {
+  const k = await crypto.subtle.importKey('raw', key, { name: 'Ed25519' }, false, ['verify']);
+  return crypto.subtle.verify('Ed25519', k, sig, msg);
+}
+
+/** @param {ReadableStream<Uint8Array>} stream */
+async function* chunksOf(stream) {
+  const reader = stream.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      yield value;
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+/** @param {string} id */
+function $(id) {
+  return /** @type {HTMLElement} */ (document.getElementById(id));
+}
+
+/**
+ * An element with text (always through textContent) and children.
+ * @param {string} tag @param {{text?: unknown, cls?: string, attrs?: Record<string, string>}} [o]
+ * @param {Node[]} [children]
+ */
+function el(tag, o = {}, children = []) {
+  const e = document.createElement(tag);
+  if (o.text !== undefined) e.textContent = shown(o.text);
+  if (o.cls) e.className = o.cls;
+  for (const [k, v] of Object.entries(o.attrs ?? {})) e.setAttribute(k, v);
+  for (const c of children) e.appendChild(c);
+  return e;
+}
+
+/** @param {[string, unknown][]} rows */
+function facts(rows) {
+  const dl = el('dl', { cls: 'facts' });
+  for (const [k, v] of rows) {
+    dl.appendChild(el('dt', { text: k }));
+    dl.appendChild(el('dd', { text: v === null || v === undefined ? '-' : v }));
+  }
+  return dl;
+}
+
+/** @param {string} id @param {string} suffix */
+function quote(id, suffix = '') {
+  return `'${String(id).replace(/'/g, "'\\''")}'${suffix}`;
+}
+
+/** @param {any} r @param {string} fileName */
+function render(r, fileName) {
+  const out = $('result');
+  out.replaceChildren();
+  const verdictWord = r.verdict === 'verified' ? 'VERIFIED' : r.verdict === 'failed' ? 'FAILED' : 'ERROR';
+  out.appendChild(el('section', { attrs: { 'aria-labelledby': 'h-trust' } }, [
+    el('h2', { text: 'Trust', attrs: { id: 'h-trust' } }),
+    el('p', { text: r.anchor.signer ? `Signed by ${r.anchor.signer}` : r.anchor.description }),
+  ]));
+  out.appendChild(el('section', { cls: `verdict ${r.verdict}`, attrs: { 'aria-labelledby': 'h-verdict', id: 'verdict' } }, [
+    el('h2', { text: 'Verdict', attrs: { id: 'h-verdict' } }),
+    el('p', { cls: 'word', text: verdictWord }),
+    el('p', { text: r.verdict === 'error' ? `No verdict possible: ${r.error}` : `${r.counts.proven} proven, ${r.counts.unprovable} unprovable, ${r.counts.failed} failed${r.strict_forecast ? ` (with --strict: ${r.strict_forecast})` : ''}` }),
+  ]));
+  if (r.verdict !== 'error') {
+    const env = r.envelope;
+    const rows = /** @type {[string, unknown][]} */ ([
+      ['Report', r.report_id], ['Report digest', r.report_digest], ['Result (as issued)', r.report_result],
+      ['Issued at', r.report_issued_at], ['Bundle digest', r.bundle_digest], ['Bundle schema', r.bundle_schema],
+    ]);
+    if (env) rows.push(['Envelope', env.status === 'superseded' ? `superseded by ${env.superseded_by} at ${env.superseded_at}: ${env.reason}` : env.status]);
+    for (const [k, v] of Object.entries(r.summary ?? {})) if (typeof v !== 'object') rows.push([k, v]);
+    out.appendChild(el('section', { attrs: { 'aria-labelledby': 'h-report' } }, [el('h2', { text: 'Report', attrs: { id: 'h-report' } }), facts(rows)]));
+    // Claim groups: counts per group, as a table.
+    const table = el('table', {}, [el('caption', { text: 'Claims by group' }), el('thead', {}, [el('tr', {}, ['Group', 'Proven', 'Unprovable', 'Failed'].map((h) => el('th', { text: h, attrs: { scope: 'col' } })))])]);
+    const body = el('tbody');
+    for (const [g, name] of Object.entries(GROUPS)) {
+      const cs = r.claims.filter((/** @type {any} */ c) => c.group === Number(g));
+      if (!cs.length) continue;
+      const n = (/** @type {string} */ s) => String(cs.filter((/** @type {any} */ c) => c.state === s).length);
+      body.appendChild(el('tr', {}, [el('th', { text: `${g} ${name}`, attrs: { scope: 'row' } }), el('td', { text: n('proven') }), el('td', { text: n('unprovable') }), el('td', { text: n('failed') })]));
+    }
+    table.appendChild(body);
+    out.appendChild(el('section', { attrs: { 'aria-labelledby': 'h-claims' } }, [el('h2', { text: 'Claims', attrs: { id: 'h-claims' } }), table]));
+    const failed = r.claims.filter((/** @type {any} */ c) => c.state === 'failed');
+    if (failed.length) {
+      const list = el('ol', { cls: 'failed' });
+      for (const c of failed) {
+        list.appendChild(el('li', {}, [
+          el('p', { cls: 'subject', text: `[${c.group} ${c.group_name}] ${c.subject}` }),
+          el('p', { text: c.detail }),
+          facts([['Path', c.path], ['Expected', c.expected], ['Observed', c.observed]]),
+        ]));
+      }
+      out.appendChild(el('section', { attrs: { 'aria-labelledby': 'h-failed', id: 'failed' } }, [el('h2', { text: `Failed claims (${failed.length})`, attrs: { id: 'h-failed' } }), list]));
+    }
+    const reasons = Object.entries(r.unprovable_by_reason);
+    if (reasons.length) {
+      const list = el('ul');
+      for (const [reason, n] of reasons) list.appendChild(el('li', { text: `${reason}: ${n} - ${REASON_WORDS[reason] ?? 'a reason this contract does not define'}` }));
+      out.appendChild(el('section', { attrs: { 'aria-labelledby': 'h-unprovable' } }, [el('h2', { text: 'Unprovable, by reason', attrs: { id: 'h-unprovable' } }), list]));
+    }
+  }
+  const sigs = r.signatures ?? [];
+  if (sigs.length) {
+    const list = el('ul');
+    for (const s of sigs) list.appendChild(el('li', { text: `${s.where}: ${s.state}${s.detail ? ` (${s.detail})` : ''}` }));
+    out.appendChild(el('section', { attrs: { 'aria-labelledby': 'h-sigs' } }, [el('h2', { text: 'Signatures', attrs: { id: 'h-sigs' } }), list]));
+  }
+  out.appendChild(el('section', { attrs: { 'aria-labelledby': 'h-repro' } }, [
+    el('h2', { text: 'Reproduce', attrs: { id: 'h-repro' } }),
+    facts([['Tool', `${r.tool.name} ${r.tool.version}`], ['Checked at', r.verified_at], ['Archive SHA-256', r.archive ? r.archive.sha256 : null], ['Archive size', r.archive ? r.archive.size : null]]),
+    el('pre', { text: `node js/verify-bundle.mjs ${quote(fileName)}\nevalbook-bundle verify ${quote(fileName)}` }),
+  ]));
+  const save = /** @type {HTMLButtonElement} */ ($('save'));
+  save.disabled = false;
+  save.onclick = () => {
+    const blob = new Blob([JSON.stringify(r) + '\n'], { type: 'application/json' });
+    const a = document.createElement('a');
+    a.href = URL.createObjectURL(blob);
+    a.download = 'verification.json';
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+  };
+  /** @type {any} */ (window).verificationRecord = r;
+  document.body.dataset.state = 'done';
+}
+
+async function run() {
+  const file = /** @type {HTMLInputElement} */ ($('bundle')).files?.[0];
+  if (!file) return;
+  document.body.dataset.state = 'working';
+  $('status').textContent = shown(`Verifying ${file.name} (${file.size} bytes)...`);
+  const signersFile = /** @type {HTMLInputElement} */ ($('signers')).files?.[0];
+  const identity = /** @type {HTMLInputElement} */ ($('identity')).value.trim() || null;
+  const expect = /** @type {HTMLInputElement} */ ($('expect')).value.trim() || null;
+  let allowedSigners = null;
+  if (signersFile) allowedSigners = new TextDecoder().decode(await signersFile.arrayBuffer());
+  const bad = expect !== null && !/^sha256:[0-9a-f]{64}$/.test(expect);
+  if (bad) {
+    $('status').textContent = 'The expected digest must be sha256: and 64 lowercase hex digits.';
+    document.body.dataset.state = 'done';
+    return;
+  }
+  const started = performance.now();
+  let lastPct = -1;
+  let record;
+  try {
+    record = await verifyBundle(chunksOf(file.stream()), {
+      source: file.name, sha256, sha512, verifyEd25519, validators: VALIDATORS,
+      expectBundleDigest: expect, allowedSigners, allowedSignersSource: signersFile ? signersFile.name : undefined, identity,
+      progress: (n) => {
+        const pct = Math.floor((100 * n) / Math.max(1, file.size));
+        if (pct !== lastPct) {
+          lastPct = pct;
+          $('status').textContent = `Verifying ${shown(file.name)}: ${pct}%`;
+        }
+      },
+    });
+  } catch (e) {
+    $('status').textContent = shown(`Could not verify: ${/** @type {Error} */ (e).message}`);
+    document.body.dataset.state = 'done';
+    return;
+  }
+  const seconds = (performance.now() - started) / 1000;
+  /** @type {any} */ (window).verifySeconds = seconds;
+  $('status').textContent = shown(`Verified ${file.name} in ${seconds.toFixed(1)} s.`);
+  render(record, file.name);
+}
+
+$('go').addEventListener('click', () => void run());
+const drop = $('drop');
+drop.addEventListener('dragover', (e) => e.preventDefault());
+drop.addEventListener('drop', (e) => {
+  e.preventDefault();
+  const files = e.dataTransfer?.files;
+  if (files && files.length) {
+    /** @type {HTMLInputElement} */ ($('bundle')).files = files;
+    void run();
+  }
+});
+fillPool()
+  .catch(() => {})
+  .finally(() => {
+    document.body.dataset.state = 'ready';
+  });

@@ -1,0 +1,138 @@
+// @ts-check
+/**
+ * Reading a bag once, from the member stream of the tar reader: every file hashed,
+ * the documents the claims read kept (tag files, bundle.json, the report, suite,
+ * scorer files, manifests, check results, case files, evidence manifests, eval-banana
+ * run files), example and payload bodies only hashed. The reader caps of
+ * docs/format.md hold before anything kept is parsed.
+ */
+import { InputError } from './errors.mjs';
+import { valueBound } from './json.mjs';
+
+export const MAX_DOCUMENT_BYTES = 32 * 1024 * 1024;
+export const MAX_KEPT_BYTES = 48 * 1024 * 1024;
+export const MAX_JSON_VALUES = 2_000_000;
+export const MAX_CASE_LINES = 20_000;
+const MANIFEST_PREFIX = new TextEncoder().encode('{"check_id":');
+
+/**
+ * @typedef {{update(data: Uint8Array): void, hex(): string}} Hasher
+ * @typedef {() => Hasher} HashFactory
+ * @typedef {{source: string, top: string, files: Map<string, {sha256: string, size: number}>,
+ *   kept: Map<string, Uint8Array>, directories: Set<string>}} Bag
+ */
+
+/** @param {Uint8Array} head @param {Uint8Array} prefix */
+function startsWith(head, prefix) {
+  if (head.length < prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (head[i] !== prefix[i]) return false;
+  return true;
+}
+
+/** @param {string} rel @param {Uint8Array} first @param {number} size */
+function keep(rel, first, size) {
+  if (!rel.includes('/')) return true;
+  if (!rel.startsWith('data/')) return false;
+  if (rel.startsWith('data/datasets/') && rel.includes('/examples/')) return false;
+  if (rel.startsWith('data/blobs/')) return startsWith(first, MANIFEST_PREFIX);
+  if (rel.startsWith('data/run/')) return size <= MAX_DOCUMENT_BYTES;
+  return true;
+}
+
+/**
+ * A visitor for readTar that fills a Bag.
+ * @param {string} source
+ * @param {HashFactory} sha256
+ */
+export function bagCollector(source, sha256) {
+  /** @type {Bag | null} */
+  let bag = null;
+  let keptTotal = 0;
+  let valuesTotal = 0;
+  let linesTotal = 0;
+  /** @type {import('./tar.mjs').Visit} */
+  const visit = async (member, content) => {
+    if (bag === null) {
+      bag = { source, top: member.path, files: new Map(), kept: new Map(), directories: new Set() };
+      return;
+    }
+    const rel = member.path.slice(bag.top.length + 1);
+    if (member.isDir) {
+      bag.directories.add(rel);
+      return;
+    }
+    const refuse = (/** @type {string} */ rule) => new InputError(`${source}: ${member.path}: ${rule}`);
+    const h = sha256();
+    const countLines = rel.startsWith('data/') && rel.endsWith('.jsonl') && !rel.startsWith('data/run/');
+    /** @type {Uint8Array[] | null} */
+    let parts = null;
+    let decided = false;
+    /** @type {Uint8Array[]} */
+    let head = [];
+    let size = 0;
+    let last = 0;
+    const decide = () => {
+      decided = true;
+      const first = concatAll(head);
+      head = [];
+      if (!keep(rel, first, member.size)) return;
+      if (member.size > MAX_DOCUMENT_BYTES) throw refuse(`document of ${member.size} bytes is over the ${MAX_DOCUMENT_BYTES}-byte cap`);
+      if (keptTotal + member.size > MAX_KEPT_BYTES) throw refuse(`documents in the bundle exceed ${MAX_KEPT_BYTES} bytes in total`);
+      keptTotal += member.size;
+      parts = first.length ? [first] : [];
+    };
+    let headSize = 0;
+    for await (const chunk of content) {
+      h.update(chunk);
+      size += chunk.length;
+      if (chunk.length) last = chunk[chunk.length - 1];
+      if (countLines) {
+        for (let i = 0; i < chunk.length; i++) if (chunk[i] === 0x0a) linesTotal++;
+        if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files (limits.max_cases; refused before parsing)`);
+      }
+      if (decided) {
+        if (parts) parts.push(chunk);
+      } else {
+        head.push(chunk);
+        headSize += chunk.length;
+        if (headSize >= MANIFEST_PREFIX.length) decide();
+      }
+    }
+    if (!decided) decide();
+    if (countLines && size && last !== 0x0a) {
+      linesTotal++;
+      if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files`);
+    }
+    bag.files.set(rel, { sha256: h.hex(), size });
+    if (parts) {
+      const data = concatAll(parts);
+      if (rel.endsWith('.json') || rel.endsWith('.jsonl')) {
+        valuesTotal += valueBound(data);
+        if (valuesTotal > MAX_JSON_VALUES) throw refuse(`JSON documents in the bundle hold more than ${MAX_JSON_VALUES} values (refused before parsing)`);
+      }
+      bag.kept.set(rel, data);
+    }
+  };
+  return {
+    visit,
+    /** @returns {Bag} */
+    result() {
+      if (bag === null) throw new InputError(`${source}: the archive holds no members`);
+      return bag;
+    },
+  };
+}
+
+/** @param {Uint8Array[]} parts */
+export function concatAll(parts) {
+  if (parts.length === 1) return parts[0];
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const out = new Uint8Array(n);
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
+}

@@ -1,0 +1,68 @@
+// @ts-check
+/** Exact reads over an async iterable of byte chunks. */
+
+export class ByteReader {
+  /** @param {AsyncIterable<Uint8Array>} chunks */
+  constructor(chunks) {
+    this.it = chunks[Symbol.asyncIterator]();
+    /** @type {Uint8Array} */
+    this.buf = new Uint8Array(0);
+    this.pos = 0;
+    this.ended = false;
+    /** bytes handed out so far */
+    this.offset = 0;
+  }
+
+  async fill() {
+    while (this.pos >= this.buf.length && !this.ended) {
+      const r = await this.it.next();
+      if (r.done) this.ended = true;
+      else {
+        this.buf = r.value;
+        this.pos = 0;
+      }
+    }
+    return this.pos < this.buf.length;
+  }
+
+  /**
+   * Up to `n` bytes (fewer only at the end of the stream), as one array.
+   * @param {number} n
+   */
+  async read(n) {
+    if (!(await this.fill())) return new Uint8Array(0);
+    if (this.buf.length - this.pos >= n) {
+      const out = this.buf.subarray(this.pos, this.pos + n);
+      this.pos += n;
+      this.offset += n;
+      return out;
+    }
+    const out = new Uint8Array(n);
+    let got = 0;
+    while (got < n && (await this.fill())) {
+      const take = Math.min(n - got, this.buf.length - this.pos);
+      out.set(this.buf.subarray(this.pos, this.pos + take), got);
+      this.pos += take;
+      got += take;
+    }
+    this.offset += got;
+    return got === n ? out : out.subarray(0, got);
+  }
+
+  /**
+   * Up to `n` bytes, whatever is buffered (at least one unless at the end).
+   * @param {number} n
+   */
+  async readSome(n) {
+    if (!(await this.fill())) return new Uint8Array(0);
+    const take = Math.min(n, this.buf.length - this.pos);
+    const out = this.buf.subarray(this.pos, this.pos + take);
+    this.pos += take;
+    this.offset += take;
+    return out;
+  }
+
+  async close() {
+    if (this.it.return) await this.it.return();
+  }
+}

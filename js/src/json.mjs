@@ -1,0 +1,269 @@
+// @ts-check
+/**
+ * The strict JSON reader of SPEC 2. `JSON.parse` keeps the last of duplicate keys,
+ * accepts lone surrogates, rounds big integers and turns 1e400 into Infinity; this
+ * reader refuses each of those, a byte order mark, invalid UTF-8 and nesting deeper
+ * than 64, naming the byte offset and the rule.
+ */
+import { JsonError } from './errors.mjs';
+
+export const MAX_DEPTH = 64;
+const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+const DECODER = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * Parse UTF-8 JSON bytes strictly.
+ * @param {Uint8Array} bytes
+ * @param {string} source names the document in errors
+ * @returns {unknown}
+ */
+export function parseJson(bytes, source) {
+  if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
+    throw new JsonError(`${source}: byte order mark (not allowed)`);
+  }
+  let text;
+  try {
+    text = DECODER.decode(bytes);
+  } catch {
+    throw new JsonError(`${source}: not valid UTF-8`);
+  }
+  return parseText(text, source);
+}
+
+/**
+ * Parse JSON text strictly (the rules of parseJson but UTF-8).
+ * @param {string} text
+ * @param {string} source
+ * @returns {unknown}
+ */
+export function parseText(text, source) {
+  const p = new Parser(text, source);
+  p.ws();
+  const value = p.value(0);
+  p.ws();
+  if (p.i !== text.length) p.fail('data after the JSON value');
+  return value;
+}
+
+class Parser {
+  /** @param {string} text @param {string} source */
+  constructor(text, source) {
+    this.t = text;
+    this.src = source;
+    this.i = 0;
+  }
+
+  /** @param {string} rule @returns {never} */
+  fail(rule) {
+    throw new JsonError(`${this.src}: at character ${this.i}: ${rule}`);
+  }
+
+  ws() {
+    const t = this.t;
+    let i = this.i;
+    while (i < t.length) {
+      const c = t.charCodeAt(i);
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
+      else break;
+    }
+    this.i = i;
+  }
+
+  /** @param {number} depth @returns {unknown} */
+  value(depth) {
+    const c = this.t[this.i];
+    if (c === '{') return this.object(depth + 1);
+    if (c === '[') return this.array(depth + 1);
+    if (c === '"') return this.string();
+    if (c === 't') return this.word('true', true);
+    if (c === 'f') return this.word('false', false);
+    if (c === 'n') return this.word('null', null);
+    if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) return this.number();
+    if (c === undefined) this.fail('unexpected end of document');
+    return this.fail(`unexpected character ${JSON.stringify(c)}`);
+  }
+
+  /** @param {string} w @param {unknown} v */
+  word(w, v) {
+    if (this.t.startsWith(w, this.i)) {
+      this.i += w.length;
+      return v;
+    }
+    return this.fail('invalid literal');
+  }
+
+  /** @param {number} depth */
+  object(depth) {
+    if (depth > MAX_DEPTH) this.fail(`nesting deeper than ${MAX_DEPTH} levels`);
+    this.i++;
+    /** @type {Record<string, unknown>} */
+    const out = {};
+    this.ws();
+    if (this.t[this.i] === '}') {
+      this.i++;
+      return out;
+    }
+    for (;;) {
+      this.ws();
+      if (this.t[this.i] !== '"') this.fail('expected a string key');
+      const key = this.string();
+      if (Object.prototype.hasOwnProperty.call(out, key)) this.fail(`duplicate key ${JSON.stringify(key)}`);
+      this.ws();
+      if (this.t[this.i] !== ':') this.fail("expected ':'");
+      this.i++;
+      this.ws();
+      const v = this.value(depth);
+      // "__proto__" as a key is data: defined as an own property, never the prototype.
+      if (key === '__proto__') Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+      else out[key] = v;
+      this.ws();
+      const c = this.t[this.i];
+      if (c === ',') {
+        this.i++;
+        continue;
+      }
+      if (c === '}') {
+        this.i++;
+        return out;
+      }
+      this.fail("expected ',' or '}'");
+    }
+  }
+
+  /** @param {number} depth */
+  array(depth) {
+    if (depth > MAX_DEPTH) this.fail(`nesting deeper than ${MAX_DEPTH} levels`);
+    this.i++;
+    const out = [];
+    this.ws();
+    if (this.t[this.i] === ']') {
+      this.i++;
+      return out;
+    }
+    for (;;) {
+      this.ws();
+      out.push(this.value(depth));
+      this.ws();
+      const c = this.t[this.i];
+      if (c === ',') {
+        this.i++;
+        continue;
+      }
+      if (c === ']') {
+        this.i++;
+        return out;
+      }
+      this.fail("expected ',' or ']'");
+    }
+  }
+
+  string() {
+    const t = this.t;
+    let i = this.i + 1;
+    let out = '';
+    let start = i;
+    for (;;) {
+      if (i >= t.length) {
+        this.i = i;
+        this.fail('unterminated string');
+      }
+      const c = t.charCodeAt(i);
+      if (c === 0x22) {
+        out += t.slice(start, i);
+        this.i = i + 1;
+        break;
+      }
+      if (c < 0x20) {
+        this.i = i;
+        this.fail('control character in string');
+      }
+      if (c >= 0xd800 && c <= 0xdfff) {
+        // A raw surrogate can only be half of a pair here (the text came from UTF-8).
+        i++;
+        continue;
+      }
+      if (c !== 0x5c) {
+        i++;
+        continue;
+      }
+      out += t.slice(start, i);
+      const e = t[i + 1];
+      i += 2;
+      if (e === '"') out += '"';
+      else if (e === '\\') out += '\\';
+      else if (e === '/') out += '/';
+      else if (e === 'b') out += '\b';
+      else if (e === 'f') out += '\f';
+      else if (e === 'n') out += '\n';
+      else if (e === 'r') out += '\r';
+      else if (e === 't') out += '\t';
+      else if (e === 'u') {
+        const cu = this.hex4(i);
+        i += 4;
+        if (cu >= 0xd800 && cu <= 0xdbff) {
+          if (t[i] !== '\\' || t[i + 1] !== 'u') {
+            this.i = i;
+            this.fail('lone surrogate escape');
+          }
+          const lo = this.hex4(i + 2);
+          if (lo < 0xdc00 || lo > 0xdfff) {
+            this.i = i;
+            this.fail('lone surrogate escape');
+          }
+          i += 6;
+          out += String.fromCharCode(cu, lo);
+        } else if (cu >= 0xdc00 && cu <= 0xdfff) {
+          this.i = i;
+          this.fail('lone surrogate escape');
+        } else {
+          out += String.fromCharCode(cu);
+        }
+      } else {
+        this.i = i - 1;
+        this.fail('invalid escape');
+      }
+      start = i;
+    }
+    return out;
+  }
+
+  /** @param {number} at */
+  hex4(at) {
+    const h = this.t.slice(at, at + 4);
+    if (!/^[0-9a-fA-F]{4}$/.test(h)) {
+      this.i = at;
+      this.fail('invalid \\u escape');
+    }
+    return parseInt(h, 16);
+  }
+
+  number() {
+    const t = this.t;
+    const m = /^-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/.exec(t.slice(this.i, this.i + 4096));
+    if (!m || m[0] === '-') this.fail('invalid number');
+    const text = m[0];
+    const next = t[this.i + text.length];
+    if (next !== undefined && /[0-9.eE+-]/.test(next)) this.fail('invalid number');
+    const value = Number(text);
+    if (!Number.isFinite(value)) this.fail(`number ${text.slice(0, 40)} is not finite`);
+    if (m[1] === undefined && m[2] === undefined && (value > MAX_SAFE || value < -MAX_SAFE)) {
+      this.fail(`integer ${text.slice(0, 40)} outside -(2^53-1)..(2^53-1)`);
+    }
+    this.i += text.length;
+    return value;
+  }
+}
+
+/**
+ * An upper bound on the values and keys of a document, counted before parsing: its
+ * commas, colons and opening brackets.
+ * @param {Uint8Array} bytes
+ */
+export function valueBound(bytes) {
+  let n = 1;
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i];
+    if (b === 0x2c || b === 0x3a || b === 0x5b || b === 0x7b) n++;
+  }
+  return n;
+}

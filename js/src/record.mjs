@@ -1,0 +1,173 @@
+// @ts-check
+/**
+ * The verification record of SPEC 5 (schemas/verification.schema.json), and the human
+ * summary printed from it.
+ */
+import { GROUPS } from './claims.mjs';
+import { shown } from './textsafe.mjs';
+
+export const TOOL = { name: 'verify-bundle.mjs', version: '0.1.0' };
+
+export const REASON_WORDS = /** @type {Record<string, string>} */ ({
+  payload_at_sso: "the payload is over 262,144 bytes and kept in the store's large-object area (SSO), which bundles do not carry, so its digest is listed, not its bytes",
+  removed_by_retention: "the dataset's retention policy removed the example body (named in retention.jsonl), so only its digest remains",
+  scorer_version_missing: 'the scorer version the report pins no longer exists in the store',
+  scorer_digest_mismatch: 'the pinned scorer version exists but now hashes differently from the digest the report pins (the observed digest is in the detail), so it is left out',
+  case_limit: 'the check has cases beyond the bundle\'s limit of 20,000 cases (counted over checks in report order); those cases are counted, not included',
+  digest_mismatch: 'the stored bytes no longer match the digest that refers to them, so the exporter left them out rather than write bytes that cannot prove anything',
+  missing_from_store: 'the item is referred to but was absent from the store the bundle was exported from',
+  no_dataset_read_body: 'the exporting principal may not read dataset example bodies (lacks dataset.read_body), so the examples and case outputs are listed, not included',
+  trace_capture_policy: 'trace bodies stay in the tracing system by policy and are never exported; only their digests are listed',
+  definition_missing: "the check's definition (its YAML or the script it names) was not found under the project root",
+  definition_digest_mismatch: "the check's definition no longer gives the check_definition_sha256 the run recorded (it changed after the run; the observed digest is in the detail)",
+});
+
+function now() {
+  return new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+/**
+ * @param {{expectBundleDigest?: string|null, expectReportDigest?: string|null}} options
+ * @param {string|null} signer
+ */
+function anchor(options, signer) {
+  const b = options.expectBundleDigest ?? null;
+  const r = options.expectReportDigest ?? null;
+  const parts = [];
+  if (signer) parts.push(`signed by ${signer}`);
+  if (b) parts.push(`expected bundle digest ${b}`);
+  if (r) parts.push(`expected report digest ${r}`);
+  return {
+    expected_bundle_digest: b,
+    expected_report_digest: r,
+    signer,
+    self_consistent_only: !(b || r || signer),
+    description: parts.length ? parts.join('; ') : 'none: this result shows self-consistency only, not who made the bundle',
+  };
+}
+
+/**
+ * @param {import('./verify.mjs').VerifyOptions} options
+ * @param {string} message
+ * @param {{sha256: string, size: number}|null} archive
+ */
+export function errorRecord(options, message, archive) {
+  return {
+    schema: 'evalbook.verification.v1',
+    tool: options.tool ?? TOOL,
+    verified_at: (options.now ?? now)(),
+    source: options.source,
+    archive,
+    verdict: 'error',
+    bundle_schema: null,
+    bundle_digest: null,
+    report_id: null,
+    report_digest: null,
+    report_result: null,
+    report_issued_at: null,
+    envelope: null,
+    anchor: anchor(options, null),
+    strict: !!options.strict,
+    counts: { proven: 0, unprovable: 0, failed: 0 },
+    unprovable_by_reason: {},
+    strict_forecast: null,
+    error: message,
+    summary: {},
+    claims: [],
+  };
+}
+
+/**
+ * @param {import('./verify.mjs').VerifyOptions} options
+ * @param {any} f facts: schema, bundleDigest, reportId, reportDigest, reportResult,
+ *   reportIssuedAt, envelope, summary, signer, claims, archive
+ */
+export function makeRecord(options, f) {
+  /** @type {import('./claims.mjs').Claim[]} */
+  const claims = f.claims;
+  const counts = { proven: 0, unprovable: 0, failed: 0 };
+  /** @type {Record<string, number>} */
+  const byReason = {};
+  for (const c of claims) {
+    counts[c.state]++;
+    if (c.state === 'unprovable') byReason[c.reason ?? 'unknown'] = (byReason[c.reason ?? 'unknown'] ?? 0) + 1;
+  }
+  const sortedReasons = Object.fromEntries(Object.entries(byReason).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  const verdict = counts.failed ? 'failed' : 'verified';
+  const forecast = !options.strict && verdict === 'verified' && counts.unprovable
+    ? `FAILED (${counts.unprovable} unprovable ${counts.unprovable === 1 ? 'claim' : 'claims'} would fail)`
+    : null;
+  const record = {
+    schema: 'evalbook.verification.v1',
+    tool: options.tool ?? TOOL,
+    verified_at: (options.now ?? now)(),
+    source: options.source,
+    archive: f.archive,
+    verdict,
+    bundle_schema: f.schema,
+    bundle_digest: f.bundleDigest,
+    report_id: f.reportId,
+    report_digest: f.reportDigest,
+    report_result: f.reportResult,
+    report_issued_at: f.reportIssuedAt,
+    envelope: f.envelope,
+    anchor: anchor(options, f.signer),
+    strict: !!options.strict,
+    counts,
+    unprovable_by_reason: sortedReasons,
+    strict_forecast: forecast,
+    error: null,
+    summary: f.summary,
+    claims: claims.map((c) => ({ group: c.group, group_name: GROUPS[c.group], subject: c.subject, state: c.state, path: c.path, expected: c.expected, observed: c.observed, reason: c.reason, detail: c.detail })),
+  };
+  // The signatures present and their states (SPEC 11.3), beside the record for the
+  // human summary; not a field of the record schema.
+  Object.defineProperty(record, 'signatures', { value: f.signatures ?? [], enumerable: false });
+  return record;
+}
+
+/** @param {any} r @returns {string[]} */
+export function humanLines(r) {
+  const out = [];
+  out.push(`Bundle:      ${shown(r.source)}`);
+  if (r.archive) out.push(`Archive:     ${r.archive.size} bytes, SHA-256 ${r.archive.sha256}  (sha256sum of the file)`);
+  if (r.verdict === 'error') {
+    out.push(`Verdict:     ERROR (no verdict possible)`);
+    out.push(`Error:       ${shown(r.error)}`);
+    return out;
+  }
+  out.push(`Digest:      ${r.bundle_digest}  (bundle digest: JSON digest of data/bundle.json)`);
+  out.push(`Report:      ${shown(r.report_id)}  ${r.report_digest}`);
+  if (r.report_result !== null) out.push(`Result:      ${shown(r.report_result)}  (the report's own result, as issued)`);
+  if (r.envelope) {
+    const e = r.envelope;
+    if (e.status === 'superseded') {
+      out.push(`Envelope:    superseded by ${shown(e.superseded_by)} at ${shown(e.superseded_at)}: ${shown(e.reason)}`);
+    } else out.push(`Envelope:    ${shown(e.status)}  (not superseded when exported)`);
+  }
+  const s = r.summary || {};
+  if (s.run_id !== undefined) {
+    out.push(`Run ID:      ${shown(s.run_id)}`);
+    if (s.score !== undefined) out.push(`Score:       ${shown(s.score)}`);
+    if (s.percentage !== undefined) out.push(`Percentage:  ${shown(s.percentage)}`);
+    if (s.passed !== undefined) out.push(`Passed:      ${shown(s.passed)}`);
+  }
+  for (const sig of r.signatures || []) out.push(`Signature:   ${shown(sig.where)}: ${shown(sig.state)}${sig.detail ? ` (${shown(sig.detail)})` : ''}`);
+  out.push(`Anchor:      ${shown(r.anchor.description)}`);
+  out.push(`Verdict:     ${r.verdict === 'verified' ? 'VERIFIED' : 'FAILED'}${r.strict_forecast ? `  (--strict: ${r.strict_forecast})` : ''}`);
+  out.push(`Proven:      ${r.counts.proven} claims`);
+  out.push(`Unprovable:  ${r.counts.unprovable} claims`);
+  for (const [reason, n] of Object.entries(r.unprovable_by_reason)) {
+    out.push(`  ${reason}: ${n} - ${REASON_WORDS[reason] ?? 'a reason this contract does not define'}`);
+  }
+  out.push(`Failed:      ${r.counts.failed} claims`);
+  for (const c of r.claims) {
+    if (c.state !== 'failed') continue;
+    let line = `  [${c.group} ${c.group_name}] ${shown(c.subject)}: ${shown(c.detail)}`;
+    if (c.path) line += `  (${shown(c.path)})`;
+    out.push(line);
+    if (c.expected !== null || c.observed !== null) out.push(`      expected ${shown(c.expected)}, observed ${shown(c.observed)}`);
+  }
+  out.push(`Checked at:  ${r.verified_at} by ${r.tool.name} ${r.tool.version}`);
+  return out;
+}

@@ -1,0 +1,92 @@
+// @ts-check
+/**
+ * Every signature present over the bundle head (SPEC 11.3): the embedded
+ * bundle-head.json.sig and any sidecar given. Each is checked with the key it carries;
+ * an embedded one that does not verify is a failed claim (the archive changed after it
+ * was signed); a sidecar that does not verify is listed with its reason and fails
+ * nothing by itself. With allowed signers, one valid signature by an allowed signer is
+ * the trust anchor, and none is a failed claim.
+ */
+import { TrustError } from './errors.mjs';
+import { HEAD_FILE, HEAD_SIG_FILE } from './bagit.mjs';
+import { checkSignature, matchSigner, parseAllowedSigners } from './sshsig.mjs';
+import { UTF8 } from './util.mjs';
+
+/**
+ * @param {import('./verifyctx.mjs').Ctx} ctx
+ * @param {import('./verify.mjs').VerifyOptions} options
+ * @returns {Promise<{signer: string|null, signatures: {where: string, state: string, detail: string|null}[]}>}
+ */
+export async function signatureClaims(ctx, options) {
+  const { claims, bag } = ctx;
+  const head = bag.kept.get(HEAD_FILE);
+  /** @type {{where: string, text: string|null, embedded: boolean}[]} */
+  const present = [];
+  const embedded = bag.kept.get(HEAD_SIG_FILE);
+  if (embedded !== undefined) present.push({ where: HEAD_SIG_FILE, text: decode(embedded), embedded: true });
+  for (const s of options.sidecars ?? []) present.push({ where: s.name, text: decode(s.text), embedded: false });
+  /** @type {{where: string, state: string, detail: string|null}[]} */
+  const signatures = [];
+  let allowed = null;
+  if (options.allowedSigners != null) {
+    // Parsed by the caller first (a bad file is a usage/input error before any work);
+    // parsed again here so the core holds the rule.
+    allowed = parseAllowedSigners(options.allowedSigners, options.allowedSignersSource ?? 'allowed_signers');
+  }
+  const crypto = { sha256: options.sha256, sha512: options.sha512, verifyEd25519: options.verifyEd25519 };
+  /** @type {string|null} */
+  let signer = null;
+  const notAllowed = [];
+  for (const sig of present) {
+    if (head === undefined) {
+      if (sig.embedded) claims.failed(2, `signature ${sig.where}`, 'bundle-head.json is missing, nothing to check the signature against', { path: sig.where });
+      signatures.push({ where: sig.where, state: 'not checked', detail: 'bundle-head.json is missing' });
+      continue;
+    }
+    let checked;
+    try {
+      if (sig.text === null) throw new TrustError(`${sig.where}: not UTF-8 text`);
+      checked = await checkSignature(head, sig.text, sig.where, crypto);
+    } catch (e) {
+      if (!(e instanceof TrustError)) throw e;
+      signatures.push({ where: sig.where, state: 'does not verify', detail: e.message });
+      if (sig.embedded) claims.failed(2, `signature ${sig.where}`, e.message, { path: sig.where });
+      continue;
+    }
+    if (allowed === null) {
+      signatures.push({ where: sig.where, state: 'valid', detail: `signed by key ${checked.fingerprint} (not anchored: pass --allowed-signers to check who)` });
+      if (sig.embedded) claims.proven(2, `signature ${sig.where}`, { path: sig.where, observed: `key ${checked.fingerprint}` });
+      continue;
+    }
+    try {
+      const m = matchSigner(checked, allowed, options.identity ?? null, sig.where, Math.floor(Date.now() / 1000));
+      const who = `${m.principal}, key ${m.fingerprint}`;
+      signatures.push({ where: sig.where, state: 'valid, allowed', detail: `signed by ${who}` });
+      if (sig.embedded) claims.proven(2, `signature ${sig.where}`, { path: sig.where, observed: `key ${checked.fingerprint}` });
+      if (signer === null) signer = who;
+    } catch (e) {
+      if (!(e instanceof TrustError)) throw e;
+      signatures.push({ where: sig.where, state: 'valid, not allowed', detail: e.message });
+      if (sig.embedded) claims.proven(2, `signature ${sig.where}`, { path: sig.where, observed: `key ${checked.fingerprint}` });
+      notAllowed.push(e.message);
+    }
+  }
+  if (allowed !== null) {
+    if (signer !== null) claims.proven(2, 'signature', { path: HEAD_SIG_FILE, observed: signer });
+    else if (head === undefined) claims.failed(2, 'signature', 'bundle-head.json is missing, nothing to check the signature against');
+    else {
+      const why = notAllowed.length ? notAllowed.join('; ') : present.length ? 'no signature verifies' : 'the bundle carries no signature and none was given';
+      claims.failed(2, 'signature', `no signature by an allowed signer: ${why}`, { path: HEAD_SIG_FILE });
+    }
+  }
+  return { signer, signatures };
+}
+
+/** @param {Uint8Array} b */
+function decode(b) {
+  try {
+    return UTF8.decode(b);
+  } catch {
+    return null;
+  }
+}

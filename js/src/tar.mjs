@@ -1,0 +1,346 @@
+// @ts-check
+/**
+ * The strict tar reader of SPEC 5: POSIX ustar with pax extended headers, as the
+ * exporter writes it, and nothing else. Every member is a regular file or a directory
+ * inside the one top directory, named by the rules of names.mjs, unique after NFC and
+ * case folding, after its parent; headers carry a correct checksum in the ustar
+ * spelling; pax records are well formed, known, at most 64 KiB, and agree with the
+ * header; the archive ends with two zero blocks and zero padding to the record.
+ */
+import { InputError } from './errors.mjs';
+import { folded, nameProblem, MAX_NAME_BYTES } from './names.mjs';
+
+export const BLOCK = 512;
+export const RECORD = 20 * BLOCK;
+export const MAX_PAX_BYTES = 64 * 1024;
+export const MAX_MEMBERS = 2 ** 16;
+const CHUNK = 1024 * 1024;
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+const LATIN = new TextDecoder('latin1');
+
+const REJECTED = /** @type {Record<string, string>} */ ({
+  1: 'hard link',
+  2: 'symbolic link',
+  3: 'character device',
+  4: 'block device',
+  6: 'FIFO',
+  7: 'contiguous file',
+  g: 'pax global header',
+  L: 'GNU long name record',
+  K: 'GNU long link name record',
+  S: 'GNU sparse member',
+  D: 'GNU dumpdir',
+  M: 'GNU multi-volume continuation',
+  N: 'GNU old long name',
+  V: 'GNU volume header',
+});
+const PAX_USED = new Set(['path', 'mtime', 'size']);
+const PAX_IGNORED = new Set(['atime', 'ctime', 'comment']);
+
+/**
+ * @typedef {{path: string, isDir: boolean, size: number, mtime: number, mode: number}} Member
+ * @typedef {(member: Member, content: AsyncIterable<Uint8Array>) => Promise<void>} Visit
+ */
+
+/** @param {Uint8Array} b */
+function showBytes(b) {
+  try {
+    return JSON.stringify(UTF8.decode(b));
+  } catch {
+    return JSON.stringify(LATIN.decode(b));
+  }
+}
+
+/** The bytes before the first NUL, or null if anything but NULs follows it. @param {Uint8Array} f */
+function cstring(f) {
+  const nul = f.indexOf(0);
+  if (nul < 0) return f;
+  for (let i = nul; i < f.length; i++) if (f[i] !== 0) return null;
+  return f.subarray(0, nul);
+}
+
+/** @param {Uint8Array} b */
+function isZero(b) {
+  for (let i = 0; i < b.length; i++) if (b[i] !== 0) return false;
+  return true;
+}
+
+/**
+ * Read every member of a decompressed tar stream, calling `visit` for each regular
+ * file and directory; content a visitor leaves unread is skipped.
+ * @param {import('./bytereader.mjs').ByteReader} reader
+ * @param {{source: string, maxBytes: number, maxMembers?: number}} opts
+ * @param {Visit} visit
+ */
+export async function readTar(reader, opts, visit) {
+  const { source, maxBytes } = opts;
+  const maxMembers = opts.maxMembers ?? MAX_MEMBERS;
+  const at = (/** @type {number} */ offset, /** @type {string} */ rule) =>
+    new InputError(`${source}: tar header at offset ${offset}: ${rule}`);
+  const memberError = (/** @type {string} */ name, /** @type {number} */ offset, /** @type {string} */ rule) =>
+    new InputError(`${source}: member ${name} (header at offset ${offset}): ${rule}`);
+
+  let offset = 0;
+  /** @param {number} n @param {string} what */
+  const read = async (n, what) => {
+    if (offset + n > maxBytes) {
+      throw new InputError(`${source}: tar stream at offset ${offset}: more than max_bytes=${maxBytes} bytes (the --max-bytes cap; raise it to read a larger bundle)`);
+    }
+    const data = await reader.read(n);
+    if (data.length < n) {
+      throw new InputError(`${source}: truncated tar: stream ended at offset ${offset + data.length} ${data.length === 0 && what === 'a header' ? 'without an end-of-archive marker' : `inside ${what}`}`);
+    }
+    offset += n;
+    return data;
+  };
+  /** @param {number} size @param {string|null} name @param {number} hdr */
+  const skipPadding = async (size, name, hdr) => {
+    const pad = (BLOCK - (size % BLOCK)) % BLOCK;
+    if (pad && !isZero(await read(pad, 'the block padding'))) {
+      const rule = 'nonzero bytes in the block padding';
+      throw name === null ? at(hdr, rule) : memberError(name, hdr, rule);
+    }
+  };
+  /** @param {Uint8Array} block @param {number} s @param {number} e @param {string} field @param {number} hdr */
+  const octal = (block, s, e, field, hdr) => {
+    if (block[s] & 0x80) throw at(hdr, `base-256 ${field} field (not allowed)`);
+    let end = e;
+    while (end > s && (block[end - 1] === 0 || block[end - 1] === 0x20)) end--;
+    let start = s;
+    while (start < end && block[start] === 0x20) start++;
+    if (start === end) throw at(hdr, `${field} field is not an octal number`);
+    let v = 0;
+    for (let i = start; i < end; i++) {
+      const d = block[i] - 0x30;
+      if (d < 0 || d > 7) throw at(hdr, `${field} field is not an octal number`);
+      v = v * 8 + d;
+    }
+    if (!Number.isSafeInteger(v)) throw at(hdr, `${field} field too large`);
+    return v;
+  };
+
+  /** @type {Map<string, string>} */
+  const foldedNames = new Map();
+  const dirs = new Set();
+  /** @type {string|null} */
+  let top = null;
+  /** @type {{offset: number, path: Uint8Array|null, size: number|null, mtime: number|null}|null} */
+  let pax = null;
+
+  for (;;) {
+    const hdr = offset;
+    const block = await read(BLOCK, 'a header');
+    if (isZero(block)) {
+      if (pax !== null) throw at(pax.offset, 'pax header not followed by a member');
+      const second = await read(BLOCK, 'the end-of-archive marker');
+      if (!isZero(second)) throw at(hdr, 'zero block not followed by a second zero block (data after end marker?)');
+      const pad = (RECORD - (offset % RECORD)) % RECORD;
+      if (pad) {
+        const padding = await read(pad, 'the record padding after the end-of-archive marker');
+        if (!isZero(padding)) throw new InputError(`${source}: tar stream at offset ${offset - pad + padding.findIndex((b) => b !== 0)}: data after the end-of-archive marker`);
+      }
+      const more = await reader.readSome(1);
+      if (more.length) throw new InputError(`${source}: tar stream at offset ${offset}: data after the end-of-archive marker and its record padding`);
+      return;
+    }
+    // checksum
+    const stored = octal(block, 148, 156, 'checksum', hdr);
+    let sum = 8 * 0x20;
+    for (let i = 0; i < 148; i++) sum += block[i];
+    for (let i = 156; i < BLOCK; i++) sum += block[i];
+    if (stored !== sum) throw at(hdr, `bad header checksum (stored ${stored}, computed ${sum})`);
+    const spelled = sum.toString(8).padStart(6, '0');
+    let spelledOk = block[154] === 0 && block[155] === 0x20 && spelled.length === 6;
+    for (let i = 0; spelledOk && i < 6; i++) spelledOk = block[148 + i] === spelled.charCodeAt(i);
+    if (!spelledOk) throw at(hdr, "checksum field not in the ustar form '%06o\\0 '");
+    const typeflag = String.fromCharCode(block[156]);
+    const nameField = cstring(block.subarray(0, 100));
+    const prefixField = cstring(block.subarray(345, 500));
+    const shown = () =>
+      nameField && prefixField && prefixField.length ? showBytes(joinName(prefixField, nameField)) : showBytes(nameField ?? block.subarray(0, 100));
+    if (REJECTED[typeflag]) throw memberError(shown(), hdr, `${REJECTED[typeflag]} (type '${typeflag}') not allowed`);
+    if (typeflag !== '0' && typeflag !== '\0' && typeflag !== '5' && typeflag !== 'x') throw memberError(shown(), hdr, `unknown member type ${JSON.stringify(typeflag)}`);
+    if (!(block[257] === 0x75 && block[258] === 0x73 && block[259] === 0x74 && block[260] === 0x61 && block[261] === 0x72 && block[262] === 0 && block[263] === 0x30 && block[264] === 0x30)) {
+      const magic = LATIN.decode(block.subarray(257, 265));
+      if (magic === 'ustar  \0') throw memberError(shown(), hdr, 'a GNU tar header, not a POSIX ustar header: not a bundle');
+      throw memberError(shown(), hdr, `not a POSIX ustar header (magic ${JSON.stringify(magic)})`);
+    }
+    if (nameField === null || prefixField === null) throw memberError(shown(), hdr, 'bytes after the NUL in the name field');
+    if (typeflag !== 'x' && !isZero(block.subarray(157, 257))) throw memberError(shown(), hdr, 'link name set on a non-link member');
+    const size = octal(block, 124, 136, 'size', hdr);
+    const mtime = octal(block, 136, 148, 'mtime', hdr);
+    const mode = octal(block, 100, 108, 'mode', hdr);
+    octal(block, 108, 116, 'uid', hdr);
+    octal(block, 116, 124, 'gid', hdr);
+    const rawName = prefixField.length ? joinName(prefixField, nameField) : nameField;
+
+    if (typeflag === 'x') {
+      if (pax !== null) throw at(hdr, 'pax header follows another pax header');
+      if (size > MAX_PAX_BYTES) throw at(hdr, `oversize pax record (${size} bytes, limit ${MAX_PAX_BYTES})`);
+      const data = await read(size, 'a pax header');
+      await skipPadding(size, null, hdr);
+      pax = parsePax(data, hdr, at);
+      continue;
+    }
+
+    let nameBytes = rawName;
+    let mt = mtime;
+    if (pax !== null) {
+      if (pax.path !== null) nameBytes = pax.path;
+      if (pax.size !== null && pax.size !== size) {
+        throw memberError(showBytes(nameBytes), hdr, `pax size ${pax.size} disagrees with header size ${size}`);
+      }
+      if (pax.mtime !== null) mt = pax.mtime;
+    }
+    pax = null;
+    const isDir = typeflag === '5';
+    if (isDir && size) throw memberError(showBytes(nameBytes), hdr, `directory with ${size} bytes of data`);
+
+    // names
+    if (nameBytes.includes(0)) throw memberError(showBytes(nameBytes), hdr, 'NUL byte in name');
+    let name;
+    try {
+      name = UTF8.decode(nameBytes);
+    } catch {
+      throw memberError(showBytes(nameBytes), hdr, 'name is not UTF-8');
+    }
+    const fail = (/** @type {string} */ rule) => memberError(JSON.stringify(name), hdr, rule);
+    if (nameBytes.length > MAX_NAME_BYTES) throw fail(`name longer than ${MAX_NAME_BYTES} bytes`);
+    if (name.endsWith('/')) {
+      if (!isDir) throw fail("regular file name ends with '/'");
+      name = name.slice(0, -1);
+    }
+    const problem = nameProblem(name);
+    if (problem !== null) throw fail(problem);
+    const key = folded(name);
+    const seen = foldedNames.get(key);
+    if (seen !== undefined) {
+      if (seen === name) throw fail('duplicate name');
+      throw fail(`collides with ${JSON.stringify(seen)} after NFC and case folding`);
+    }
+    if (foldedNames.size >= maxMembers) throw fail(`more than max_members=${maxMembers} members (the most a bundle holds, docs/format.md)`);
+    if (top === null) {
+      if (!isDir || name.includes('/')) throw fail('the first member must be the single top-level directory');
+      top = name;
+    } else {
+      if (!name.startsWith(top + '/')) throw fail(`outside the top-level directory ${JSON.stringify(top)}`);
+      const parent = name.slice(0, name.lastIndexOf('/'));
+      if (!dirs.has(parent)) throw fail(`parent directory ${JSON.stringify(parent)} has not appeared before it`);
+    }
+    foldedNames.set(key, name);
+    if (isDir) dirs.add(name);
+    if (hdr + BLOCK + size + ((BLOCK - (size % BLOCK)) % BLOCK) > maxBytes) {
+      throw fail(`size ${size} goes past max_bytes=${maxBytes} (the --max-bytes cap; raise it to read a larger bundle)`);
+    }
+    const member = { path: name, isDir, size, mtime: mt, mode };
+    if (isDir) {
+      await visit(member, empty());
+      continue;
+    }
+    let remaining = size;
+    const memberName = name;
+    let live = true;
+    const content = {
+      async *[Symbol.asyncIterator]() {
+        while (remaining > 0) {
+          if (!live) throw new Error(`content of ${memberName} read after advancing`);
+          // Whatever the decompressor has ready, without copying: the bag reader's
+          // decisions wait for a member's first bytes, so chunking changes nothing.
+          const data = await reader.readSome(Math.min(remaining, CHUNK));
+          if (data.length === 0) {
+            throw new InputError(`${source}: truncated tar: stream ended at offset ${offset} inside member ${JSON.stringify(memberName)} (header at offset ${hdr})`);
+          }
+          remaining -= data.length;
+          offset += data.length;
+          yield data;
+        }
+      },
+    };
+    await visit(member, content);
+    live = false;
+    while (remaining > 0) {
+      const data = await reader.readSome(Math.min(remaining, CHUNK));
+      if (data.length === 0) {
+        throw new InputError(`${source}: truncated tar: stream ended at offset ${offset} inside member ${JSON.stringify(memberName)} (header at offset ${hdr})`);
+      }
+      remaining -= data.length;
+      offset += data.length;
+    }
+    await skipPadding(size, JSON.stringify(name), hdr);
+  }
+}
+
+async function* empty() {}
+
+/** @param {Uint8Array} prefix @param {Uint8Array} name */
+function joinName(prefix, name) {
+  const out = new Uint8Array(prefix.length + 1 + name.length);
+  out.set(prefix, 0);
+  out[prefix.length] = 0x2f;
+  out.set(name, prefix.length + 1);
+  return out;
+}
+
+/**
+ * @param {Uint8Array} data
+ * @param {number} hdr
+ * @param {(offset: number, rule: string) => InputError} at
+ */
+function parsePax(data, hdr, at) {
+  /** @type {Map<string, Uint8Array>} */
+  const records = new Map();
+  let pos = 0;
+  while (pos < data.length) {
+    let space = -1;
+    for (let i = pos; i < Math.min(data.length, pos + 21); i++) {
+      if (data[i] === 0x20) {
+        space = i;
+        break;
+      }
+    }
+    const lengthField = space > pos ? LATIN.decode(data.subarray(pos, space)) : '';
+    if (!/^[1-9][0-9]*$/.test(lengthField)) throw at(hdr, `malformed pax record at byte ${pos} of the pax header`);
+    const end = pos + Number(lengthField);
+    if (end > data.length || end <= space + 1 || data[end - 1] !== 0x0a) {
+      throw at(hdr, `pax record length does not match at byte ${pos} of the pax header`);
+    }
+    const body = data.subarray(space + 1, end - 1);
+    const eq = body.indexOf(0x3d);
+    let key = '';
+    if (eq > 0) {
+      try {
+        key = UTF8.decode(body.subarray(0, eq));
+      } catch {
+        key = '';
+      }
+    }
+    if (eq < 0 || !key) throw at(hdr, `malformed pax record at byte ${pos} of the pax header`);
+    if (records.has(key)) throw at(hdr, `duplicate pax key ${JSON.stringify(key)}`);
+    records.set(key, body.subarray(eq + 1));
+    pos = end;
+  }
+  for (const key of records.keys()) {
+    if (key.startsWith('GNU.sparse.')) throw at(hdr, `sparse member (pax key ${JSON.stringify(key)}) not allowed`);
+    if (!PAX_USED.has(key) && !PAX_IGNORED.has(key)) throw at(hdr, `unsupported pax key ${JSON.stringify(key)}`);
+  }
+  for (const key of PAX_USED) {
+    const v = records.get(key);
+    if (v !== undefined && !v.length) throw at(hdr, `empty pax ${key} record`);
+  }
+  let size = null;
+  const sizeRaw = records.get('size');
+  if (sizeRaw !== undefined) {
+    const t = LATIN.decode(sizeRaw);
+    if (!/^[0-9]+$/.test(t)) throw at(hdr, 'pax size is not a decimal number');
+    size = Number(t);
+    if (!Number.isSafeInteger(size)) throw at(hdr, 'pax size too large');
+  }
+  let mtime = null;
+  const mtimeRaw = records.get('mtime');
+  if (mtimeRaw !== undefined) {
+    const t = LATIN.decode(mtimeRaw);
+    if (!/^[0-9]+(\.[0-9]+)?$/.test(t)) throw at(hdr, 'pax mtime is not a number');
+    mtime = Number(t.split('.')[0]);
+  }
+  return { offset: hdr, path: records.get('path') ?? null, size, mtime };
+}

@@ -1,0 +1,88 @@
+// @ts-check
+/** Small helpers the claim groups share: digests of bytes, text, parsing kept files. */
+import { JsonError } from './errors.mjs';
+import { parseJson } from './json.mjs';
+import { canonicalBytes, bytesEqual } from './jcs.mjs';
+
+export const ENC = new TextEncoder();
+export const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** @param {string} s */
+export function isDigest(s) {
+  return typeof s === 'string' && /^sha256:[0-9a-f]{64}$/.test(s);
+}
+
+/** @param {Uint8Array} b */
+export function hex(b) {
+  let s = '';
+  for (let i = 0; i < b.length; i++) s += b[i].toString(16).padStart(2, '0');
+  return s;
+}
+
+/** @param {string} h */
+export function unhex(h) {
+  const out = new Uint8Array(h.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(h.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}
+
+/**
+ * Parse bytes strictly; with `canonical`, also require the bytes to be their JCS form.
+ * @param {Uint8Array} data @param {string} source @param {boolean} canonical
+ * @returns {unknown}
+ */
+export function loadJson(data, source, canonical) {
+  const value = parseJson(data, source);
+  if (canonical && !bytesEqual(canonicalBytes(value), data)) {
+    throw new JsonError(`${source}: not stored canonical (bytes differ from the JCS form)`);
+  }
+  return value;
+}
+
+/**
+ * (value, problem) of a kept JSON file: value undefined when it does not parse.
+ * @param {import('./bagread.mjs').Bag} bag @param {string} path @param {boolean} canonical
+ * @returns {[any, string|null]}
+ */
+export function parseKept(bag, path, canonical) {
+  const data = bag.kept.get(path);
+  if (data === undefined) return [undefined, 'missing from the bag'];
+  try {
+    const value = loadJson(data, path, canonical);
+    // A document that is JSON null is no document: the claim that reads it fails as
+    // for one that does not parse (the Python verifier reads it so too).
+    if (value === null) return [undefined, `${path}: the document is null`];
+    return [value, null];
+  } catch (e) {
+    if (e instanceof JsonError) return [undefined, e.message];
+    throw e;
+  }
+}
+
+/**
+ * Byte-wise comparison of two strings' UTF-8 forms, which is code point order: UTF-16
+ * order with surrogates (U+D800..U+DFFF) moved above U+E000..U+FFFF. No encoding.
+ * @param {string} a @param {string} b
+ */
+export function byteOrder(a, b) {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    let x = a.charCodeAt(i);
+    let y = b.charCodeAt(i);
+    if (x === y) continue;
+    if (x >= 0xd800) x = x >= 0xe000 ? x - 0x800 : x + 0x2000;
+    if (y >= 0xd800) y = y >= 0xe000 ? y - 0x800 : y + 0x2000;
+    return x - y;
+  }
+  return a.length - b.length;
+}
+
+/** Compare strings by code point (Python's str order). @param {string} a @param {string} b */
+export function codePointOrder(a, b) {
+  return byteOrder(a, b);
+}
+
+/** @template T @param {Iterable<T>} xs @param {(x: T) => string} [key] */
+export function sortedBy(xs, key = (x) => String(x)) {
+  return [...xs].sort((a, b) => codePointOrder(key(a), key(b)));
+}

@@ -1,0 +1,137 @@
+// @ts-check
+/**
+ * `verifyBundle(chunks, options)`: the library entry of the second verifier (SPEC 15).
+ * It reads a `.tar.zst` archive from an async iterable of Uint8Array chunks (a Node
+ * stream, `File.stream()`), hashing the archive as it goes, through the strict zstd and
+ * tar layers into a bag, loads bundle.json, runs the claim groups of the bundle's
+ * kind, checks every signature present, applies --strict and returns the verification
+ * record of SPEC 5. It never throws for a bad bundle: an unreadable or unsafe archive
+ * or a malformed bundle.json gives verdict "error" with its one-line reason.
+ */
+import { bagCollector } from './bagread.mjs';
+import { ByteReader } from './bytereader.mjs';
+import { applyStrict } from './claims.mjs';
+import { InputError, JsonError } from './errors.mjs';
+import { verifyEvalBanana } from './evalbanana.mjs';
+import { verifyEvalBook } from './evalbook.mjs';
+import { readTar } from './tar.mjs';
+import { decompressFrame } from './zstd.mjs';
+import { Ctx } from './verifyctx.mjs';
+import { parseJson } from './json.mjs';
+import { signatureClaims } from './signatures.mjs';
+import { makeRecord, errorRecord } from './record.mjs';
+
+export const DEFAULT_MAX_BYTES = 64 * 2 ** 30;
+export const EVALBOOK_SCHEMA = 'evalbook.reproducibility_bundle.v1';
+export const EB_SCHEMA = 'evalbook.eval_banana_bundle.v1';
+
+/**
+ * @typedef {{
+ *   source: string,
+ *   sha256: import('./bagread.mjs').HashFactory,
+ *   validators: Record<string, import('./schema.mjs').Validator>,
+ *   verifyEd25519: (publicKey: Uint8Array, signature: Uint8Array, message: Uint8Array) => Promise<boolean>,
+ *   sha512: (data: Uint8Array) => Promise<Uint8Array>,
+ *   expectBundleDigest?: string|null, expectReportDigest?: string|null, strict?: boolean,
+ *   maxBytes?: number, allowedSigners?: string|null, allowedSignersSource?: string, identity?: string|null,
+ *   sidecars?: {name: string, text: Uint8Array}[], now?: () => string, tool?: {name: string, version: string},
+ *   progress?: (bytes: number) => void,
+ * }} VerifyOptions
+ */
+
+/**
+ * Verify one archive.
+ * @param {AsyncIterable<Uint8Array>} chunks
+ * @param {VerifyOptions} options
+ */
+export async function verifyBundle(chunks, options) {
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
+  const tap = tapArchive(chunks, options.sha256, options.progress);
+  /** @type {import('./bagread.mjs').Bag} */
+  let bag;
+  let bundle;
+  try {
+    const reader = new ByteReader(decompressFrame(tap, { source: options.source, maxBytes }));
+    const collector = bagCollector(options.source, options.sha256);
+    await readTar(reader, { source: options.source, maxBytes }, collector.visit);
+    bag = collector.result();
+    bundle = loadBundle(bag, options);
+  } catch (e) {
+    if (!(e instanceof InputError)) throw e;
+    await tap.drain();
+    return errorRecord(options, e.message, tap.facts());
+  }
+  await tap.drain();
+  const archive = tap.facts();
+  const ctx = new Ctx(bag, bundle, options, { sha256: options.sha256, validators: options.validators }, archive ? archive.sha256 : null);
+  const facts = bundle.schema === EVALBOOK_SCHEMA ? verifyEvalBook(ctx) : verifyEvalBanana(ctx);
+  const { signer, signatures } = await signatureClaims(ctx, options);
+  const claims = applyStrict(ctx.claims.items, !!options.strict);
+  return makeRecord(options, { ...facts, schema: bundle.schema, signer, signatures, claims, archive });
+}
+
+/**
+ * bundle.json parsed and schema-valid, or InputError (no verdict).
+ * @param {import('./bagread.mjs').Bag} bag @param {VerifyOptions} options
+ */
+function loadBundle(bag, options) {
+  const where = `${options.source}: data/bundle.json`;
+  const data = bag.kept.get('data/bundle.json');
+  if (data === undefined) throw new InputError(`${where}: missing (no verdict possible)`);
+  let value;
+  try {
+    value = /** @type {any} */ (parseJson(data, where));
+  } catch (e) {
+    if (e instanceof JsonError) throw new InputError(`malformed bundle.json: ${e.message}`);
+    throw e;
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new InputError(`${where}: not a JSON object`);
+  const name = value.schema === EVALBOOK_SCHEMA ? 'bundle' : value.schema === EB_SCHEMA ? 'eb-bundle' : null;
+  if (name === null) throw new InputError(`${where}: unknown bundle schema ${JSON.stringify(value.schema) ?? 'undefined'}`);
+  const problem = options.validators[name].problem(value);
+  if (problem !== null) throw new InputError(`malformed bundle.json: ${where}: ${problem}`);
+  return value;
+}
+
+/**
+ * The archive bytes as they pass: hashed, counted, drained to the end on request.
+ * @param {AsyncIterable<Uint8Array>} chunks @param {import('./bagread.mjs').HashFactory} sha256
+ * @param {((n: number) => void)|undefined} progress
+ */
+function tapArchive(chunks, sha256, progress) {
+  const it = chunks[Symbol.asyncIterator]();
+  const h = sha256();
+  let size = 0;
+  let done = false;
+  let failed = false;
+  const next = async () => {
+    try {
+      const r = await it.next();
+      if (r.done) done = true;
+      else {
+        h.update(r.value);
+        size += r.value.length;
+        if (progress) progress(size);
+      }
+      return r;
+    } catch (e) {
+      failed = true;
+      throw new InputError(`cannot read archive: ${/** @type {Error} */ (e).message}`);
+    }
+  };
+  return {
+    [Symbol.asyncIterator]() {
+      return { next, return: async () => ({ done: true, value: undefined }) };
+    },
+    async drain() {
+      try {
+        while (!done && !failed) await next();
+      } catch {
+        failed = true;
+      }
+    },
+    facts() {
+      return done && !failed ? { sha256: h.hex(), size } : null;
+    },
+  };
+}

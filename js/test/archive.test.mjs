@@ -1,0 +1,80 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { verifyBundle } from '../src/verify.mjs';
+import { nodeServices } from '../src/node.mjs';
+import { decompressFrame } from '../src/zstd.mjs';
+
+const CLEAN = new Uint8Array(readFileSync(new URL('./data/rpt-clean.tar.zst', import.meta.url)));
+
+/** The bytes in chunks cut at random places (a seeded generator, so failures repeat). */
+function* chunked(data, seed, max) {
+  let x = seed;
+  let i = 0;
+  while (i < data.length) {
+    x = (x * 1103515245 + 12345) % 2 ** 31;
+    const n = 1 + (x % max);
+    yield data.subarray(i, i + n);
+    i += n;
+  }
+}
+async function* asAsync(it) {
+  for (const c of it) yield c;
+}
+
+async function inflate(chunks) {
+  const parts = [];
+  for await (const p of decompressFrame(chunks, { source: 't', maxBytes: 2 ** 40 })) parts.push(p);
+  return Buffer.concat(parts);
+}
+
+test('zstd: the same content whatever the chunk boundaries', async () => {
+  const whole = await inflate(asAsync([CLEAN]));
+  assert.ok(whole.length > CLEAN.length);
+  for (let seed = 1; seed <= 30; seed++) {
+    const max = [1, 3, 17, 512, 4096][seed % 5];
+    assert.deepEqual(await inflate(asAsync(chunked(CLEAN, seed, max))), whole, `seed ${seed}`);
+  }
+});
+
+test('zstd: truncation, a bad checksum, trailing bytes and a second frame are refused', async () => {
+  const cases = {
+    'truncated zstd stream': CLEAN.subarray(0, CLEAN.length - 1),
+    'checksum': Buffer.concat([CLEAN.subarray(0, CLEAN.length - 4), Buffer.alloc(4)]),
+    'data after the zstd frame': Buffer.concat([CLEAN, Buffer.from([0])]),
+    'data after the zstd frame ': Buffer.concat([CLEAN, CLEAN]),
+    'skippable frame': Buffer.concat([Buffer.from([0x50, 0x2a, 0x4d, 0x18, 1, 0, 0, 0, 0]), CLEAN]),
+    'gzip': Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0]),
+  };
+  for (const [rule, data] of Object.entries(cases)) {
+    for (const seed of [1, 2]) {
+      await assert.rejects(inflate(asAsync(chunked(data, seed, 700))), (e) => e.message.includes(rule.trim()), rule);
+    }
+  }
+  await assert.rejects(inflate(asAsync([CLEAN])).then(() => decompressFrame(asAsync([CLEAN]), { source: 't', maxBytes: 1000 }).next()), /max_bytes/);
+});
+
+test('a bundle verifies the same whatever the chunk boundaries', async () => {
+  const services = nodeServices();
+  const first = await verifyBundle(asAsync([CLEAN]), { source: 'clean', ...services, now: () => 'T' });
+  assert.equal(first.verdict, 'verified');
+  assert.equal(first.counts.failed, 0);
+  for (const seed of [3, 5, 7]) {
+    const again = await verifyBundle(asAsync(chunked(CLEAN, seed, 999)), { source: 'clean', ...services, now: () => 'T' });
+    assert.deepEqual(again, first);
+  }
+});
+
+test('a single-byte change of the archive is refused or fails, unless the tar is unchanged', async () => {
+  const services = nodeServices();
+  const whole = await inflate(asAsync([CLEAN]));
+  for (let i = 0; i < CLEAN.length; i += Math.max(1, Math.floor(CLEAN.length / 150))) {
+    const data = new Uint8Array(CLEAN);
+    data[i] ^= 0x20;
+    const r = await verifyBundle(asAsync([data]), { source: `byte ${i}`, ...services });
+    if (r.verdict === 'verified') {
+      // zstd can carry bits that change no output (table descriptions): same tar, same bundle.
+      assert.deepEqual(await inflate(asAsync([data])), whole, `byte ${i}`);
+    }
+  }
+});

@@ -1,0 +1,46 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { verifyBundle } from '../src/verify.mjs';
+import { checkProof } from '../src/proof.mjs';
+import { nodeServices } from '../src/node.mjs';
+import { parseAllowedSigners, matchPatternList } from '../src/sshsig.mjs';
+
+const data = (n) => new Uint8Array(readFileSync(new URL(`./data/${n}`, import.meta.url)));
+const ALLOWED = new TextDecoder().decode(data('allowed_signers'));
+async function* once(b) {
+  yield b;
+}
+
+test('a bundle signed by an allowed signer anchors the result; another identity fails', async () => {
+  const s = nodeServices();
+  const ok = await verifyBundle(once(data('signed.tar.zst')), { source: 's', ...s, allowedSigners: ALLOWED, identity: 'auditor@example.org' });
+  assert.equal(ok.verdict, 'verified');
+  assert.match(ok.anchor.signer, /^auditor@example\.org, key SHA256:/);
+  const bad = await verifyBundle(once(data('signed.tar.zst')), { source: 's', ...s, allowedSigners: ALLOWED, identity: 'mallory' });
+  assert.equal(bad.verdict, 'failed');
+  assert.ok(bad.claims.some((c) => c.state === 'failed' && c.group === 2));
+  const plain = await verifyBundle(once(data('rpt-clean.tar.zst')), { source: 'u', ...s, allowedSigners: ALLOWED });
+  assert.equal(plain.verdict, 'failed');
+});
+
+test('check-proof: proven, unanchored, and not proven when a digest alone is the anchor', async () => {
+  const s = nodeServices();
+  const p = data('proof.json');
+  assert.equal((await checkProof(p, { source: 'p', ...s })).exit_code, 0);
+  assert.equal((await checkProof(p, { source: 'p', ...s, expectBundleDigest: 'sha256:' + '0'.repeat(64) })).exit_code, 1);
+  assert.equal((await checkProof(p, { source: 'p', ...s, allowedSigners: ALLOWED, identity: 'auditor@example.org' })).exit_code, 0);
+  const text = new TextDecoder().decode(p).replace('"leaf_index":', '"leaf_index":1,"leaf_index":');
+  assert.equal((await checkProof(new TextEncoder().encode(text), { source: 'p', ...s })).exit_code, 3);
+});
+
+test('allowed_signers lines as ssh-keygen reads them', () => {
+  const key = ALLOWED.trim().split(/\s+/).slice(1).join(' ');
+  const lines = parseAllowedSigners(`# comment\n\na@x,c@x namespaces="evalbook-*",valid-after="20200101" ${key} note\n`, 'f');
+  assert.equal(lines[0].principals, "a@x,c@x");
+  assert.equal(lines[0].namespaces, 'evalbook-*');
+  assert.throws(() => parseAllowedSigners(`x bogus="1" ${key}\n`, 'f'), /unknown option/);
+  assert.throws(() => parseAllowedSigners('# nothing\n', 'f'), /no signers/);
+  assert.equal(matchPatternList('alice@example.org', '*@example.org,!bob@*'), true);
+  assert.equal(matchPatternList('bob@example.org', '*@example.org,!bob@*'), false);
+});

@@ -1,0 +1,336 @@
+"""Small schema-valid records of each kind, and ``consistent`` to make any generated
+record agree with itself (its verdict, outcome and counts as its items give them).
+Import as ``import records`` from tests."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from typing import Any
+
+from bundler.evalbanana.results import recompute_totals
+from bundler.evalbanana.run import CheckStatus
+
+D = "sha256:" + "1" * 64
+
+
+def claim(state: str, group: int = 8, name: str = "cases", **kw: Any) -> dict[str, Any]:
+    return {
+        "group": group,
+        "group_name": name,
+        "subject": kw.pop("subject", f"case {state}"),
+        "state": state,
+        "path": kw.pop("path", "data/cases/x.jsonl"),
+        "expected": kw.pop("expected", D),
+        "observed": kw.pop("observed", D),
+        "reason": kw.pop("reason", "payload_at_sso" if state == "unprovable" else None),
+        "detail": kw.pop("detail", "digest differs" if state == "failed" else None),
+    }
+
+
+def verification(**over: Any) -> dict[str, Any]:
+    record = {
+        "schema": "evalbook.verification.v1",
+        "tool": {"name": "evalbook-bundle", "version": "0.1.0"},
+        "verified_at": "2026-11-30T00:00:00Z",
+        "source": "bundle.tar.zst",
+        "archive": {"sha256": "0" * 64, "size": 10},
+        "verdict": "failed",
+        "bundle_schema": "evalbook.reproducibility_bundle.v1",
+        "bundle_digest": D,
+        "report_id": "rpt-old",
+        "report_digest": D,
+        "report_result": "pass",
+        "report_issued_at": "2026-11-01T00:00:00Z",
+        "envelope": {
+            "status": "superseded",
+            "superseded_by": "rpt-clean",
+            "superseded_at": "2026-11-02T00:00:00Z",
+            "reason": "a typo",
+        },
+        "anchor": {
+            "expected_bundle_digest": None,
+            "expected_report_digest": None,
+            "signer": None,
+            "self_consistent_only": True,
+            "description": "self-consistency only",
+        },
+        "strict": False,
+        "counts": {"proven": 1, "unprovable": 1, "failed": 1},
+        "unprovable_by_reason": {"payload_at_sso": 1},
+        "strict_forecast": None,
+        "error": None,
+        "summary": {},
+        "claims": [claim("proven"), claim("unprovable"), claim("failed")],
+    }
+    record.update(over)
+    return record
+
+
+EB_CHECKS = [
+    {"check_id": "fails", "status": "failed", "score": 0},
+    {"check_id": "fails: decoy", "status": "passed", "score": 1},
+    {"check_id": "judge", "status": "error", "score": 0},
+]
+
+
+def eb_summary(checks: list[dict[str, Any]], threshold: float = 0.5) -> dict[str, Any]:
+    totals = recompute_totals([CheckStatus(c["status"]) for c in checks], threshold)
+    return {
+        "mode": "bundle",
+        "labels": [["Run ID", "run-1"]],
+        "run_id": "run-1",
+        "pass_threshold": threshold,
+        "checks": checks,
+        "recomputed": {k: getattr(totals, k) for k in totals.__dataclass_fields__},
+        "cases_tree": None,
+    }
+
+
+def eb_verification() -> dict[str, Any]:
+    summary = eb_summary(copy.deepcopy(EB_CHECKS))
+    return verification(
+        verdict="verified",
+        bundle_schema="evalbook.eval_banana_bundle.v1",
+        report_id="run-1",
+        report_result="fail",
+        envelope=None,
+        summary=summary,
+        counts={"proven": 2, "unprovable": 0, "failed": 0},
+        unprovable_by_reason={},
+        claims=[
+            claim("proven", 7, "checks", subject="check fails: result file"),
+            claim("proven", 7, "checks", subject="check fails: decoy: result file"),
+        ],
+    )
+
+
+def field(name: str, outcome: str, value: Any = 1) -> dict[str, Any]:
+    derived = None if outcome == "not_rederivable" else {"value": value}
+    reason = "because" if outcome in ("not_rederivable", "informational") else None
+    return {
+        "field": name,
+        "outcome": outcome,
+        "issued": [{"document": "body.json", "value": value}],
+        "derived": derived,
+        "comparison": "exact",
+        "reason": reason,
+    }
+
+
+def audit(**over: Any) -> dict[str, Any]:
+    check = {
+        "check_id": "acc",
+        "required": True,
+        "fields": [
+            field("status", "disagree", "pass"),
+            field("coverage", "agree", {"expected": 10, "executed": 7, "missing": 3}),
+            field("score", "agree", 0.7),
+            field("aggregation", "agree", {"rule": "pass_rate", "threshold": 0.8}),
+        ],
+        "errors": [{"code": "missing_score", "message": "a case has no score"}],
+    }
+    record = {
+        "schema": "evalbook.audit.v1",
+        "source": "bundle.tar.zst",
+        "verdict": "inconsistent",
+        "exit_code": 1,
+        "error": None,
+        "verification": {
+            "verdict": "verified",
+            "bundle_schema": "evalbook.reproducibility_bundle.v1",
+            "bundle_digest": D,
+            "report_id": "rpt-old",
+            "report_digest": D,
+            "anchor": "self-consistency only",
+            "counts": {"proven": 3, "unprovable": 0, "failed": 0},
+            "report_result": "pass",
+            "report_issued_at": "2026-11-01T00:00:00Z",
+            "envelope": {
+                "status": "superseded",
+                "superseded_by": "rpt-clean",
+                "superseded_at": "2026-11-02T00:00:00Z",
+                "reason": "a typo",
+            },
+        },
+        "anchor": {
+            "expected_bundle_digest": None,
+            "expected_report_digest": None,
+            "signer": None,
+            "self_consistent_only": True,
+            "description": "self-consistency only",
+        },
+        "tolerance": {"value": 1e-12, "rule": "within 1e-12"},
+        "counts": {
+            "checks": 1,
+            "agree": 4,
+            "disagree": 1,
+            "not_rederivable": 0,
+            "informational": 0,
+            "disagreements": 1,
+            "errors": 1,
+        },
+        "report": {"report_id": "rpt-old", "fields": [field("result", "agree", "pass")]},
+        "checks": [check],
+        "disagreements": [
+            {
+                "scope": "check",
+                "check_id": "acc",
+                "field": "status",
+                "kind": "issued_vs_derived",
+                "issued": [{"document": "body.json", "value": "pass"}],
+                "derived": {"value": "fail"},
+                "comparison": "exact",
+                "detail": "issued pass, derived fail",
+            }
+        ],
+        "not_rederivable": [],
+        "errors": [{"check_id": "acc", "code": "missing_score", "message": "a case has no score"}],
+        "tool": {"name": "evalbook-bundle", "version": "0.1.0"},
+        "audited_at": "2026-11-30T00:00:00Z",
+        "archive": None,
+    }
+    record.update(over)
+    return record
+
+
+def fixity(**over: Any) -> dict[str, Any]:
+    record = {
+        "schema": "evalbook.fixity_summary.v1",
+        "tool": {"name": "evalbook-bundle", "version": "0.1.0"},
+        "run_id": "20261130T000000Z-0123abcd",
+        "source": "s3://archive/eval",
+        "level": "full",
+        "selection": {
+            "sample": None,
+            "older_than_seconds": None,
+            "limit": None,
+            "limit_bytes": None,
+        },
+        "started": "2026-11-30T00:00:00.000000Z",
+        "finished": "2026-11-30T00:01:00.000000Z",
+        "wall_seconds": 60.0,
+        "listed": 3,
+        "checked": 3,
+        "counts": {"pass": 2, "fail": 1, "missing": 0, "error": 0},
+        "bytes_read": 100,
+        "problems": [{"key": "reports/bundles/x.tar.zst", "outcome": "fail", "detail": "altered"}],
+        "shares": {"30d": 1.0, "90d": 1.0, "365d": 1.0},
+        "ledger": "evalbook-fixity.sqlite",
+        "record": None,
+        "record_sha256": None,
+        "record_url": None,
+        "signature": None,
+        "carried": [],
+        "record_chain_sha256": None,
+        "interrupted": None,
+        "exit_code": 1,
+    }
+    record.update(over)
+    return record
+
+
+# ---- making any record agree with itself -----------------------------------------------
+
+
+def _consistent_verification(r: dict[str, Any]) -> None:
+    if r["verdict"] == "error":
+        r["claims"] = []
+        r["bundle_schema"] = r["bundle_digest"] = None
+        r["error"] = r["error"] or "unreadable"
+    else:
+        r["error"] = None
+    for c in r["claims"]:
+        if c["state"] == "unprovable" and c["reason"] is None:
+            c["reason"] = "case_limit"
+    states = Counter(c["state"] for c in r["claims"])
+    if r["strict"] and states["unprovable"]:
+        r["strict"] = False
+    if r["verdict"] != "error":
+        r["verdict"] = "failed" if states["failed"] else "verified"
+    r["counts"] = {s: states[s] for s in ("proven", "unprovable", "failed")}
+    r["unprovable_by_reason"] = dict(
+        Counter(c["reason"] for c in r["claims"] if c["state"] == "unprovable")
+    )
+    n = states["unprovable"]
+    forecast = None
+    if not r["strict"] and r["verdict"] == "verified" and n:
+        forecast = f"FAILED ({n} unprovable {'claim' if n == 1 else 'claims'} would fail)"
+    r["strict_forecast"] = forecast
+    summary = r["summary"]
+    checks = summary.get("checks")
+    if isinstance(checks, list) or "recomputed" in summary:
+        checks = checks if isinstance(checks, list) else []
+        for c in checks:
+            c["score"] = 1 if c["status"] == "passed" else 0
+        threshold = summary.get("pass_threshold", 0.5)
+        r["summary"] = {**summary, **eb_summary(checks, threshold)}
+        r["summary"]["labels"] = summary.get("labels", [])
+        totals = recompute_totals([CheckStatus(c["status"]) for c in checks], threshold)
+        if r["verdict"] != "error":
+            r["report_result"] = "pass" if totals.run_passed else "fail"
+
+
+def _consistent_audit(r: dict[str, Any]) -> None:
+    if r["verdict"] == "error":
+        r.update(report=None, checks=[], disagreements=[], not_rederivable=[], errors=[])
+        r["error"] = r["error"] or "unreadable"
+        r["exit_code"] = 3
+    fields = [f for f in (r["report"] or {}).get("fields", [])]
+    fields += [f for c in r["checks"] for f in c["fields"]]
+    if not any(f["outcome"] == "disagree" for f in fields):
+        r["disagreements"] = []
+    elif not r["disagreements"]:
+        for f in fields:
+            if f["outcome"] == "disagree":
+                f["outcome"] = "agree"
+    if r["verdict"] != "error":
+        r["verdict"] = "inconsistent" if r["disagreements"] else "consistent"
+        r["exit_code"] = 1 if r["disagreements"] else 0
+        r["error"] = None
+        if r["report"] is None:
+            r["report"] = {"report_id": "rpt-x", "fields": []}
+    r["errors"] = [
+        {"check_id": c["check_id"], "code": e["code"], "message": e["message"]}
+        for c in r["checks"]
+        for e in c["errors"]
+    ]
+    outcomes = Counter(f["outcome"] for f in fields)
+    r["counts"] = {
+        "checks": len(r["checks"]),
+        "agree": outcomes["agree"],
+        "disagree": outcomes["disagree"],
+        "not_rederivable": outcomes["not_rederivable"],
+        "informational": outcomes["informational"],
+        "disagreements": len(r["disagreements"]),
+        "errors": len(r["errors"]),
+    }
+    v = r["verification"]
+    if isinstance(v, dict):
+        failed = v["counts"]["failed"]
+        if v["verdict"] != "error":
+            v["verdict"] = "failed" if failed else "verified"
+
+
+def _consistent_fixity(r: dict[str, Any]) -> None:
+    listed = Counter(p["outcome"] for p in r["problems"])
+    for outcome in ("fail", "missing", "error"):
+        r["counts"][outcome] = min(r["counts"][outcome], listed[outcome])
+    r["checked"] = sum(r["counts"].values())
+    failing = sum(r["counts"][k] for k in ("fail", "missing", "error"))
+    failing += len(r["problems"]) + len(r.get("carried", []))
+    if failing and r.get("exit_code") == 0:
+        r["exit_code"] = 1
+    elif not failing and r.get("exit_code") == 1:
+        r["exit_code"] = 0
+
+
+def consistent(record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``record`` whose verdict, outcome and counts follow from its items."""
+    r = copy.deepcopy(record)
+    {
+        "evalbook.verification.v1": _consistent_verification,
+        "evalbook.audit.v1": _consistent_audit,
+        "evalbook.fixity_summary.v1": _consistent_fixity,
+    }[r["schema"]](r)
+    return r

@@ -1,0 +1,542 @@
+"""What the keeper can rely on (SPEC 13.1), promise by promise and by class, on local
+archives through the CLI: shares of the whole listing, failures carried until passed
+or retired, first sight always full, fail for bytes read and wrong, names that are not
+UTF-8, ledger refusals that change no byte, runs refused at start that create nothing,
+and a summary on SIGINT and SIGTERM with no helper left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from conftest import CLI, run_cli
+
+from bundler.core.schemas import validator_for
+from bundler.fixity import ledger as ledger_file
+from bundler.fixity.select import group_of
+
+
+def _validate(name: str, value: Any) -> None:
+    errors = sorted(str(e) for e in validator_for(name).iter_errors(value))
+    assert not errors, errors
+
+
+def _fixity(*args: str) -> tuple[int, dict[str, Any], str]:
+    done = run_cli("fixity", *args, "--workers", "1", "--json", "-q")
+    assert b"Traceback" not in done.stderr, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert len(lines) == 1, (done.stdout, done.stderr)
+    summary = orjson.loads(lines[0])
+    _validate("fixity-summary", summary)
+    assert summary["exit_code"] == done.returncode
+    return done.returncode, summary, done.stderr.decode()
+
+
+def _archive(root: Path, source: Path, n: int) -> Path:
+    root.mkdir(parents=True)
+    for i in range(n):
+        shutil.copyfile(source, root / f"b{i:02d}.tar.zst")
+    return root
+
+
+def _flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def _sha(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# The ways bytes at rest go wrong; each is read, and fails (never an error).
+DAMAGE = {
+    "bit-flip": _flip,
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[:-300]),
+    "half": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
+    "garbage": lambda p: p.write_bytes(os.urandom(4096)),
+    "empty": lambda p: p.write_bytes(b""),
+    "appended": lambda p: p.write_bytes(p.read_bytes() + b"\0" * 10),
+}
+
+
+@pytest.fixture(scope="module")
+def good(bundles: dict[str, Path]) -> Path:
+    return bundles["rpt-clean/alice"]
+
+
+# ------------------------------------------------------------------------ shares
+
+
+@pytest.mark.parametrize(
+    "narrowing", [("--sample", "0/3"), ("--limit", "2"), ("--limit-bytes", "1")]
+)
+def test_shares_are_over_the_whole_listing(
+    tmp_path: Path, good: Path, narrowing: tuple[str, str]
+) -> None:
+    root = _archive(tmp_path / "a", good, 9)
+    code, summary, _ = _fixity(str(root), "--ledger", str(tmp_path / "l.sqlite"), *narrowing)
+    assert code == 0 and summary["listed"] == 9
+    expected = round(summary["checked"] / 9, 6)
+    assert 0 < summary["checked"] < 9
+    assert summary["shares"] == {"30d": expected, "90d": expected, "365d": expected}
+
+
+# ---------------------------------------------------------- first sight, fail/error
+
+
+def test_first_sight_is_full_and_damage_read_is_fail_with_what_was_read(
+    tmp_path: Path, good: Path
+) -> None:
+    root = _archive(tmp_path / "a", good, 1)
+    for name, damage in DAMAGE.items():
+        path = root / f"{name}.tar.zst"
+        shutil.copyfile(good, path)
+        damage(path)
+    ledger, record = tmp_path / "l.sqlite", tmp_path / "run.jsonl"
+    for run, level in enumerate(("object", "object", "full")):
+        record.unlink(missing_ok=True)
+        code, summary, _ = _fixity(
+            str(root), "--ledger", str(ledger), "--level", level, "--record", str(record)
+        )
+        assert code == 1
+        assert summary["counts"] == {"pass": 1, "fail": len(DAMAGE), "missing": 0, "error": 0}
+        lines = [orjson.loads(x) for x in record.read_bytes().splitlines()[1:-1]]
+        for line in lines:
+            _validate("fixity-check", line)
+            path = root / line["key"]
+            # Never seen passing: always full, and what was read is recorded.
+            first_sight = run == 0 or line["outcome"] == "fail"
+            assert line["level"] == ("full" if first_sight else level), line
+            assert line["bytes_read"] == path.stat().st_size
+            if line["outcome"] == "fail":
+                assert line["sha256"] == _sha(path), line
+        assert summary["bytes_read"] == sum(p.stat().st_size for p in root.iterdir())
+    with sqlite3.connect(ledger) as conn:
+        baselines = dict(conn.execute("SELECT key, sha256 FROM bundles"))
+        events = conn.execute(
+            "SELECT key, bytes_read, sha256 FROM events WHERE outcome = 'fail'"
+        ).fetchall()
+    # A corrupt file never becomes its own baseline.
+    assert baselines == {"b00.tar.zst": _sha(good), **{f"{n}.tar.zst": None for n in DAMAGE}}
+    assert all(
+        sha == _sha(root / key) and n == (root / key).stat().st_size for key, n, sha in events
+    )
+
+
+def test_object_level_after_a_pass_compares_with_the_verified_baseline(
+    tmp_path: Path, good: Path
+) -> None:
+    root = _archive(tmp_path / "a", good, len(DAMAGE))
+    ledger = tmp_path / "l.sqlite"
+    assert _fixity(str(root), "--ledger", str(ledger), "--level", "object")[0] == 0
+    paths = sorted(root.iterdir())
+    for path, damage in zip(paths, DAMAGE.values(), strict=True):
+        damage(path)
+    code, summary, _ = _fixity(str(root), "--ledger", str(ledger), "--level", "object")
+    assert code == 1
+    assert summary["counts"]["fail"] == len(DAMAGE), summary["problems"]
+    assert all("altered at rest" in p["detail"] for p in summary["problems"])
+
+
+# ------------------------------------------------------------- carried failures
+
+
+def test_failures_are_carried_until_passed_or_retired(tmp_path: Path, good: Path) -> None:
+    root = _archive(tmp_path / "a", good, 12)
+    ledger = str(tmp_path / "l.sqlite")
+    assert _fixity(str(root), "--ledger", ledger)[0] == 0
+    rotted, truncated, gone = "b01.tar.zst", "b02.tar.zst", "b03.tar.zst"
+    _flip(root / rotted)
+    DAMAGE["truncated"](root / truncated)
+    (root / gone).unlink()
+    code, first, _ = _fixity(str(root), "--ledger", ledger, "--sample", f"{group_of(rotted, 1)}/1")
+    assert code == 1 and {p["key"] for p in first["problems"]} == {rotted, truncated, gone}
+
+    # A run whose selection leaves them out still names them, and exits 1.
+    others = next(
+        k for k in range(4) if all(group_of(x, 4) != k for x in (rotted, truncated, gone))
+    )
+    code, summary, _ = _fixity(str(root), "--ledger", ledger, "--sample", f"{others}/4")
+    assert code == 1 and summary["counts"]["fail"] == summary["counts"]["missing"] == 0
+    carried = {c["key"]: c for c in summary["carried"]}
+    assert set(carried) == {rotted, truncated, gone}
+    assert carried[gone]["outcome"] == "missing" and carried[rotted]["outcome"] == "fail"
+    assert all(c["run_id"] == first["run_id"] for c in carried.values())
+    human = run_cli("fixity", str(root), "--ledger", ledger, "--sample", f"{others}/4")
+    assert human.returncode == 1 and b"Still open:  3" in human.stdout
+
+    # Due first, whatever --older-than says; --limit still applies.
+    code, summary, _ = _fixity(str(root), "--ledger", ledger, "--older-than", "30d", "--limit", "2")
+    assert code == 1 and summary["checked"] == 2
+    assert {p["key"] for p in summary["problems"]} | {c["key"] for c in summary["carried"]} == {
+        rotted,
+        truncated,
+        gone,
+    }
+
+    # A later pass clears one; retiring clears the others, with a reason on record.
+    shutil.copyfile(good, root / rotted)
+    done = run_cli(
+        "fixity",
+        str(root),
+        "--ledger",
+        ledger,
+        "--retire",
+        truncated,
+        "--reason",
+        "restored from tape next week",
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    retired = orjson.loads(done.stdout)
+    _validate("fixity-retired", retired)
+    assert (retired["key"], retired["outcome"]) == (truncated, "fail")
+    assert (
+        run_cli(
+            "fixity",
+            str(root),
+            "--ledger",
+            ledger,
+            "--retire",
+            gone,
+            "--reason",
+            "deleted on purpose",
+            "-q",
+        ).returncode
+        == 0
+    )
+    code, summary, _ = _fixity(str(root), "--ledger", ledger)
+    assert (code, summary["carried"], summary["problems"]) == (0, [], []), summary["problems"]
+    assert summary["checked"] == 10  # the retired two, still the same bytes, are not checked
+    with sqlite3.connect(ledger) as conn:
+        reasons = conn.execute(
+            "SELECT key, detail FROM events WHERE outcome = 'retired'"
+        ).fetchall()
+    assert sorted(reasons) == [
+        (truncated, "restored from tape next week"),
+        (gone, "deleted on purpose"),
+    ]
+
+    # The retired key holding other bytes is a new bundle again: checked full, judged anew.
+    shutil.copyfile(good, root / truncated)
+    code, summary, _ = _fixity(str(root), "--ledger", ledger, "--older-than", "30d")
+    assert (code, summary["checked"]) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (("--retire", "b00.tar.zst"), "--reason"),
+        (("--reason", "x"), "--retire"),
+        (("--retire", "b00.tar.zst", "--reason", " "), "--reason"),
+        (("--retire", "b00.tar.zst", "--reason", "x"), "latest outcome is pass"),
+        (("--retire", "nope.tar.zst", "--reason", "x"), "not in the ledger"),
+    ],
+)
+def test_retire_refuses_what_cannot_be_retired(
+    tmp_path: Path, good: Path, args: tuple[str, ...], why: str
+) -> None:
+    root = _archive(tmp_path / "a", good, 1)
+    ledger = tmp_path / "l.sqlite"
+    assert _fixity(str(root), "--ledger", str(ledger))[0] == 0
+    before = ledger.read_bytes()
+    done = run_cli("fixity", str(root), "--ledger", str(ledger), *args)
+    assert done.returncode in (2, 3) and why.encode() in done.stderr, done.stderr
+    assert done.stderr.count(b"\n") == 1 and done.stdout == b""
+    assert ledger.read_bytes() == before
+
+
+def test_retire_without_a_ledger_creates_none(tmp_path: Path) -> None:
+    done = run_cli(
+        "fixity",
+        str(tmp_path),
+        "--ledger",
+        str(tmp_path / "l.sqlite"),
+        "--retire",
+        "k.tar.zst",
+        "--reason",
+        "x",
+    )
+    assert done.returncode == 3 and b"no such ledger" in done.stderr
+    assert not (tmp_path / "l.sqlite").exists()
+
+
+# ------------------------------------------------------------------ local names
+
+
+def test_a_name_that_is_not_utf8_is_checked_shown_escaped_and_kept_as_bytes(
+    tmp_path: Path, good: Path
+) -> None:
+    root = tmp_path / "a"
+    root.mkdir()
+    raw_names = [b"caf\xe9.tar.zst", b"\xff\xfe.tar.zst", b"ok.tar.zst"]
+    for name in raw_names:
+        shutil.copyfile(good, os.path.join(os.fsencode(root), name))
+    ledger = tmp_path / "l.sqlite"
+    code, summary, _ = _fixity(str(root), "--ledger", str(ledger))
+    assert (code, summary["counts"]["pass"]) == (0, 3)
+    with sqlite3.connect(ledger) as conn:
+        conn.text_factory = bytes
+        keys = sorted(row[0] for row in conn.execute("SELECT key FROM bundles"))
+    assert keys == sorted(raw_names)
+    # --sample groups by the SHA-256 of the exact bytes.
+    for name in raw_names:
+        text = name.decode("utf-8", "surrogateescape")
+        assert group_of(text, 5) == int.from_bytes(hashlib.sha256(name).digest()[:8], "big") % 5
+    # Damaged, it is reported escaped, and retired by the key as shown.
+    _flip(Path(os.fsdecode(os.path.join(os.fsencode(root), raw_names[1]))))
+    human = run_cli("fixity", str(root), "--ledger", str(ledger), "--workers", "1")
+    assert human.returncode == 1 and b"Traceback" not in human.stderr
+    assert b"  - fail: \\udcff\\udcfe.tar.zst: " in human.stdout, human.stdout
+    code, summary, _ = _fixity(str(root), "--ledger", str(ledger))
+    (problem,) = summary["problems"]
+    assert problem["key"] == "\\udcff\\udcfe.tar.zst"
+    done = run_cli(
+        "fixity",
+        str(root),
+        "--ledger",
+        str(ledger),
+        "--retire",
+        problem["key"],
+        "--reason",
+        "bad name, bad bytes",
+    )
+    assert done.returncode == 0, done.stderr
+    assert _fixity(str(root), "--ledger", str(ledger))[0] == 0
+
+
+# ------------------------------------------------------- ledger refusals, nothing made
+
+
+def _v1_ledger(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.executescript(ledger_file._V1 + "PRAGMA user_version = 1;")
+
+
+def _foreign(sql: str) -> Any:
+    def make(path: Path) -> None:
+        with sqlite3.connect(path) as conn:
+            conn.executescript(sql)
+
+    return make
+
+
+def _ours_then(sql: str) -> Any:
+    def make(path: Path) -> None:
+        _v1_ledger(path)
+        with sqlite3.connect(path) as conn:
+            conn.executescript(sql)
+
+    return make
+
+
+NOT_LEDGERS = {
+    "foreign bundles table": (_foreign("CREATE TABLE bundles (id INTEGER, name TEXT);"), "bundles"),
+    "foreign application": (
+        _foreign("CREATE TABLE t (x); PRAGMA application_id = 1234; PRAGMA user_version = 2;"),
+        "application id",
+    ),
+    "newer schema": (_ours_then("PRAGMA user_version = 99;"), "newer"),
+    "missing table": (_ours_then("DROP TABLE runs;"), "'runs' is missing"),
+    "view for a table": (
+        _ours_then("DROP TABLE runs; CREATE VIEW runs AS SELECT 1 AS run_id;"),
+        "is a view",
+    ),
+    "extra table": (_ours_then("CREATE TABLE notes (x);"), "notes"),
+    "extra column": (_ours_then("ALTER TABLE events ADD COLUMN x;"), "events"),
+    "not sqlite": (lambda p: p.write_bytes(b"hello, this is a text file\n" * 100), "SQLite"),
+    "corrupt": (
+        lambda p: (_v1_ledger(p), p.write_bytes(p.read_bytes()[:100] + os.urandom(8000))),
+        "ledger",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_LEDGERS))
+def test_a_ledger_not_this_tools_is_refused_without_a_byte_changed(
+    tmp_path: Path, good: Path, kind: str
+) -> None:
+    root = _archive(tmp_path / "a", good, 1)
+    ledger = tmp_path / "l.sqlite"
+    make, words = NOT_LEDGERS[kind]
+    make(ledger)
+    before = sorted(os.listdir(tmp_path))
+    data = ledger.read_bytes()
+    for extra in ((), ("--retire", "b00.tar.zst", "--reason", "x")):
+        done = run_cli(
+            "fixity",
+            str(root),
+            "--ledger",
+            str(ledger),
+            "--record",
+            str(tmp_path / "r.jsonl"),
+            "--workers",
+            "1",
+            *extra,
+        )
+        assert done.returncode == 3, (kind, done.stderr)
+        assert done.stderr.count(b"\n") == 1 and str(ledger).encode() in done.stderr
+        assert words.encode() in done.stderr, done.stderr
+        assert b"Traceback" not in done.stderr and done.stdout == b""
+        assert ledger.read_bytes() == data
+        assert sorted(os.listdir(tmp_path)) == before  # no -wal, -shm, record
+
+
+def test_a_version_1_ledger_is_brought_forward_and_keeps_what_it_knew(
+    tmp_path: Path, good: Path
+) -> None:
+    root = _archive(tmp_path / "a", good, 2)
+    ledger = tmp_path / "l.sqlite"
+    _v1_ledger(ledger)
+    with sqlite3.connect(ledger) as conn:
+        conn.execute(
+            "INSERT INTO bundles (source, key, size, sha256, first_seen, last_outcome, last_full) "
+            "VALUES (?, 'b00.tar.zst', ?, ?, '2020-01-01T00:00:00.000000Z', 'pass', "
+            "'2020-01-01T00:00:00.000000Z')",
+            (str(root), good.stat().st_size, _sha(good)),
+        )
+    _flip(root / "b00.tar.zst")
+    code, summary, _ = _fixity(str(root), "--ledger", str(ledger), "--level", "object")
+    assert code == 1 and summary["problems"][0]["key"] == "b00.tar.zst"
+    assert "altered at rest" in summary["problems"][0]["detail"]  # compared with the v1 baseline
+    assert ledger_file.inspect(ledger) == ledger_file.SCHEMA_VERSION
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["missing-dir", "a-file.tar.zst", "s3://bucket-only-no-prefix/../x", "s3://"],
+)
+def test_a_run_that_cannot_start_creates_no_ledger_and_no_record(
+    tmp_path: Path, source: str
+) -> None:
+    (tmp_path / "a-file.tar.zst").write_bytes(b"x")
+    before = sorted(os.listdir(tmp_path))
+    target = source if source.startswith("s3://") else str(tmp_path / source)
+    done = run_cli(
+        "fixity",
+        target,
+        "--ledger",
+        str(tmp_path / "new.sqlite"),
+        "--record",
+        str(tmp_path / "r.jsonl"),
+        "--workers",
+        "1",
+        env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"},
+    )
+    assert done.returncode in (2, 3, 5), done.stderr
+    assert done.stderr.count(b"\n") == 1 and b"Traceback" not in done.stderr
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+# ------------------------------------------------------------- signals and helpers
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(entry.name))
+    return found
+
+
+def _helpers_of(parent: int) -> list[int]:
+    found = []
+    for pid in _children(parent):
+        try:
+            if b"--fixity-helper" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+LEDGER_FILES = {"a", "l.sqlite", "l.sqlite-wal", "l.sqlite-shm"}
+
+
+def _events(ledger: Path) -> int:
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)) as conn:
+            return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def _start_and_wait(
+    tmp_path: Path, good: Path, *extra: str
+) -> tuple[subprocess.Popen[bytes], Path, list[int]]:
+    root = _archive(tmp_path / "a", good, 400)
+    ledger = tmp_path / "l.sqlite"
+    proc = subprocess.Popen(
+        [*CLI, "fixity", str(root), "--ledger", str(ledger), "--workers", "3", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    helpers: list[int] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(helpers) < 2:
+            helpers = _helpers_of(proc.pid)
+        if helpers and _events(ledger) >= 10:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None and len(helpers) == 2, "the run ended before it could be stopped"
+    return proc, ledger, helpers
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_sigint_and_sigterm_print_the_summary_so_far(
+    tmp_path: Path, good: Path, signum: int, code: int
+) -> None:
+    proc, ledger, helpers = _start_and_wait(
+        tmp_path, good, "--json", "-q", "--record", str(tmp_path / "r.jsonl")
+    )
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert b"Traceback" not in err and b"stopped by" in err
+    summary = orjson.loads(out)
+    _validate("fixity-summary", summary)
+    assert summary["interrupted"] == signal.Signals(signum).name and summary["exit_code"] == code
+    assert 0 < summary["checked"] < 400 and summary["checked"] == _events(ledger)
+    footer = orjson.loads((tmp_path / "r.jsonl").read_bytes().splitlines()[-1])
+    assert footer["interrupted"] == summary["interrupted"] and footer["counts"] == summary["counts"]
+    assert not any(_alive(pid) for pid in helpers)
+    # The record (complete, with its footer), the ledger and its journal: nothing else.
+    assert {"a", "l.sqlite", "r.jsonl"} <= set(os.listdir(tmp_path)) <= LEDGER_FILES | {"r.jsonl"}
+
+
+def test_sigkill_leaves_no_helper_and_no_temporary_file(tmp_path: Path, good: Path) -> None:
+    proc, _, helpers = _start_and_wait(tmp_path, good, "-q", "--record", str(tmp_path / "r.jsonl"))
+    proc.kill()
+    proc.communicate()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(pid) for pid in helpers):
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in helpers)
+    # The ledger and its own journal files; no record, no hidden temporary file.
+    left = sorted(os.listdir(tmp_path))
+    assert set(left) <= LEDGER_FILES, left

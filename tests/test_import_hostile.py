@@ -1,0 +1,562 @@
+"""SPEC 16 hostile runs, by class: every refusal is one line naming the file and the rule,
+exit 3, and nothing written to the store (the store directory is not even created);
+SPEC 5's memory and time bounds hold on each family.
+
+The Inspect logs are built byte by byte (``ZipBuilder``) from the members of the real
+fixture log, so each case differs from a log the importer accepts in one rule only; the
+control case, the rebuilt log unchanged, imports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import struct
+import sys
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import measure
+import pytest
+import zstandard
+
+from bundler.cli import main
+from bundler.importers.runfile import open_run_file
+from bundler.importers.ziplog import MAX_MEMBER_BYTES, MAX_MEMBERS, ZipLog
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNNERS = ROOT / "fixtures" / "runners"
+INSPECT_LOG = next((RUNNERS / "inspect" / "logs").glob("*.eval"))
+LM_RUN = RUNNERS / "lm-eval" / "run"
+LM_RESULTS = next(LM_RUN.glob("results_*.json"))
+LM_SAMPLES = sorted(LM_RUN.glob("samples_*.jsonl"))
+
+
+# ------------------------------------------------------------------ building zips
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    data: bytes
+    method: int = 93
+    flags: int = 0
+    # Overrides, to make one field lie.
+    raw: bytes | None = None  # the compressed bytes as stored
+    crc: int | None = None
+    usize: int | None = None
+    local_name: str | None = None
+    local_method: int | None = None
+    local_crc: int | None = None
+
+
+def _compress(m: Member) -> bytes:
+    if m.raw is not None:
+        return m.raw
+    if m.method == 0:
+        return m.data
+    if m.method == 8:
+        c = zlib.compressobj(6, zlib.DEFLATED, -15)
+        return c.compress(m.data) + c.flush()
+    return zstandard.ZstdCompressor(level=3).compress(m.data)
+
+
+def build_zip(
+    members: list[Member],
+    *,
+    gap: bytes = b"",
+    trailing: bytes = b"",
+    comment: bytes = b"",
+    count: int | None = None,
+    overlap: bool = False,
+) -> bytes:
+    out = bytearray()
+    central = bytearray()
+    offsets: list[int] = []
+    for i, m in enumerate(members):
+        raw = _compress(m)
+        crc = zlib.crc32(m.data) if m.crc is None else m.crc
+        usize = len(m.data) if m.usize is None else m.usize
+        offset = offsets[0] if overlap and i == 1 else len(out)
+        offsets.append(offset)
+        name = m.name.encode("utf-8")
+        lname = (m.local_name if m.local_name is not None else m.name).encode("utf-8")
+        lcrc = crc if m.local_crc is None else m.local_crc
+        lmethod = m.method if m.local_method is None else m.local_method
+        if not (overlap and i == 1):
+            out += (
+                struct.pack(
+                    "<4sHHHHHIIIHH",
+                    b"PK\x03\x04",
+                    20,
+                    m.flags,
+                    lmethod,
+                    0,
+                    0x21,
+                    lcrc,
+                    len(raw),
+                    usize,
+                    len(lname),
+                    0,
+                )
+                + lname
+                + raw
+            )
+            if i == 0:
+                out += gap
+        central += (
+            struct.pack(
+                "<4sHHHHHHIIIHHHHHII",
+                b"PK\x01\x02",
+                20,
+                20,
+                m.flags,
+                m.method,
+                0,
+                0x21,
+                crc,
+                len(raw),
+                usize,
+                len(name),
+                0,
+                0,
+                0,
+                0,
+                0,
+                offset,
+            )
+            + name
+        )
+    cd_offset = len(out)
+    n = len(members) if count is None else count
+    out += central
+    out += (
+        struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, n, n, len(central), cd_offset, len(comment))
+        + comment
+    )
+    return bytes(out) + trailing
+
+
+def _fixture_members() -> list[Member]:
+    f = open_run_file(INSPECT_LOG, role="log")
+    try:
+        log = ZipLog.open(f)
+        ordered = sorted(log.members.values(), key=lambda m: m.header_offset)
+        return [Member(m.name, log.read(m.name)) for m in ordered]
+    finally:
+        f.close()
+
+
+MEMBERS = _fixture_members()
+
+
+def edit(
+    members: list[Member], name: str, change: Callable[[Member], Member | None]
+) -> list[Member]:
+    out = []
+    for m in members:
+        if m.name == name:
+            new = change(m)
+            if new is not None:
+                out.append(new)
+        else:
+            out.append(m)
+    return out
+
+
+def edit_json(name: str, change: Callable[[Any], None]) -> list[Member]:
+    def apply(m: Member) -> Member:
+        value = json.loads(m.data)
+        change(value)
+        return replace(m, data=json.dumps(value).encode())
+
+    return edit(MEMBERS, name, apply)
+
+
+SAMPLE = "samples/add-2_epoch_1.json"
+ZEROS = bytes(20 * 1024 * 1024)
+
+# name -> (the log's bytes, a phrase the one-line error must hold)
+INSPECT_CASES: dict[str, tuple[Callable[[], bytes], str]] = {
+    # the container
+    "not a zip": (lambda: b"PK\x03\x04 not really a zip at all" * 10, "end-of-central-directory"),
+    "truncated": (lambda: build_zip(MEMBERS)[:-100], "end-of-central-directory"),
+    "comment": (lambda: build_zip(MEMBERS, comment=b"hi"), "without a comment"),
+    "trailing bytes": (lambda: build_zip(MEMBERS, trailing=b"\0" * 30), "end-of-central-directory"),
+    "gap between members": (lambda: build_zip(MEMBERS, gap=b"hidden"), "leaves a gap"),
+    "overlapping members": (lambda: build_zip(MEMBERS, overlap=True), "overlaps"),
+    "duplicate name": (lambda: build_zip([*MEMBERS, MEMBERS[-1]]), "appears twice"),
+    "absolute name": (lambda: build_zip([*MEMBERS, Member("/etc/passwd", b"x")]), "absolute"),
+    "dot-dot name": (
+        lambda: build_zip([*MEMBERS, Member("samples/../header.json", b"x")]),
+        "unsafe segment",
+    ),
+    "backslash name": (lambda: build_zip([*MEMBERS, Member("samples\\x.json", b"x")]), "backslash"),
+    "non-NFC name": (
+        lambda: build_zip(
+            [*MEMBERS, Member("samples/cafe\u0301_epoch_1.json", b"{}", flags=0x800)]
+        ),
+        "not NFC",
+    ),
+    "control name": (
+        lambda: build_zip([*MEMBERS, Member("samples/a\x1b[2J_epoch_1.json", b"{}")]),
+        "control character",
+    ),
+    "local name disagrees": (
+        lambda: build_zip(
+            edit(MEMBERS, SAMPLE, lambda m: replace(m, local_name="samples/add-9_epoch_1.json"))
+        ),
+        "disagree on its name",
+    ),
+    "local method disagrees": (
+        lambda: build_zip(edit(MEMBERS, SAMPLE, lambda m: replace(m, local_method=8))),
+        "disagree on its method",
+    ),
+    "local crc disagrees": (
+        lambda: build_zip(edit(MEMBERS, SAMPLE, lambda m: replace(m, local_crc=1))),
+        "sizes or CRC",
+    ),
+    "crc wrong": (
+        lambda: build_zip(edit(MEMBERS, SAMPLE, lambda m: replace(m, crc=1, local_crc=1))),
+        "CRC-32",
+    ),
+    "encrypted": (
+        lambda: build_zip(edit(MEMBERS, SAMPLE, lambda m: replace(m, flags=1))),
+        "encryption",
+    ),
+    "unknown method": (
+        lambda: build_zip(edit(MEMBERS, SAMPLE, lambda m: replace(m, method=12, raw=m.data))),
+        "compression method 12",
+    ),
+    "stored sizes differ": (
+        lambda: build_zip(
+            edit(MEMBERS, SAMPLE, lambda m: replace(m, method=0, usize=len(m.data) + 1))
+        ),
+        "sizes",
+    ),
+    "member over the cap": (
+        lambda: build_zip(
+            [
+                *MEMBERS,
+                Member(
+                    "samples/big_epoch_1.json", b"{}", usize=MAX_MEMBER_BYTES + 1, raw=b"x" * 100
+                ),
+            ]
+        ),
+        "over the",
+    ),
+    "ratio bomb": (
+        lambda: build_zip([*MEMBERS, Member("samples/bomb_epoch_1.json", ZEROS)]),
+        "ratio cap",
+    ),
+    "expands past its size": (
+        lambda: build_zip(edit(MEMBERS, SAMPLE, lambda m: replace(m, usize=100))),
+        "beyond its declared",
+    ),
+    "shorter than its size": (
+        lambda: build_zip(edit(MEMBERS, SAMPLE, lambda m: replace(m, usize=len(m.data) + 5))),
+        "decompresses to",
+    ),
+    "corrupt zstd": (
+        lambda: build_zip(
+            edit(MEMBERS, SAMPLE, lambda m: replace(m, raw=b"\x28\xb5\x2f\xfdgarbage"))
+        ),
+        "zstd",
+    ),
+    "too many members": (lambda: build_zip(MEMBERS, count=MAX_MEMBERS + 1), "over the cap"),
+    "zip64 count": (lambda: build_zip(MEMBERS, count=0xFFFF), "zip64"),
+    # the log inside
+    "unknown member": (
+        lambda: build_zip([*MEMBERS, Member("notes.txt", b"x")]),
+        "not a member of an Inspect log",
+    ),
+    "no header": (
+        lambda: build_zip(edit(MEMBERS, "header.json", lambda m: None)),
+        "no header.json",
+    ),
+    "unknown version": (
+        lambda: build_zip(edit_json("header.json", lambda h: h.update(version=3))),
+        "log version 3",
+    ),
+    "no version": (
+        lambda: build_zip(edit_json("header.json", lambda h: h.pop("version"))),
+        "log version None",
+    ),
+    "unfinished run": (
+        lambda: build_zip(edit_json("header.json", lambda h: h.update(status="started"))),
+        "only a finished run",
+    ),
+    "header not JSON": (
+        lambda: build_zip(edit(MEMBERS, "header.json", lambda m: replace(m, data=b"{nope"))),
+        "header.json",
+    ),
+    "NaN in header": (
+        lambda: build_zip(
+            edit(
+                MEMBERS,
+                "header.json",
+                lambda m: replace(
+                    m, data=m.data.replace(b'"version":', b'"version": NaN, "was":', 1)
+                ),
+            )
+        ),
+        "NaN",
+    ),
+    "duplicate key": (
+        lambda: build_zip(
+            edit(MEMBERS, "header.json", lambda m: replace(m, data=b'{"version": 2, "version": 2}'))
+        ),
+        "duplicate",
+    ),
+    "sample of no id": (
+        lambda: build_zip(edit_json(SAMPLE, lambda s: s.update(id="stranger"))),
+        "not in the header's sample_ids",
+    ),
+    "epoch out of range": (
+        lambda: build_zip(edit_json(SAMPLE, lambda s: s.update(epoch=3))),
+        "not in 1..2",
+    ),
+    "name disagrees with sample": (
+        lambda: build_zip(edit_json(SAMPLE, lambda s: s.update(epoch=2))),
+        "does not match its id",
+    ),
+    "score of no kind": (
+        lambda: build_zip(edit_json(SAMPLE, lambda s: s["scores"]["match"].update(value={"a": 1}))),
+        "score value",
+    ),
+    "epochs disagree": (
+        lambda: build_zip(edit_json(SAMPLE, lambda s: s.update(target="13"))),
+        "differs from its other epochs",
+    ),
+    "ids collide": (
+        lambda: build_zip(
+            edit_json(
+                "header.json", lambda h: h["eval"]["dataset"].update(sample_ids=["a b", "a_b"])
+            )
+        ),
+        "both become identifier",
+    ),
+}
+
+
+def refuse(args: list[str], store: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--store", str(store), "--principal", "alice"])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 3, captured.err
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and captured.err.startswith("evalbook-bundle: error: ")
+    assert not store.exists()
+    return captured.err
+
+
+def test_the_rebuilt_log_imports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "control.eval"
+    log.write_bytes(build_zip(MEMBERS))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["import-inspect", str(log), "--store", str(tmp_path / "s"), "--principal", "a"])
+    assert exit_info.value.code == 0, capsys.readouterr().err
+    assert (tmp_path / "s" / "reports").is_dir()
+
+
+@pytest.mark.parametrize("case", sorted(INSPECT_CASES))
+def test_a_hostile_inspect_log_is_refused(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make, phrase = INSPECT_CASES[case]
+    log = tmp_path / "hostile.eval"
+    log.write_bytes(make())
+    err = refuse(["import-inspect", str(log)], tmp_path / "store", capsys)
+    assert phrase in err and "hostile.eval" in err, err
+
+
+def test_a_refusal_in_an_existing_store_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    with pytest.raises(SystemExit):
+        main(
+            [
+                "import-lm-eval",
+                str(LM_RESULTS),
+                *[a for s in LM_SAMPLES for a in ("--samples", str(s))],
+                "--store",
+                str(store),
+                "--principal",
+                "a",
+            ]
+        )
+    before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    log = tmp_path / "hostile.eval"
+    log.write_bytes(INSPECT_CASES["crc wrong"][0]())
+    with pytest.raises(SystemExit) as exit_info:
+        main(["import-inspect", str(log), "--store", str(store)])
+    assert exit_info.value.code == 3
+    assert {p: p.read_bytes() for p in store.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in store.iterdir()) == sorted(
+        {p.relative_to(store).parts[0] for p in before}
+    )
+
+
+# ------------------------------------------------------------------ lm-eval
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def lm_case(
+    change_lines: Callable[[list[dict[str, Any]]], None] | None = None,
+    change_results: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    rehash: bool = True,
+    samples_name: str | None = None,
+    drop_samples: bool = False,
+) -> Callable[[Path], list[str]]:
+    def make(tmp: Path) -> list[str]:
+        results = json.loads(LM_RESULTS.read_bytes())
+        paths = []
+        for i, s in enumerate(LM_SAMPLES):
+            lines = [json.loads(line) for line in s.read_bytes().splitlines()]
+            if i == 0 and change_lines is not None:
+                change_lines(lines)
+                if rehash:
+                    task = s.name.split("_20")[0].removeprefix("samples_")
+                    results["task_hashes"][task] = _sha(
+                        "".join(x["doc_hash"] + x["prompt_hash"] + x["target_hash"] for x in lines)
+                    )
+            name = samples_name if (i == 0 and samples_name) else s.name
+            p = tmp / name
+            p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+            if not (drop_samples and i == 0):
+                paths.append(p)
+        if change_results is not None:
+            change_results(results)
+        r = tmp / LM_RESULTS.name
+        r.write_text(json.dumps(results))
+        return [str(r), *[a for p in paths for a in ("--samples", str(p))]]
+
+    return make
+
+
+def _first(change: Callable[[dict[str, Any]], None]) -> Callable[[list[dict[str, Any]]], None]:
+    return lambda lines: change(lines[0])
+
+
+LM_CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
+    "doc_hash": (lm_case(_first(lambda s: s.update(doc_hash=_sha("forged")))), "doc_hash"),
+    "doc changed": (lm_case(_first(lambda s: s["doc"].update(question="forged?"))), "doc_hash"),
+    "prompt_hash": (
+        lm_case(_first(lambda s: s["arguments"]["gen_args_0"].update(arg_0="forged"))),
+        "prompt_hash",
+    ),
+    "target_hash": (lm_case(_first(lambda s: s.update(target="forged"))), "target_hash"),
+    "task_hashes": (
+        lm_case(change_results=lambda r: r["task_hashes"].update(fixture_gen=_sha("x"))),
+        "task_hashes.fixture_gen",
+    ),
+    "a line dropped": (lm_case(lambda lines: lines.pop(), rehash=False), "does not recompute"),
+    "metric not a number": (
+        lm_case(_first(lambda s: s.update(exact_match="high"))),
+        "not a number",
+    ),
+    "metric unknown": (lm_case(_first(lambda s: s.update(metrics=["bleu"]))), "not in the results"),
+    "document twice": (lm_case(lambda lines: lines.append(dict(lines[0]))), "appears twice"),
+    "no context": (lm_case(_first(lambda s: s.update(arguments={}))), "gen_args_0"),
+    "samples misnamed": (
+        lm_case(samples_name="samples_other_task.jsonl"),
+        "not named samples_<task>_<date>.jsonl",
+    ),
+    "samples missing": (lm_case(drop_samples=True), "has no samples file"),
+    "results not an object": (lm_case(change_results=lambda r: r.clear()), "results: missing"),
+    "no date": (lm_case(change_results=lambda r: r.pop("date")), "date"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LM_CASES))
+def test_a_hostile_lm_eval_run_is_refused(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make, phrase = LM_CASES[case]
+    args = make(tmp_path)
+    err = refuse(["import-lm-eval", *args], tmp_path / "store", capsys)
+    assert phrase in err, err
+
+
+def test_a_symlinked_or_special_run_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    link = tmp_path / "link.eval"
+    link.symlink_to(INSPECT_LOG)
+    assert "symbolic link" in refuse(["import-inspect", str(link)], tmp_path / "s1", capsys)
+    assert "not a regular file" in refuse(
+        ["import-inspect", str(tmp_path)], tmp_path / "s2", capsys
+    )
+
+
+# ------------------------------------------------------------------ SPEC 5 bounds
+
+
+def _dense_sample() -> bytes:
+    """A sample whose events are just under the per-member cap of JSON values, as dense
+    and incompressible as JSON gets: the largest member the importer parses."""
+    from bundler.importers.inspect_log import MAX_MEMBER_VALUES
+
+    rng = random.Random(0)
+    events = [rng.randbytes(6).hex() for _ in range(MAX_MEMBER_VALUES - 10_000)]
+    return build_zip(edit_json(SAMPLE, lambda s: s.update(events=events)))
+
+
+def _too_many_values() -> bytes:
+    from bundler.importers.inspect_log import MAX_MEMBER_VALUES
+
+    events = b"[" + b",".join([b"0"] * (MAX_MEMBER_VALUES + 1)) + b"]"
+    return build_zip(
+        edit(
+            MEMBERS,
+            SAMPLE,
+            lambda m: replace(
+                m, data=m.data.replace(b'"events":', b'"events":' + events + b',"was":', 1)
+            ),
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("family", "make", "code"),
+    [
+        ("inflation", INSPECT_CASES["ratio bomb"][0], 3),
+        ("size", INSPECT_CASES["member over the cap"][0], 3),
+        ("count", INSPECT_CASES["too many members"][0], 3),
+        ("layout", INSPECT_CASES["overlapping members"][0], 3),
+        ("values", _too_many_values, 3),
+        ("dense member, accepted", _dense_sample, 0),
+    ],
+)
+def test_hostile_families_stay_within_memory_and_time(
+    family: str, make: Callable[[], bytes], code: int, tmp_path: Path
+) -> None:
+    log = tmp_path / "hostile.eval"
+    log.write_bytes(make())
+    run = measure.spawn_measured(
+        [
+            sys.executable,
+            "-m",
+            "bundler",
+            "import-inspect",
+            str(log),
+            "--store",
+            str(tmp_path / "store"),
+            "--principal",
+            "a",
+        ],
+        deadline=60,
+    )
+    assert run.code == code, run.stderr
+    assert run.peak_bytes < 300 * 1024 * 1024, family
+    assert run.wall < 10, family
+    assert (tmp_path / "store").exists() is (code == 0)

@@ -1,0 +1,135 @@
+"""Pages built from the record's structure, never from its text (SPEC 14).
+
+- The eval-banana check table has one row per check, from its own status and score: a
+  check named ``fails: decoy`` is its own row, ``fails`` says FAILED, ``judge`` ERRORED.
+- An audit page carries the same report facts as a verification page, from the same
+  fields (id, result, issued_at, envelope, superseded_by, superseded_at).
+- Ids and texts holding every separator, quote and invisible class show escaped, add no
+  element, and the reproduce commands read back with ``shlex.split`` as the file named.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shlex
+from typing import Any
+
+import pytest
+import records
+from schema_strategies import TRICKY_TEXT
+from test_page import Page, assert_inert
+
+from bundler.core.textsafe import hidden, shown
+from bundler.report.page import render_record
+
+
+def _rows(page: str, heading: str) -> list[list[str]]:
+    """The body rows (cell texts) of the first table after ``heading``."""
+    start = page.index(heading)
+    body = page[page.index("<tbody>", start) : page.index("</tbody>", start)]
+    return [
+        [
+            html.unescape(re.sub(r"<[^>]+>", "", cell))
+            for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)
+        ]
+        for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)
+    ]
+
+
+def test_eval_banana_checks_from_status_and_score() -> None:
+    page = render_record(records.eb_verification())[1].decode()
+    rows = _rows(page, "Check by check")
+    assert rows == [
+        ["fails", "FAILED", "0"],
+        ["fails: decoy", "passed", "1"],
+        ["judge", "ERRORED", "0"],
+    ]
+    facts = dict((r[0], r[1]) for r in _rows(page, "score and pass rule"))
+    assert facts["Score"] == "1/3" and facts["Passed"] == "no"
+    assert facts["checks"] == "1 passed, 1 failed, 1 errored, of 3"
+
+
+def _report_block(page: str) -> str:
+    start = page.index('<h2 id="report-h">')
+    return page[page.index("<dl", start) : page.index("</dl>", start)]
+
+
+@pytest.mark.parametrize("status", ["superseded", "current"])
+def test_audit_and_verification_pages_show_the_same_report_facts(status: str) -> None:
+    envelope = {
+        "status": status,
+        "superseded_by": "rpt-clean\U000e0100" if status == "superseded" else None,
+        "superseded_at": "2026-11-02T00:00:00Z" if status == "superseded" else None,
+        "reason": "a typo" if status == "superseded" else None,
+    }
+    v = records.verification(envelope=envelope)
+    a = records.audit()
+    a["verification"]["envelope"] = envelope
+    v_page = render_record(v)[1].decode()
+    a_page = render_record(a)[1].decode()
+    assert _report_block(v_page) == _report_block(a_page)
+    block = html.unescape(_report_block(a_page))
+    assert "issued_at" in block and "2026-11-01T00:00:00Z" in block
+    if status == "superseded":
+        assert "superseded_by" in block and "rpt-clean\\U000e0100" in block
+        assert "superseded_at" in block and "2026-11-02T00:00:00Z" in block
+        assert "rpt-clean\U000e0100" not in a_page
+
+
+# Every separator and quote, and one member of each invisible class.
+VALUES = sorted(set(TRICKY_TEXT) - {""} | {"a\\b.tar.zst", "x y", "$(rm -rf ~)", "a'b", 'a"b'})
+
+
+def _plant(value: str) -> list[tuple[str, dict[str, Any]]]:
+    eb = records.eb_verification()
+    eb["source"] = value
+    eb["summary"]["checks"][1]["check_id"] = value
+    eb["claims"][0]["subject"] = value
+    v = records.verification(source=value, report_id=value)
+    v["envelope"]["superseded_by"] = value
+    v["claims"][2]["detail"] = value
+    v["claims"][1]["path"] = value
+    a = records.audit(source=value)
+    a["verification"]["report_id"] = value
+    a["verification"]["envelope"]["superseded_by"] = value
+    a["disagreements"][0]["detail"] = value
+    f = records.fixity(source=value, ledger=value)
+    f["problems"][0]["key"] = value
+    f["problems"][0]["detail"] = value
+    return [("eb", eb), ("verification", v), ("audit", a), ("fixity", f)]
+
+
+_BENIGN = {name: render_record(r)[1] for name, r in _plant("benign")}
+
+
+@pytest.mark.parametrize("value", VALUES, ids=ascii)
+def test_every_separator_quote_and_invisible_class_shows_escaped(value: str) -> None:
+    for name, record in _plant(value):
+        page = render_record(record)[1]
+        parsed = assert_inert(page)
+        assert parsed.tags == Page(_BENIGN[name].decode()).tags, name
+        text = page.decode()
+        assert not any(hidden(ch) for ch in text if ch not in "\n\\"), name
+        visible = html.unescape(text)
+        assert shown(value) in visible, name
+
+
+def _commands(page: str) -> list[str]:
+    start = page.index('<pre class="cmd">') + len('<pre class="cmd">')
+    return html.unescape(page[start : page.index("</pre>", start)]).splitlines()
+
+
+@pytest.mark.parametrize("value", VALUES, ids=ascii)
+def test_reproduce_commands_read_back_as_the_file_named(value: str) -> None:
+    for name, record in _plant(value):
+        lines = _commands(render_record(record)[1].decode())
+        first = next(line for line in lines if not line.startswith("#"))
+        argv = shlex.split(first)
+        if any(hidden(ch) for ch in value if ch != "\\"):
+            assert argv[2] in ("$BUNDLE", "$SOURCE"), (name, argv)
+            assert lines[0].startswith("# set ") and lines[0].endswith(shown(value))
+        else:
+            assert argv[2] == value, (name, argv)
+            if name == "fixity":
+                assert argv[argv.index("--ledger") + 1] == value

@@ -1,0 +1,183 @@
+"""The offline verifier page (SPEC 15) in headless Chromium, from file://.
+
+The committed page equals a fresh build and what ``verifier-page`` writes; its
+Content-Security-Policy admits exactly its one script; in Chromium, with networking off,
+it verifies a good bundle, fails a tampered one, anchors a signed one to the allowed
+signer given on the page, saves a verification record that ``render`` accepts, makes no
+request but the page itself, logs no error, and axe-core finds no serious violation.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import repack
+from test_page_browser import Browser, _axe_source, _errors, _need
+
+from bundler.core.schemas import validate
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "js" / "dist" / "verify-bundle.html"
+KEYS = ROOT / "conformance" / "keys"
+
+
+def test_committed_page_is_a_fresh_build_and_what_verifier_page_writes(tmp_path: Path) -> None:
+    node = shutil.which("node")
+    assert node is not None, "node is missing; .ci/run installs it"
+    fresh = subprocess.run(
+        [node, "--input-type=module", "-e",
+         "const m = await import(process.argv[1]); process.stdout.write(await m.buildPage());",
+         (ROOT / "js" / "build.mjs").as_uri()],
+        capture_output=True, check=True, cwd=ROOT,
+    ).stdout
+    assert fresh == PAGE.read_bytes(), "js/dist/verify-bundle.html is stale: run make js"
+    out = tmp_path / "verify.html"
+    subprocess.run(["evalbook-bundle", "verifier-page", "--out", str(out)], check=True,
+                   capture_output=True, env={"PATH": str(Path(__import__("sys").executable).parent) + ":/usr/bin:/bin"})
+    assert out.read_bytes() == fresh
+
+
+def test_csp_admits_exactly_the_page_script() -> None:
+    html = PAGE.read_text(encoding="utf-8")
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html)
+    assert csp is not None
+    scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
+    assert len(scripts) == 1
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
+    assert csp[1] == (
+        f"default-src 'none'; script-src 'sha256-{digest}' 'wasm-unsafe-eval'; "
+        "style-src 'unsafe-inline'; img-src data:"
+    )
+    assert not re.search(r"\son[a-z]+=", html), "an on* attribute would need 'unsafe-inline'"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    b = Browser(_need("chromium"), tmp_path_factory.mktemp("profile"))
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def inputs(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("page-inputs")
+    clean = bundles["rpt-clean/alice"]
+    eb = repack.open_bundle(clean)
+    blob = next(p for p in eb.files if p.startswith("data/blobs/"))
+    eb.files[blob] = eb.files[blob][:-1] + b"!"
+    tampered = repack.write_bundle(eb, out / "tampered.tar.zst", bundle_json=False, manifest=False,
+                                   bag_info=False, head=False, tagmanifest=False)
+    key = out / "key"
+    shutil.copyfile(KEYS / "conformance.key", key)
+    key.chmod(0o600)
+    signed = out / "signed.tar.zst"
+    subprocess.run(
+        ["evalbook-bundle", "export", "--store", str(ROOT / "fixtures" / "stores" / "main"), "--report",
+         "rpt-clean", "--principal", "alice", "--exported-at", "2026-11-30T00:00:00Z", "--key", str(key),
+         "--out", str(signed)],
+        check=True, capture_output=True,
+        env={"PATH": str(Path(__import__("sys").executable).parent) + ":/usr/bin:/bin", "EVALBOOK_SIGN_PASSPHRASE": ""},
+    )
+    pub = (KEYS / "conformance.key.pub").read_text().split()[:2]
+    signers = out / "allowed_signers"
+    signers.write_text(f"auditor@example.org {' '.join(pub)}\n")
+    return {"good": clean, "tampered": tampered, "signed": signed, "signers": signers}
+
+
+def _verify_on_page(browser: Browser, bundle: Path, signers: Path | None = None, identity: str = "") -> tuple[str, dict[str, Any]]:
+    session = browser.open(PAGE.as_uri())
+    browser.call("DOM.enable", session)
+
+    def set_file(element: str, path: Path) -> None:
+        obj = browser.call("Runtime.evaluate", session, expression=f"document.getElementById('{element}')")
+        browser.call("DOM.setFileInputFiles", session, files=[str(path)], objectId=obj["result"]["objectId"])
+
+    set_file("bundle", bundle)
+    if signers is not None:
+        set_file("signers", signers)
+    browser.evaluate(session, f"document.getElementById('identity').value = {json.dumps(identity)}; true")
+    browser.evaluate(session, "document.getElementById('go').click(); true")
+    deadline = time.monotonic() + 60
+    while browser.evaluate(session, "document.body.dataset.state") != "done":
+        assert time.monotonic() < deadline, "the page did not finish verifying"
+        time.sleep(0.05)
+    record = browser.evaluate(session, "JSON.stringify(window.verificationRecord || null)")
+    assert record not in (None, "null"), browser.evaluate(session, "document.getElementById('status').textContent")
+    return session, json.loads(record)
+
+
+def _requests(browser: Browser, session: str) -> list[str]:
+    return [e["params"]["request"]["url"] for e in browser.session_events(session)
+            if e.get("method") == "Network.requestWillBeSent"]
+
+
+@pytest.mark.parametrize(("name", "verdict"), [("good", "verified"), ("tampered", "failed")])
+def test_page_verifies_in_chromium(browser: Browser, inputs: dict[str, Path], name: str, verdict: str,
+                                   tmp_path: Path) -> None:
+    session, record = _verify_on_page(browser, inputs[name])
+    assert record["verdict"] == verdict
+    assert record["tool"]["name"] == "verify-bundle.mjs"
+    validate("verification", record, source="page record")
+    shown = browser.evaluate(session, "document.getElementById('verdict').textContent")
+    assert verdict.upper() in shown
+    if verdict == "failed":
+        first = next(c for c in record["claims"] if c["state"] == "failed")
+        assert first["subject"] in browser.evaluate(session, "document.body.innerText")
+    # The record the page saves is one render accepts.
+    saved = tmp_path / "verification.json"
+    saved.write_text(json.dumps(record))
+    page = tmp_path / "page.html"
+    done = subprocess.run(["evalbook-bundle", "render", str(saved), "--html", str(page)], capture_output=True,
+                          env={"PATH": str(Path(__import__("sys").executable).parent) + ":/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert _requests(browser, session) == [PAGE.as_uri()]
+    assert _errors(browser.session_events(session)) == []
+
+
+def test_page_anchors_a_signed_bundle_to_the_allowed_signer(browser: Browser, inputs: dict[str, Path]) -> None:
+    session, record = _verify_on_page(browser, inputs["signed"], inputs["signers"], "auditor@example.org")
+    assert record["verdict"] == "verified"
+    assert record["anchor"]["signer"].startswith("auditor@example.org, key SHA256:")
+    assert "Signed by auditor@example.org" in browser.evaluate(session, "document.body.innerText")
+    session, record = _verify_on_page(browser, inputs["signed"], inputs["signers"], "mallory@example.org")
+    assert record["verdict"] == "failed"
+    assert _requests(browser, session) == [PAGE.as_uri()]
+
+
+def test_saving_the_record_downloads_it(browser: Browser, inputs: dict[str, Path], tmp_path: Path) -> None:
+    session, record = _verify_on_page(browser, inputs["good"])
+    browser.call("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(tmp_path))
+    browser.evaluate(session, "document.getElementById('save').click(); true")
+    target = tmp_path / "verification.json"
+    deadline = time.monotonic() + 20
+    while not target.is_file():
+        assert time.monotonic() < deadline, "no download"
+        time.sleep(0.05)
+    time.sleep(0.2)
+    assert json.loads(target.read_text()) == record
+    assert all(u == PAGE.as_uri() or u.startswith("blob:") for u in _requests(browser, session))
+
+
+def test_axe_finds_no_serious_violation_on_the_verifier_page(browser: Browser, inputs: dict[str, Path]) -> None:
+    source = _axe_source()
+    session, _ = _verify_on_page(browser, inputs["tampered"])
+    browser.evaluate(session, source + "\n;true")
+    found = browser.evaluate(
+        session,
+        "axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map("
+        "v => ({id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' '))})))",
+        await_promise=True,
+    )
+    assert [v for v in found if v["impact"] in ("serious", "critical")] == []
