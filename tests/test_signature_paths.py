@@ -410,6 +410,11 @@ def test_every_json_line_validates_and_render_takes_every_record(
     world: World, tmp_path: Path
 ) -> None:
     rendered = 0
+    first = run_cli("verify", str(world.signed), "--json")
+    (tmp_path / "first.json").write_bytes(first.stdout)
+    page = tmp_path / "first.html"
+    assert run_cli("render", str(tmp_path / "first.json"), "--html", str(page)).returncode == 0
+    assert "(not anchored: pass --allowed-signers to check who)" in page.read_text()
     for n, (args, code) in enumerate(_cases(world, tmp_path)):
         done = run_cli(*args)
         assert done.returncode == code, (args, done.stderr.decode())
@@ -421,6 +426,10 @@ def test_every_json_line_validates_and_render_takes_every_record(
             page = tmp_path / f"page-{n}-{rendered}.html"
             shown = run_cli("render", str(record), "--html", str(page))
             assert shown.returncode == 0, (args, shown.stderr.decode())
-            assert page.stat().st_size > 0
+            html = page.read_text(encoding="utf-8")
+            sigs = line.get("signatures", (line.get("verification") or {}).get("signatures"))
+            for sig in sigs or []:
+                # The page names every signature and its state, as the record does.
+                assert f"Signature {sig['where']} (" in html, (args, sig)
             rendered += 1
     assert rendered >= 10

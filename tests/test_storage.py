@@ -656,8 +656,14 @@ def test_object_without_sha256_metadata_is_not_trusted(
             S3Location(bucket, "loose.tar.zst"), tmp_path / "x.tar.zst", config=config
         )
     assert not (tmp_path / "x.tar.zst").exists()
-    # A stream opens, with nothing recorded to check: its bytes are the verifier's to judge.
-    with storage.open_verified(S3Location(bucket, "loose.tar.zst"), config=config) as stream:
+    with (
+        pytest.raises(StorageError, match="no sha256 metadata"),
+        storage.open_verified(S3Location(bucket, "loose.tar.zst"), config=config),
+    ):
+        pass
+    # Asked to, a stream opens with nothing recorded to check: the verifier judges it.
+    loose = S3Location(bucket, "loose.tar.zst")
+    with storage.open_verified(loose, config=config, unrecorded_ok=True) as stream:
         assert stream.expected_sha256 is None
         assert stream.read() == b"unverifiable"
         assert not stream.verified

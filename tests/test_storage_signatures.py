@@ -186,7 +186,7 @@ def test_two_signers_on_one_stored_bundle(
     )
     done = run_cli("verify", str(out / name), "--allowed-signers", str(allowed))
     assert done.returncode == 0, done.stderr.decode()
-    assert "Signatures:  3 (2 verified)" in done.stdout.decode()
+    assert "Signatures:  3 (1 not allowed, 2 verified)" in done.stdout.decode()
 
     # The countersignature is a plain SSHSIG file: ssh-keygen checks it as README says.
     bag = tmp_path / "bag"

@@ -94,7 +94,8 @@ def bundle_stream(location: str, endpoint_url: str | None) -> Iterator[BinaryIO 
     from bundler import storage
 
     config = storage.StorageConfig(endpoint_url=endpoint_url)
-    with storage.open_verified(storage.stored_bundle_location(location), config=config) as stream:
+    loc = storage.stored_bundle_location(location)
+    with storage.open_verified(loc, config=config, unrecorded_ok=True) as stream:
         try:
             yield stream
         except StorageError:

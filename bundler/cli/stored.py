@@ -1,5 +1,4 @@
-"""Stored bundles as the commands read them, under the names the commands use; the
-implementation is the library's (``bundler.bundles.stored``)."""
+"""Bundles in object storage as the commands read them (``bundler.bundles.stored``)."""
 
 from __future__ import annotations
 

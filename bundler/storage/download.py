@@ -91,15 +91,18 @@ class VerifiedStream(io.BufferedReader):
 
 
 @contextlib.contextmanager
-def open_verified(src: S3Location, *, config: StorageConfig) -> Iterator[VerifiedStream]:
+def open_verified(
+    src: S3Location, *, config: StorageConfig, unrecorded_ok: bool = False
+) -> Iterator[VerifiedStream]:
     """Open an object for streaming; the stream raises StorageError at EOF when its
     bytes do not hash to the ``sha256`` metadata.
 
     For ``verify s3://...`` and ``inspect s3://...``, which read without a temporary
     file: consumers must read to EOF and treat a StorageError from the last read as the
-    whole object being untrustworthy. An object without (valid) ``sha256`` metadata
-    opens with ``expected_sha256`` None: nothing recorded to check, its bytes are
-    judged by the verifier alone. Raises StorageError at once when the object is absent.
+    whole object being untrustworthy. With ``unrecorded_ok``, an object without (valid)
+    ``sha256`` metadata opens with ``expected_sha256`` None: nothing recorded to check,
+    its bytes are judged by the verifier alone (SPEC 6); without it that is a
+    StorageError (kind ``unverifiable``), as is an absent object.
     """
     conn = _connect(config)
     answer = _get(conn, src, "opening")
@@ -108,7 +111,7 @@ def open_verified(src: S3Location, *, config: StorageConfig) -> Iterator[Verifie
     try:
         expected: str | None = _expected_sha256(conn, src, answer)
     except StorageError as exc:
-        if exc.kind != "unverifiable":
+        if exc.kind != "unverifiable" or not unrecorded_ok:
             answer["Body"].close()
             raise
         expected = None  # copied in by another tool: judged by its bytes alone (SPEC 6)
