@@ -146,11 +146,14 @@ def download(
     from bundler.bundles.stored_bytes import judge_download
 
     src = storage.parse_s3_url(params.stored_object(params.s3_url(url, "url"), "url"))
-    where = params.output(dest, "dest")
+    # As with aws s3 cp, a missing dir/ is created (its parent must exist).
+    params.path(dest, "dest")
+    into_directory = os.fspath(dest).endswith("/")
+    where = None if into_directory else params.output(dest, "dest")
     config = _config(endpoint_url)
     if on_progress is not None and not callable(on_progress):
         raise ParameterError("on_progress", "expected a callable")
-    target = storage.download_path(src, str(dest) if str(dest).endswith("/") else str(where))
+    target = storage.download_path(src, os.fspath(dest) if where is None else str(where))
     on_chunk, on_size = _chunks(on_progress, None)
     verified: dict[str, Any] = {}
     result = storage.download_bundle(
