@@ -436,6 +436,7 @@ def extract(
     report = _callback(on_progress)
     options = found.options_for(where)
     total: list[int | None] = [_archive_size(where)]
+    existed = target.exists()
     with _stream(where, found.endpoint_url) as stream:
         if stream is not None:
             total[0] = getattr(stream, "size", None) or None
@@ -443,19 +444,31 @@ def extract(
             where, target, options, stream=stream, progress=_bytes(report, total)
         )
         if stream is not None:
-            result = verified_stored(where, stream, result)
-            if result.exit_code != 0:
-                _remove_extracted(target)
+            try:
+                verified_stored(where, stream, result)
+            except BaseException:
+                # The stored bytes turned out altered at rest after the bag verified:
+                # what was written is removed, as for a bundle that does not verify.
+                if result.exit_code == 0:
+                    _remove_extracted(target, existed)
+                raise
     if result.exit_code == 0:
         write_beside_bag(target, good_sidecars(options, result.signatures))
     return result
 
 
-def _remove_extracted(directory: Path) -> None:
-    """Remove a bag extracted from a stored object that turned out altered at rest."""
+def _remove_extracted(directory: Path, existed: bool) -> None:
+    """Remove a bag extracted from a stored object that turned out altered at rest (and
+    ``directory`` itself when this call created it); links are removed, not followed."""
     import shutil
 
-    shutil.rmtree(directory, ignore_errors=True)
+    for entry in directory.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    if not existed:
+        directory.rmdir()
 
 
 def extracted_sidecars(directory: str | os.PathLike[str]) -> list[Path]:

@@ -359,6 +359,7 @@ def _anchor(
                 "can build a one-leaf head naming it; give --allowed-signers to check the "
                 "head's signature, or verify the bundle itself"
             )
+        _check_unanchored(proof, where)
         return _UNANCHORED, None
     if proof.head_signature is None:
         raise NotProven(
@@ -379,6 +380,25 @@ def _anchor(
             )
         anchor += f"; the signed head names the expected bundle {expect_bundle_digest}"
     return anchor, signer
+
+
+def _check_unanchored(proof: CaseProof, where: str) -> None:
+    """Without allowed signers the head is still checked against the signature the proof
+    carries (SPEC 11.3, 11.4), by the one check every path uses: one that does not
+    verify over the head is NotProven, whoever signed."""
+    if proof.head_signature is None:
+        return
+    from bundler.core.signatures import SignatureSource, SignatureState
+    from bundler.trust.signatures import check_one
+
+    checked = check_one(
+        canonical.dumps(proof.head),
+        SignatureSource("head_signature", proof.head_signature),
+        allowed=None,
+        identity=None,
+    )
+    if checked.state is SignatureState.INVALID:
+        raise NotProven(f"{where}: head signature: {shown(str(checked.reason))}")
 
 
 # ----------------------------------------------------------------------------- build
