@@ -369,7 +369,7 @@ def test_a_signed_bundle_names_its_signer_in_the_anchor(
     text = out(done)
     assert line_of(text, "Anchor:") == f"Anchor:      signed by {signer}"
     assert line_of(text, "Signatures:") == "Signatures:  1 (1 verified)"
-    assert f"  - bundle-head.json.sig: verified: {signer}" in text.splitlines()
+    assert f"  - bundle-head.json.sig (embedded): verified: signed by {signer}" in text.splitlines()
     doc = audit_json(str(signed), "--allowed-signers", str(allowed), code=0)
     assert doc["anchor"]["signer"] == signer
     assert doc["anchor"]["self_consistent_only"] is False
@@ -397,7 +397,8 @@ def test_a_wrong_signer_fails_the_audit_with_exit_1(
     text = out(done)
     assert "Verdict:     ERROR (the bundle failed verification; no audit possible)" in text
     assert line_of(text, "Anchor:").startswith("Anchor:      none: the bundle failed verification")
-    assert line_of(text, "Signatures:") == "Signatures:  1 (0 verified)"
+    # Valid, but by a signer the file does not allow: listed as such, and no anchor.
+    assert line_of(text, "Signatures:") == "Signatures:  1 (1 not allowed)"
     doc = audit_json(str(signed), "--allowed-signers", str(allowed), *extra, code=1)
     assert doc["verdict"] == "error" and doc["exit_code"] == 1
     assert doc["anchor"]["signer"] is None and doc["report"] is None

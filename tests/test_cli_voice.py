@@ -253,9 +253,10 @@ def test_sign_prove_check_proof_json(
     key, allowed = keypair
     copy = tmp_path / "copy.tar.zst"
     copy.write_bytes(exported.read_bytes())
+    # The head carries this key's signature already (export --key): nothing is written.
     signed = one_line(run_cli("sign", str(copy), "--key", str(key), "--json"))
-    assert signed["signature"] == f"{copy}.sig" and signed["state"] == "stored"
-    failure(run_cli("sign", str(copy), "--key", str(key), "--json"), 3)  # sidecar exists
+    assert (signed["signature"], signed["state"]) == ("bundle-head.json.sig", "already_signed")
+    assert not Path(f"{copy}.sig").exists()
     proof_file = tmp_path / "p.json"
     written = one_line(
         run_cli("prove", str(copy), "--case", "accuracy-00000", "--out", str(proof_file), "--json")

@@ -21,17 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNNERS = ROOT / "conformance" / "runners"
 
 # Case id -> the SPEC rule the Python verifier does not yet follow there.
-PYTHON_GAPS = {
-    "signature/embedded-corrupt-no-anchor": (
-        "SPEC 11.3: every signature present is checked, also without --allowed-signers"
-    ),
-    "signature/sidecar-garbage-beside-valid-embedded": (
-        "SPEC 11.3: a sidecar that does not verify fails nothing by itself"
-    ),
-    "proof/head-signature-corrupt-unanchored": (
-        "SPEC 11.4: check-proof checks the head against the signature it carries"
-    ),
-}
+PYTHON_GAPS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")

@@ -193,8 +193,8 @@ def cases() -> list[tuple[str, str]]:
     found = []
     for fname in sorted(n for n in bundler.__all__ if n[0].islower() and n != "__version__"):
         for pname in inspect.signature(getattr(bundler, fname)).parameters:
-            # signature_outcomes is an out-parameter; check_proof's source only a label.
-            if pname == "signature_outcomes" or (fname, pname) == ("check_proof", "source"):
+            # check_proof's source is only a label.
+            if (fname, pname) == ("check_proof", "source"):
                 continue
             found.append((fname, pname))
     return found

@@ -313,11 +313,17 @@ def test_signed_bundle_without_allowed_signers_is_self_consistent_only(signed: S
     assert done.returncode == 0, done.stderr.decode()
     anchor = json.loads(done.stdout)["anchor"]["description"]
     assert "self-consistency only" in anchor
-    assert "signed" not in anchor
+    # The signature is checked and named by its key, but anchors nothing (SPEC 11.3).
+    assert "signed by key SHA256:" in anchor
+    assert "(not anchored: pass --allowed-signers to check who)" in anchor
     result = json.loads(done.stdout)
     assert result["verdict"] == "verified"
     assert result["anchor"]["signer"] is None
     assert result["anchor"]["self_consistent_only"] is True
+    [embedded] = result["signatures"]
+    assert embedded["embedded"] is True
+    assert embedded["state"] == "valid"
+    assert embedded["key"].startswith("SHA256:")
 
 
 def test_identity_or_signature_without_allowed_signers_is_a_usage_error(
@@ -380,16 +386,17 @@ def test_sign_writes_a_sidecar_and_leaves_the_archive_alone(
     assert "no signature" in done.stdout.decode()
 
 
-def test_sign_refuses_an_existing_sidecar(unsigned: Path, keys: Keys) -> None:
+def test_sign_never_replaces_an_existing_sidecar(unsigned: Path, keys: Keys) -> None:
+    # Whatever lies at ARCHIVE.sig stays; the new signature takes ARCHIVE.sig.<its hex>.
     sidecar = Path(f"{unsigned}.sig")
     sidecar.write_bytes(b"keep me\n")
     before = _sha256(unsigned)
     done = run_cli("sign", str(unsigned), "--key", str(keys.alice))
-    assert done.returncode == 3, done.stderr.decode()
-    assert done.stdout == b""
-    assert f"{sidecar}: already exists" in done.stderr.decode()
+    assert done.returncode == 0, done.stderr.decode()
     assert sidecar.read_bytes() == b"keep me\n"
     assert _sha256(unsigned) == before
+    [counter] = [p for p in unsigned.parent.iterdir() if p.name.startswith(f"{unsigned.name}.sig.")]
+    assert counter.name == f"{unsigned.name}.sig.{_sha256(counter)}"
 
 
 def test_sign_refuses_a_bundle_that_does_not_verify(unsigned: Path, keys: Keys) -> None:
@@ -700,15 +707,19 @@ def test_extract_checks_the_sidecar_and_writes_it_beside_the_bag(
     done = run_cli("extract", str(unsigned), str(out), "--allowed-signers", str(allowed))
     assert done.returncode == 0, done.stderr.decode()
     (bag,) = [p for p in out.iterdir() if p.is_dir()]
-    sig = out / "bundle-head.json.sig"
+    sig = out / f"{bag.name}.sig"  # beside the bag, where verify of the bag looks
     assert sig.read_bytes() == Path(f"{unsigned}.sig").read_bytes()
     # The README's step for auditors, with OpenSSH alone.
     check = _keygen_verify(
         allowed, "alice@example.org", sig, (bag / "bundle-head.json").read_bytes()
     )
     assert check.returncode == 0, check.stderr.decode()
-    # The extracted bag itself still verifies: nothing was added inside it.
-    assert run_cli("verify", str(bag)).returncode == 0
+    # The extracted bag itself still verifies (nothing was added inside it), and verify
+    # of the bag finds the sidecar beside it.
+    done = run_cli("verify", str(bag), "--allowed-signers", str(allowed), "--json")
+    assert done.returncode == 0, done.stderr.decode()
+    [found] = json.loads(done.stdout)["signatures"]
+    assert (found["where"], found["state"]) == (str(sig), "verified")
 
 
 def test_extract_with_allowed_signers_refuses_an_unknown_signer(

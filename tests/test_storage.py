@@ -35,6 +35,7 @@ from bundler.core.errors import (
     StorageError,
     StoreError,
     UsageError,
+    VerificationFailed,
 )
 from bundler.storage import S3Location, StorageConfig, UploadStatus
 
@@ -309,14 +310,25 @@ def test_reupload_identical_is_already_archived(
 def test_same_bundle_other_archive_bytes_is_already_archived(
     tmp_path: Path, raw: Any, bucket: str, config: StorageConfig
 ) -> None:
-    """Two zstd levels of one bundle share the key: the second is not written."""
+    """Two zstd levels of one bundle share the key: the second is not written, once the
+    stored bytes verify as this bundle (``existing_bundle``; metadata proves nothing)."""
     first = _archive(tmp_path, 100_000, "one.tar.zst")
     second = _archive(tmp_path, 90_000, "two.tar.zst")
     _upload(first, bucket, config)
-    result = _upload(second, bucket, config)
+    asked: list[str] = []
+
+    def same_bundle(url: str) -> str:
+        asked.append(url)
+        return _ids("a")["bundle_digest"]
+
+    result = _upload(second, bucket, config, existing_bundle=same_bundle)
     assert (result.status, result.identical) == (UploadStatus.ALREADY_ARCHIVED, False)
+    assert asked == [f"s3://{bucket}/{_key('a')}"]
     assert result.stored_sha256 == _sha(first.read_bytes())
     assert raw.get_object(Bucket=bucket, Key=_key("a"))["Body"].read() == first.read_bytes()
+    # Without bytes that verify as this bundle, the same metadata is not enough.
+    with pytest.raises(VerificationFailed, match="left alone"):
+        _upload(second, bucket, config, existing_bundle=lambda url: None)
 
 
 @pytest.mark.s3
@@ -330,9 +342,8 @@ def test_foreign_object_at_key_is_never_overwritten(
 ) -> None:
     raw.put_object(Bucket=bucket, Key=_key("a"), Body=b"someone else's bytes", Metadata=metadata)
     path = _archive(tmp_path, 1000)
-    with pytest.raises(StorageError, match="refusing to overwrite") as info:
+    with pytest.raises(VerificationFailed, match="left alone") as info:
         _upload(path, bucket, config)
-    _assert_clean(info.value)
     assert _key("a") in str(info.value)
     assert raw.get_object(Bucket=bucket, Key=_key("a"))["Body"].read() == b"someone else's bytes"
 
@@ -360,7 +371,7 @@ def test_conditional_write_refuses_object_that_appeared(
 
     monkeypatch.setattr(storage.upload, "_head", head_racing)
     path = _archive(tmp_path, size)
-    with pytest.raises(StorageError, match="refusing to overwrite"):
+    with pytest.raises(VerificationFailed, match="left alone"):
         _upload(path, bucket, config)
     assert raw.get_object(Bucket=bucket, Key=_key("a"))["Body"].read() == b"the race winner"
     assert raw.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
@@ -650,6 +661,12 @@ def test_object_without_sha256_metadata_is_not_trusted(
         storage.open_verified(S3Location(bucket, "loose.tar.zst"), config=config),
     ):
         pass
+    # Asked to, a stream opens with nothing recorded to check: the verifier judges it.
+    loose = S3Location(bucket, "loose.tar.zst")
+    with storage.open_verified(loose, config=config, unrecorded_ok=True) as stream:
+        assert stream.expected_sha256 is None
+        assert stream.read() == b"unverifiable"
+        assert not stream.verified
 
 
 # --------------------------------------------------------------------------- transit faults

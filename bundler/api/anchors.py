@@ -1,25 +1,19 @@
 """The trust anchors of SPEC 11 as keyword arguments: checked, then turned into the
-``VerifyOptions`` the verifier takes, with every signature found checked against an
-allowed_signers file (``bundler.bundles.signatures``)."""
+``VerifyOptions`` the verifier takes. Every signature present is checked on every path
+(SPEC 11.3): the embedded one and every sidecar beside the bundle (or the one named
+instead), by ``bundler.trust.signatures``; an allowed_signers file anchors them."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass
 
 from bundler.api import params
-from bundler.bundles.signatures import (
-    SignatureCandidate,
-    SignatureOutcome,
-    SignatureSet,
-    explicit_signature,
-    sidecar_signatures,
-)
+from bundler.bundles.signatures import explicit_signature, load_allowed, with_sidecars
 from bundler.core.claims import Verification, VerifyOptions
 from bundler.core.errors import InputError, ParameterError, VerificationFailed
 from bundler.core.limits import DEFAULT_MAX_BYTES
+from bundler.core.signatures import SignatureSource
 
 Signature = str | bytes | os.PathLike[str]
 
@@ -29,26 +23,15 @@ class Anchors:
     """The anchors of one call, checked; ``options_for`` gives each bundle its options."""
 
     options: VerifyOptions
-    signers: SignatureSet | None = None
-    explicit: SignatureCandidate | None = None
+    explicit: SignatureSource | None = None
     endpoint_url: str | None = None
-    outcomes: list[SignatureOutcome] = field(default_factory=list)
 
     def options_for(self, location: str) -> VerifyOptions:
-        """Options for ``location``: the signature check covers the embedded signature
-        and every sidecar beside it (or the one signature given instead)."""
-        self.outcomes.clear()
-        if self.signers is None:
-            return self.options
-        found = (
-            [self.explicit]
-            if self.explicit is not None
-            else sidecar_signatures(location, self.endpoint_url)
+        """Options for ``location``: the verifier checks the embedded signature and every
+        sidecar beside it (or the one signature given instead), anchored or not."""
+        return with_sidecars(
+            self.options, location, signature=self.explicit, endpoint_url=self.endpoint_url
         )
-        check: Callable[[bytes, str | None], str] = self.signers.checker(
-            found, self.outcomes, embedded=self.explicit is None
-        )
-        return replace(self.options, check_signature=check, signature_text=None)
 
 
 def anchors(
@@ -86,16 +69,18 @@ def anchors(
             "identity" if who is not None else "signature",
             "needs allowed_signers (a signature is checked only against an allowed_signers file)",
         )
-    options = VerifyOptions(bundle_digest, report_digest, is_strict, cap)
-    if signers_file is None:
-        return Anchors(options, endpoint_url=endpoint)
-    params.existing_input(signers_file, "allowed_signers", directory_ok=False)
-    signers = SignatureSet(Path(signers_file), who)
+    allowed = None
+    if signers_file is not None:
+        params.existing_input(signers_file, "allowed_signers", directory_ok=False)
+        allowed = load_allowed(signers_file)
+    options = VerifyOptions(
+        bundle_digest, report_digest, is_strict, cap, allowed_signers=allowed, identity=who
+    )
     explicit = None
     if signature is not None:
         assert isinstance(signature, str | bytes)
         explicit = explicit_signature(signature, endpoint)
-    return Anchors(options, signers, explicit, endpoint)
+    return Anchors(options, explicit, endpoint)
 
 
 def raise_unless_verified(result: Verification, action: str) -> None:

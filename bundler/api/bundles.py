@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 from bundler.api import params
 from bundler.api.anchors import Anchors, anchors
@@ -30,6 +30,9 @@ from bundler.core.errors import (
     UsageError,
 )
 from bundler.core.limits import DEFAULT_MAX_BYTES
+
+if TYPE_CHECKING:
+    from bundler.core.claims import Verification
 
 OnProgress = Callable[[Progress], None]
 PRINCIPAL_ENV = "EVALBOOK_PRINCIPAL"
@@ -130,7 +133,6 @@ def verify_one(
     bundle's trouble: a storage failure is a result with verdict error (exit 5), an
     archive altered at rest a failed result naming the key and both digests."""
     from bundler import storage
-    from bundler.bundles.signatures import list_signatures
     from bundler.bundles.stored import altered_result, verified_stored
     from bundler.bundles.verify import verify_bundle
     from bundler.core.claims import Verdict, Verification
@@ -157,10 +159,8 @@ def verify_one(
             if stream is not None:
                 result = verified_stored(location, stream, result)
     except storage.AlteredAtRest as exc:
-        found.outcomes.clear()
         return replace(altered_result(location, exc, options.strict), altered_at_rest=True)
     except StorageError as exc:
-        found.outcomes.clear()
         return Verification(
             source=location,
             verdict=Verdict.ERROR,
@@ -169,11 +169,10 @@ def verify_one(
             storage_failed=True,
         )
     except (InputError, UsageError) as exc:
-        found.outcomes.clear()
         return Verification(
             source=location, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
         )
-    return list_signatures(result, found.outcomes)
+    return result
 
 
 def verify(
@@ -196,7 +195,8 @@ def verify(
     The anchors: ``expect_bundle_digest``, ``expect_report_digest``, and
     ``allowed_signers`` (with ``identity``), against which the embedded signature and
     every sidecar are checked (or only ``signature``: its bytes, a file or an s3://
-    URL). Never raises for a bad bundle: the verdict is verified, failed or error
+    URL); every signature present is checked with or without them, and the result's
+    ``signatures`` lists each with its state (SPEC 11.3). Never raises for a bad bundle: the verdict is verified, failed or error
     (``exit_code`` 0, 1, 3; 5 when storage failed), with every claim and the anchor.
     Raises ParameterError (2) for a bad parameter, InputError (3) for an unreadable
     allowed_signers or signature file.
@@ -211,7 +211,7 @@ def verify(
         max_bytes=max_bytes,
         endpoint_url=endpoint_url,
     )
-    where = params.location(bundle, "bundle")
+    where = params.stored_object(params.location(bundle, "bundle"), "bundle")
     root = params.optional_path(project, "project")
     if root is not None:
         params.existing_input(root, "project")
@@ -226,19 +226,26 @@ def inspect(
     endpoint_url: str | None = None,
 ) -> InspectResult:
     """What a bundle holds, read through the safe reader, without proving it
-    (``inspect``): whether it is signed (embedded, beside it), unchecked.
+    (``inspect``): whether it is signed (embedded, beside it), unchecked. A stored
+    bundle is judged by its bytes: its key must name the bundle they hold.
 
-    Raises InputError (3) for an unreadable or unsafe archive, StorageError (5).
+    Raises InputError (3) for an unreadable or unsafe archive, VerificationFailed (1)
+    for a stored object whose key names another bundle, StorageError (5).
     """
     from bundler.bundles.inspect import inspect_bundle
-    from bundler.bundles.signatures import sidecar_signatures
+    from bundler.bundles.signatures import sidecars_of
+    from bundler.bundles.stored import inspected_stored, verified_stored
 
-    where = params.input_location(bundle, "bundle")
+    where = params.stored_object(params.input_location(bundle, "bundle"), "bundle")
     cap = params.integer(max_bytes, "max_bytes", 1)
     endpoint = params.optional_text(endpoint_url, "endpoint_url")
+    warnings: list[str] = []
     with bundle_at(where, endpoint) as stream:
         info = inspect_bundle(where, max_bytes=cap, stream=stream)
-    beside = [c.source for c in sidecar_signatures(where, endpoint)]
+        if stream is not None:
+            verified_stored(where, stream, None)
+            warnings = inspected_stored(stream, info)
+    beside = [s.where for s in sidecars_of(where, endpoint)]
     if where.startswith("s3://") or beside:
         info["signatures"] = beside
     info["signed"] = bool(info["embedded_signature"]) or bool(beside)
@@ -251,6 +258,7 @@ def inspect(
         bundle_schema=info.get("schema"),
         signed=bool(info["signed"]),
         labels=tuple((str(k), str(v)) for k, v in info.get("labels", [])),
+        warnings=tuple(warnings),
     )
 
 
@@ -271,11 +279,14 @@ def extract(
 
     Only regular files and directories are written, beneath directory descriptors and
     never through a link; unless the result is ``verified`` everything written is
-    removed again. A sidecar signature beside the archive is written beside the bag.
-    Raises ParameterError (2), OutputError (3) when ``directory`` is unusable.
+    removed again. Every signature beside the archive is checked with the embedded one;
+    those over its head are written beside the bag (``<bag>.sig``, ``<bag>.sig.<hex>``),
+    where ``verify`` of the bag looks. Raises ParameterError (2), OutputError (3) when
+    ``directory`` is unusable.
     """
     from bundler.bundles.extract import extract_bundle
-    from bundler.bundles.stored import first_sidecar
+    from bundler.bundles.signatures import good_sidecars, write_beside_bag
+    from bundler.bundles.stored import verified_stored
 
     found = anchors(
         expect_bundle_digest=expect_bundle_digest,
@@ -286,7 +297,7 @@ def extract(
         max_bytes=max_bytes,
         endpoint_url=endpoint_url,
     )
-    where = params.location(bundle, "bundle")
+    where = params.stored_object(params.location(bundle, "bundle"), "bundle")
     target = params.output(directory, "directory")
     try:
         params.input_location(where, "bundle")
@@ -301,19 +312,47 @@ def extract(
             strict=found.options.strict,
         )
     report = progress_callback(on_progress)
-    sidecar = first_sidecar(where, found.endpoint_url)
     options = found.options_for(where)
     total: list[int | None] = [_archive_size(where)]
+    existed = target.exists()
     with bundle_at(where, found.endpoint_url) as stream:
         if stream is not None:
             total[0] = getattr(stream, "size", None) or None
         result = extract_bundle(
             where, target, options, stream=stream, progress=bytes_progress(report, total)
         )
-    if result.exit_code == 0 and sidecar is not None:
-        # Beside the bag, not inside it (a tag file the tag manifest does not list would
-        # make the extracted bag fail).
-        from bundler.core.outputs import write_new_file
-
-        write_new_file(target / "bundle-head.json.sig", sidecar.encode("ascii", "replace"))
+        if stream is not None:
+            try:
+                verified_stored(where, stream, result)
+            except BaseException:
+                # The stored bytes turned out altered at rest after the bag verified:
+                # what was written is removed, as for a bundle that does not verify.
+                if result.exit_code == 0:
+                    _remove_extracted(target, existed)
+                raise
+    if result.exit_code == 0:
+        write_beside_bag(target, good_sidecars(options, result.signatures))
     return result
+
+
+def _remove_extracted(directory: Path, existed: bool) -> None:
+    """Remove a bag extracted from a stored object that turned out altered at rest (and
+    ``directory`` itself when this call created it); links are removed, not followed."""
+    import shutil
+
+    for entry in directory.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    if not existed:
+        directory.rmdir()
+
+
+def extracted_sidecars(directory: str | os.PathLike[str]) -> list[Path]:
+    """The signatures ``extract`` wrote beside the bag in ``directory``."""
+    from bundler.bundles.signatures import sidecars_beside_bag
+
+    return sidecars_beside_bag(Path(directory))
+
+

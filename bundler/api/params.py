@@ -206,3 +206,16 @@ def input_directory(value: object, param: str) -> str:
         if not Path(where).is_dir():
             raise InputError(f"{param}: {where}: not a directory", param=param)
     return where
+
+
+def stored_object(where: str, param: str) -> str:
+    """A bundle location that, as an ``s3://`` URL, names one object: a URL naming a
+    bucket or a prefix (``s3://bucket/``) is refused (SPEC 6)."""
+    if where.startswith("s3://"):
+        from bundler import storage
+
+        try:
+            storage.stored_bundle_location(where)
+        except BundlerError as exc:
+            raise ParameterError(param, exc.message) from exc
+    return where

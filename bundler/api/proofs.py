@@ -10,7 +10,7 @@ from typing import Any
 from bundler.api import params
 from bundler.api.bundles import bundle_at, output_path, signer_for
 from bundler.api.results import ProofCheckResult, ProofResult, SignResult
-from bundler.core.errors import OutputError, ParameterError
+from bundler.core.errors import ParameterError
 
 
 def prove(
@@ -18,28 +18,41 @@ def prove(
     case_id: str,
     *,
     out: str | os.PathLike[str] | None = None,
+    allowed_signers: str | os.PathLike[str] | None = None,
+    identity: str | None = None,
     endpoint_url: str | None = None,
 ) -> ProofResult:
     """A proof (``evalbook.case_proof.v1``) that one case belongs to a verified bundle
     (``prove``); written to ``out`` (a file, or a directory that receives
     ``<case_id>.proof.json``; never overwritten) when given.
 
-    Raises VerificationFailed (1) when the bundle does not verify, InputError (3) when
-    it cannot be read or holds no such case, OutputError (3) for an existing ``out``.
+    Every signature present is checked (SPEC 11.3); the proof carries one head
+    signature: with ``allowed_signers`` (and ``identity``, to choose among several
+    signers) the first that verifies by an allowed signer, else the first valid one,
+    the embedded one before the sidecars.
+
+    Raises VerificationFailed (1) when the bundle does not verify (with
+    ``allowed_signers``: when no signature verifies by an allowed signer), InputError
+    (3) when it cannot be read or holds no such case, OutputError (3) for an existing
+    ``out``.
     """
+    from bundler.api.anchors import anchors
     from bundler.bundles.proof import prove_case
-    from bundler.bundles.stored import first_sidecar
+    from bundler.bundles.stored import verified_stored
     from bundler.trust.proof import proof_file_bytes
 
-    where = params.input_location(bundle, "bundle")
+    found = anchors(allowed_signers=allowed_signers, identity=identity, endpoint_url=endpoint_url)
+    where = params.stored_object(params.input_location(bundle, "bundle"), "bundle")
     case = params.text(case_id, "case_id")
     target = output_path(out)
     if target is not None and target.is_dir():
         target = _in_directory(target, f"{case}.proof.json", "out")
-    endpoint = params.optional_text(endpoint_url, "endpoint_url")
-    sidecar = first_sidecar(where, endpoint)
+    endpoint = found.endpoint_url
+    options = found.options_for(where)
     with bundle_at(where, endpoint) as stream:
-        proof = prove_case(where, case, stream=stream, sidecar_signature=sidecar)
+        proof = prove_case(where, case, options=options, stream=stream)
+        if stream is not None:
+            verified_stored(where, stream, None)
     tree_size = proof["head"]["cases_tree"]["tree_size"]
     record: dict[str, Any] = proof
     if target is not None:
@@ -122,21 +135,27 @@ def check_proof(
     checker = None
     if signers is not None:
         params.existing_input(signers, "allowed_signers", directory_ok=False)
-        from bundler.bundles.signatures import SignatureCandidate, SignatureSet
+        from bundler.bundles.signatures import load_allowed
 
-        outcomes: list[Any] = []
-        signer_set = SignatureSet(signers, who)
+        allowed = load_allowed(signers)
 
         def checker(head: bytes, text: str | None) -> str:
+            # The one check every path uses (SPEC 11.3), on the proof's head signature.
+            from bundler.core.signatures import SignatureSource, SignatureState
             from bundler.trust import sshsig
+            from bundler.trust.signatures import check_one, signer_of
 
             if text is None:
                 raise sshsig.SignatureError("no signature: the proof's head is unsigned")
-            outcome = signer_set.check_one(head, SignatureCandidate("signature", text))
-            outcomes.append(outcome)
-            if outcome.signer is None:
-                raise sshsig.SignatureError(str(outcome.detail))
-            return outcome.signer
+            checked = check_one(
+                head,
+                SignatureSource("signature", text),
+                allowed=allowed,  # type: ignore[arg-type]
+                identity=who,
+            )
+            if checked.state is not SignatureState.VERIFIED:
+                raise sshsig.SignatureError(str(checked.reason))
+            return signer_of(checked)
 
     data, named = _proof_bytes(proof)
     source = named if source is None else params.text(source, "source")
@@ -162,6 +181,8 @@ def check_proof(
     status = case.get("status") if isinstance(case.get("status"), str) else None
     score = case.get("score")
     number = score if isinstance(score, int | float) and not isinstance(score, bool) else None
+    if isinstance(number, float) and number.is_integer() and abs(number) < 2**53:
+        number = int(number)  # one number, one spelling (JCS): 1.0 and 1e0 are 1
     if status is not None:
         record["case_status"] = status
     if number is not None:
@@ -200,15 +221,19 @@ def sign(
     key: str | os.PathLike[str],
     endpoint_url: str | None = None,
 ) -> SignResult:
-    """Verify a bundle, then sign its bundle-head.json (``sign``): into the sidecar
-    ``<archive>.sig`` (never replaced), or for an ``s3://`` bundle beside the stored
-    object (a countersignature when one is there already). Raises VerificationFailed
-    (1) when the bundle does not verify, InputError (3) when it cannot be read or the
-    sidecar exists, StorageError (5)."""
-    from bundler.bundles.proof import sign_bundle
-    from bundler.trust.proof import write_sidecar
+    """Verify a bundle (every signature present checked, SPEC 11.3), then sign its
+    bundle-head.json (``sign``): into the sidecar ``<archive>.sig``, or
+    ``<archive>.sig.<sha256 hex of the signature>`` when that is taken (a
+    countersignature), locally as beside a stored ``s3://`` object; none is replaced.
+    A key that has signed the head already (embedded or in a sidecar) writes nothing:
+    ``state`` ``already_signed``. Raises VerificationFailed (1) when the bundle does
+    not verify, InputError (3) when it cannot be read, StorageError (5)."""
+    from bundler.bundles.proof import sign_verified, signed_already
+    from bundler.bundles.signatures import sidecar_name, with_sidecars
+    from bundler.core.claims import VerifyOptions
+    from bundler.core.outputs import write_new_file
 
-    where = params.location(bundle, "bundle")
+    where = params.stored_object(params.location(bundle, "bundle"), "bundle")
     endpoint = params.optional_text(endpoint_url, "endpoint_url")
     signer = signer_for(key)
     assert signer is not None
@@ -218,23 +243,26 @@ def sign(
         return sign_stored(where, signer, endpoint)
     archive = Path(where)
     params.existing_input(archive, "bundle", directory_ok=False)
-    sidecar = Path(str(archive) + ".sig")
-    if sidecar.exists() or sidecar.is_symlink():
-        raise OutputError(f"{sidecar}: already exists; refusing to overwrite")
-    signature, result = sign_bundle(where, signer)
-    target = write_sidecar(archive, signature)
-    record = {
+    signature, result = sign_verified(where, signer, with_sidecars(VerifyOptions(), where))
+    record: dict[str, Any] = {
         "schema": "evalbook.signed.v1",
         "bundle": where,
         "bundle_digest": result.bundle_digest,
         "report_id": result.report_id,
-        "signature": str(target),
-        "state": "stored",
     }
+    already = signed_already(result, signature)
+    if already is not None:
+        target, state = already, "already_signed"
+    else:
+        data = signature.encode("ascii")
+        free = not os.path.lexists(sidecar_name(where, data, first_free=True))
+        target, state = sidecar_name(where, data, first_free=free), "stored"
+        write_new_file(Path(target), data)
     return SignResult(
-        record,
+        {**record, "signature": target, "state": state},
         bundle=where,
         bundle_digest=result.bundle_digest,
         report_id=result.report_id,
-        signature=str(target),
+        signature=target,
+        state=state,
     )

@@ -46,6 +46,10 @@ class InspectResult(_Record):
     signed: bool = False
     # What ``inspect`` prints besides the record: (label, value) lines, untrusted text.
     labels: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # What the reader should know but the record does not say (a stored object without
+    # sha256 metadata: inspected from its bytes, which cannot be shown to be the ones
+    # uploaded).
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

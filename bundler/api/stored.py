@@ -5,6 +5,7 @@ service."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -49,8 +50,10 @@ def upload(
     on_progress: OnProgress | None = None,
 ) -> UploadResult:
     """Verify a bundle archive, then store it under ``s3://bucket/prefix`` without ever
-    overwriting (``upload``), with the signatures beside it (``<archive>.sig*``).
-    Identical bytes already stored are reported as already archived. ``retain_until``
+    overwriting (``upload``), with the signatures beside it (``<archive>.sig*``) that
+    are signatures over its head. A key already holding these bytes, or bytes that
+    verify as this same bundle, is reported as already archived; anything else there
+    is refused (VerificationFailed, 1) and left alone: metadata proves nothing. ``retain_until``
     (aware datetime or RFC 3339 text) sets S3 Object Lock retention.
 
     Raises ParameterError (2), VerificationFailed (1) when the bundle does not verify,
@@ -58,7 +61,8 @@ def upload(
     """
     from bundler import storage
     from bundler.api.anchors import raise_unless_verified
-    from bundler.bundles.signatures import local_signatures
+    from bundler.bundles.signatures import good_sidecars, with_sidecars
+    from bundler.bundles.stored_bytes import existing_bundle
     from bundler.bundles.verify import read_and_verify
     from bundler.core.claims import VerifyOptions
 
@@ -74,7 +78,8 @@ def upload(
     if on_progress is not None and not callable(on_progress):
         raise ParameterError("on_progress", "expected a callable")
     storage.check_archive_prefix(location)
-    result, _ = read_and_verify(str(archive), VerifyOptions())
+    options = with_sidecars(VerifyOptions(), str(archive))
+    result, _ = read_and_verify(str(archive), options)
     raise_unless_verified(result, "upload")
     assert result.bundle_digest is not None
     on_chunk, _ = _chunks(on_progress, archive.stat().st_size)
@@ -87,7 +92,10 @@ def upload(
         config=config,
         retain_until=until,
         retention_mode=mode,
-        sidecars=[Path(c.source) for c in local_signatures(str(archive))],
+        # Only the sidecars that are signatures over this head travel with it.
+        sidecars=[Path(s.where) for s in good_sidecars(options, result.signatures)],
+        head_signed=any(c.embedded and c.good for c in result.signatures),
+        existing_bundle=existing_bundle(config.endpoint_url),
         progress=on_chunk,
     )
     info = uploaded.as_dict()
@@ -123,23 +131,37 @@ def download(
     on_progress: OnProgress | None = None,
 ) -> DownloadResult:
     """Download ``s3://bucket/key`` to ``dest`` (``download``) only if its bytes hash to
-    their recorded SHA-256, with the signatures stored beside it. A ``dest`` that is a
+    their recorded SHA-256 and the bundle they hold is the one the key names (SPEC 6),
+    with the intact signatures stored beside it (one too large, one of too many or
+    altered is left behind, named in ``skipped_signatures``, never blocking). An object
+    without sha256 metadata is placed only when its bytes verify. A ``dest`` that is a
     directory (or ends in /) receives the object under its own name; nothing is
-    overwritten. Raises AlteredAtRest (1) when the bytes do not match, StorageError (5),
-    OutputError (3) when the file exists."""
+    overwritten. Raises AlteredAtRest or VerificationFailed (1) when the bytes do not
+    match or hold another bundle, StorageError (5), OutputError (3) when the file
+    exists."""
     from bundler import storage
+    from bundler.bundles.stored_bytes import judge_download
 
-    src = storage.parse_s3_url(params.s3_url(url, "url"))
-    where = params.path(dest, "dest")
+    src = storage.parse_s3_url(params.stored_object(params.s3_url(url, "url"), "url"))
+    # As with aws s3 cp, a missing dir/ is created (its parent must exist).
+    params.path(dest, "dest")
+    into_directory = os.fspath(dest).endswith("/")
+    where = None if into_directory else params.output(dest, "dest")
     config = _config(endpoint_url)
     if on_progress is not None and not callable(on_progress):
         raise ParameterError("on_progress", "expected a callable")
-    # As ``aws s3 cp``: a directory, or a name ending in / (created), receives the
-    # object under its own name; the file itself is then checked as any output.
-    target = storage.download_path(src, dest if isinstance(dest, str) else str(where))
-    params.output(target, "dest")
+    target = storage.download_path(src, os.fspath(dest) if where is None else str(where))
     on_chunk, on_size = _chunks(on_progress, None)
-    result = storage.download_bundle(src, target, config=config, progress=on_chunk, on_size=on_size)
+    verified: dict[str, Any] = {}
+    result = storage.download_bundle(
+        src,
+        target,
+        config=config,
+        progress=on_chunk,
+        on_size=on_size,
+        accept=judge_download(url, verified),
+    )
+    result = dataclasses.replace(result, **verified)
     info = result.as_dict()
     return DownloadResult(
         {"schema": "evalbook.download.v1", **info},
@@ -151,34 +173,39 @@ def download(
 
 
 def sign_stored(url: str, sign: Callable[[bytes], str], endpoint_url: str | None) -> SignResult:
-    """``sign s3://...``: verify the stored bundle, sign its head, and add the signature
-    beside the archive (a countersignature when it is signed already)."""
+    """``sign s3://...``: verify the stored bundle (every signature beside it checked),
+    sign its head, and add the signature beside the archive (a countersignature when it
+    is signed already); nothing when this key has signed it already."""
     from bundler import storage
-    from bundler.api.anchors import raise_unless_verified
+    from bundler.bundles.proof import sign_verified, signed_already
+    from bundler.bundles.signatures import with_sidecars
     from bundler.bundles.stored import bundle_stream, verified_stored
-    from bundler.bundles.verify import read_and_verify
     from bundler.core.claims import VerifyOptions
-    from bundler.trust.proof import head_of
 
-    location = storage.parse_s3_url(url)
+    location = storage.stored_bundle_location(url)
+    options = with_sidecars(VerifyOptions(), url, endpoint_url=endpoint_url)
     with bundle_stream(url, endpoint_url) as stream:
-        result, contents = read_and_verify(url, VerifyOptions(), stream=stream)
+        signature, result = sign_verified(url, sign, options, stream=stream)
         if stream is not None:
-            result = verified_stored(url, stream, result)
-    raise_unless_verified(result, "sign")
-    assert contents is not None
-    stored = storage.add_signature(
-        location,
-        sign(head_of(contents)).encode("ascii"),
-        config=storage.StorageConfig(endpoint_url=endpoint_url),
-    )
-    state = "already_stored" if stored.status.value == "already_archived" else "stored"
+            verified_stored(url, stream, result)
+    already = signed_already(result, signature)
+    if already is not None:
+        target, state = already, "already_signed"
+    else:
+        stored = storage.add_signature(
+            location,
+            signature.encode("ascii"),
+            config=storage.StorageConfig(endpoint_url=endpoint_url),
+            bundle_digest=result.bundle_digest,
+        )
+        target = stored.url
+        state = "already_stored" if stored.status.value == "already_archived" else "stored"
     record = {
         "schema": "evalbook.signed.v1",
         "bundle": url,
         "bundle_digest": result.bundle_digest,
         "report_id": result.report_id,
-        "signature": stored.url,
+        "signature": target,
         "state": state,
     }
     return SignResult(
@@ -186,6 +213,6 @@ def sign_stored(url: str, sign: Callable[[bytes], str], endpoint_url: str | None
         bundle=url,
         bundle_digest=result.bundle_digest,
         report_id=result.report_id,
-        signature=stored.url,
+        signature=target,
         state=state,
     )

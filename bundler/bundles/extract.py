@@ -20,6 +20,7 @@ from bundler.bundles.verify import (
     archive_facts,
     files_progress,
     verify_contents,
+    with_stored,
 )
 from bundler.core.claims import Verdict, Verification, VerifyOptions
 from bundler.core.errors import BundlerError, OutputError, StorageError
@@ -47,6 +48,7 @@ def extract_bundle(
     prepare_output_dir(destination)
     extractor = Extractor(destination, created=created)
     tap = ArchiveTap(progress)
+    options = with_stored(options, stream)
     try:
         members = open_members(location, max_bytes=options.max_bytes, stream=stream, tap=tap)
         contents = read_bag(

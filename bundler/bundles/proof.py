@@ -13,14 +13,16 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from bundler.archive.bag_reader import BagContents
-from bundler.bundles.verify import read_and_verify, read_verified
+from bundler.bundles.verify import read_and_verify
 from bundler.core import canonical
 from bundler.core.claims import Verdict, Verification, VerifyOptions
 from bundler.core.errors import InputError, VerificationFailed
+from bundler.core.signatures import SignatureState
 from bundler.core.textsafe import shown
 from bundler.evalbanana import run as eb
 from bundler.evalbanana.export import result_member
 from bundler.evalbook.contract import BUNDLE_SCHEMA
+from bundler.trust.head import HEAD_SIG_FILE
 from bundler.trust.merkle import TreeBuilder
 from bundler.trust.proof import build_proof, head_of, refuse_unreadable
 
@@ -29,8 +31,33 @@ def sign_bundle(
     location: str, sign: Callable[[bytes], str], *, options: VerifyOptions | None = None
 ) -> tuple[str, Verification]:
     """Verify the archive and return the armored signature of its head (for a sidecar)."""
-    result, contents = read_verified(location, options or VerifyOptions(), action="sign")
+    return sign_verified(location, sign, options or VerifyOptions())
+
+
+def sign_verified(
+    location: str,
+    sign: Callable[[bytes], str],
+    options: VerifyOptions,
+    *,
+    stream: BinaryIO | None = None,
+) -> tuple[str, Verification]:
+    """Verify the bundle (every signature present checked, SPEC 11.3), then sign its
+    head. Raises VerificationFailed (exit 1) when it does not verify, InputError (3)
+    when it cannot be read."""
+    result, contents = read_verified_bundle(location, options, action="sign", stream=stream)
     return sign(head_of(contents)), result
+
+
+def signed_already(result: Verification, signature: str) -> str | None:
+    """Where the head already carries a valid signature by the key that made
+    ``signature`` (embedded or a sidecar), else None: signing again adds nothing."""
+    from bundler.trust import sshsig
+
+    key = sshsig.parse_signature(signature, source="signature").fingerprint
+    for check in result.signatures:
+        if check.key == key and check.state is not SignatureState.INVALID:
+            return check.where
+    return None
 
 
 def read_verified_bundle(
@@ -52,6 +79,25 @@ def read_verified_bundle(
     raise InputError(
         f"{shown(location)}: bundle cannot be read ({shown(result.error)}); refusing to {action}"
     )
+
+
+def chosen_signature(
+    result: Verification, options: VerifyOptions, contents: BagContents
+) -> str | None:
+    """The head signature a proof carries: the first verified one when allowed signers
+    were given, else the first valid one (embedded first); None when there is none."""
+    want = (
+        {SignatureState.VERIFIED} if options.allowed_signers is not None else {SignatureState.VALID}
+    )
+    texts = {source.where: source.text for source in options.sidecars}
+    for check in result.signatures:
+        if check.state not in want:
+            continue
+        if check.embedded:
+            return contents.kept[HEAD_SIG_FILE].decode("ascii", "replace")
+        if check.where in texts:
+            return texts[check.where]
+    return None
 
 
 def case_leaves(contents: BagContents, bundle: dict[str, Any]) -> list[bytes]:
@@ -132,18 +178,20 @@ def prove_case(
     *,
     options: VerifyOptions | None = None,
     stream: BinaryIO | None = None,
-    sidecar_signature: str | None = None,
 ) -> dict[str, Any]:
     """The case proof object for ``case_id`` in a verified bundle.
 
-    The proof is one that ``check_proof`` accepts: a case too large for a proof file is
-    refused here. Raises VerificationFailed (exit 1) when the bundle does not verify,
-    InputError (exit 3) when it cannot be read, holds no such case, or the case cannot
-    be written as a proof.
+    The proof carries one head signature (``chosen_signature``): with allowed signers
+    (and an identity), the first that verifies by that signer, else the first that is
+    valid, the embedded one before the sidecars in ``options.sidecars``. The proof is
+    one that ``check_proof`` accepts: a case too large for a proof file is refused
+    here. Raises VerificationFailed (exit 1) when the bundle does not verify (with
+    allowed signers: when no signature verifies by one), InputError (exit 3) when it
+    cannot be read, holds no such case, or the case cannot be written as a proof.
     """
-    _, contents = read_verified_bundle(
-        location, options or VerifyOptions(), action="prove", stream=stream
-    )
+    options = options or VerifyOptions()
+    result, contents = read_verified_bundle(location, options, action="prove", stream=stream)
+    signature = chosen_signature(result, options, contents)
     bundle = canonical.loads(contents.kept["data/bundle.json"], source="data/bundle.json")
     index, leaf, tree = _find_leaf(contents, bundle, case_id, location)
     del bundle
@@ -154,7 +202,7 @@ def prove_case(
         tree,
         case_id=case_id,
         location=location,
-        sidecar_signature=sidecar_signature,
+        signature=signature,
     )
     del contents, tree
     refuse_unreadable(proof, case_id, location)

@@ -19,12 +19,12 @@ from typing import Any, BinaryIO
 
 from bundler.archive.bag_reader import BagContents, open_members, read_bag
 from bundler.archive.reader import ArchiveTap
+from bundler.bundles.stored import stored_claims, stored_of
 from bundler.core import canonical, schemas
 from bundler.core.claims import (
     Anchor,
     ArchiveFacts,
     Claim,
-    Claims,
     State,
     Verdict,
     Verification,
@@ -40,9 +40,11 @@ from bundler.core.errors import (
     StorageError,
     VerificationFailed,
 )
+from bundler.core.signatures import SignatureCheck, SignatureSource
 from bundler.evalbook.contract import BUNDLE_SCHEMA
 from bundler.evalbook.verify import verify_evalbook_bundle
 from bundler.trust.head import HEAD_FILE, HEAD_SIG_FILE
+from bundler.trust.signatures import signature_claims
 
 
 def archive_facts(tap: ArchiveTap) -> ArchiveFacts | None:
@@ -94,6 +96,7 @@ def read_and_verify(
     The result names the archive read (``archive``: SHA-256 and size of the whole file).
     """
     tap = ArchiveTap(progress)
+    options = with_stored(options, stream)
     try:
         members = open_members(location, max_bytes=options.max_bytes, stream=stream, tap=tap)
         contents = read_bag(members, source=location, progress=files_progress(tap, progress))
@@ -109,6 +112,15 @@ def read_and_verify(
             strict=options.strict,
             archive=archive_after_error(tap),
         ), None
+
+
+def with_stored(options: VerifyOptions, stream: BinaryIO | None) -> VerifyOptions:
+    """``options`` naming the stored object ``stream`` reads (its key must name the
+    bundle), unless they name one already."""
+    if options.stored is not None or stream is None:
+        return options
+    stored = stored_of(stream)
+    return options if stored is None else replace(options, stored=stored)
 
 
 def files_progress(
@@ -159,8 +171,12 @@ def verify_contents(contents: BagContents, options: VerifyOptions) -> Verificati
         from bundler.evalbanana.verify import verify_eb_bundle
 
         claims, facts = verify_eb_bundle(contents, bundle, options)
-    anchor, signer_claims = _anchor_claims(contents, bundle, options)
+    anchor, signer_claims, checks = _anchor_claims(contents, bundle, options)
     claims.items.extend(signer_claims)
+    if options.stored is not None:
+        claims.items.extend(
+            stored_claims(options.stored, facts["report_id"], facts["bundle_digest"])
+        )
     final = apply_strict(claims.items, options.strict)
     verdict = Verdict.FAILED if any(c.state is State.FAILED for c in final) else Verdict.VERIFIED
     return Verification(
@@ -177,6 +193,7 @@ def verify_contents(contents: BagContents, options: VerifyOptions) -> Verificati
         report_result=facts.get("report_result"),
         report_issued_at=facts.get("report_issued_at"),
         envelope=facts.get("envelope"),
+        signatures=checks,
     )
 
 
@@ -236,25 +253,18 @@ def load_bundle(contents: BagContents) -> dict[str, Any]:
 
 def _anchor_claims(
     contents: BagContents, bundle: dict[str, Any], options: VerifyOptions
-) -> tuple[Anchor, list[Claim]]:
-    claims = Claims()
-    signer = None
-    if options.check_signature is not None:
-        head = contents.kept.get(HEAD_FILE)
-        sig_text = options.signature_text
-        if sig_text is None and HEAD_SIG_FILE in contents.kept:
-            sig_text = contents.kept[HEAD_SIG_FILE].decode("utf-8", "replace")
-        if head is None:
-            claims.failed(
-                2,
-                "signature",
-                "bundle-head.json is missing, nothing to check the signature against",
-            )
-        else:
-            try:
-                signer = options.check_signature(head, sig_text)
-                claims.proven(2, "signature", path=HEAD_FILE, observed=signer)
-            except BundlerError as exc:
-                claims.failed(2, "signature", exc.message, path=HEAD_SIG_FILE)
-    anchor = Anchor(options.expect_bundle_digest, options.expect_report_digest, signer)
-    return anchor, claims.items
+) -> tuple[Anchor, list[Claim], tuple[SignatureCheck, ...]]:
+    """Every signature present, checked (SPEC 11.3), and the anchor the result states."""
+    sources = list(options.sidecars)
+    embedded = contents.kept.get(HEAD_SIG_FILE)
+    if embedded is not None:
+        text = embedded.decode("utf-8", "replace")
+        sources.insert(0, SignatureSource(HEAD_SIG_FILE, text, embedded=True))
+    checks, claims, signer, keys = signature_claims(
+        contents.kept.get(HEAD_FILE),
+        sources,
+        allowed=options.allowed_signers,
+        identity=options.identity,
+    )
+    anchor = Anchor(options.expect_bundle_digest, options.expect_report_digest, signer, keys)
+    return anchor, claims, checks

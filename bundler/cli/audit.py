@@ -18,9 +18,6 @@ from bundler.cli.common import (
     _say,
 )
 from bundler.cli.render import _html_option
-from bundler.cli.signatures import (
-    _SignatureOutcome,
-)
 from bundler.cli.verify import _signature_argument
 from bundler.core.errors import UsageError
 from bundler.core.textsafe import shown
@@ -93,15 +90,15 @@ def audit(
     from bundler.api.pages import page_target, write_page
     from bundler.evalbook.audit import AuditVerdict
     from bundler.report.audit import audit_markdown, audit_text
+    from bundler.report.render import signatures_lines
 
     if (signature is not None or identity is not None) and allowed_signers is None:
         raise UsageError("--identity and --signature need --allowed-signers")
     if bundle.startswith("s3://"):
         from bundler import storage
 
-        storage.parse_s3_url(bundle)
+        storage.stored_bundle_location(bundle)
     target = None if html is None else page_target(html, "audit.html")  # before any work
-    outcomes: list[_SignatureOutcome] = []
     line = _ProgressLine(not quiet, "audit")
     try:
         result = audit_bundle(
@@ -115,11 +112,11 @@ def audit(
             max_bytes=max_bytes,
             endpoint_url=endpoint_url,
             on_progress=line.callback(),
-            signature_outcomes=outcomes,
         )
     finally:
         line.done()
-    signature_lines = _signature_lines(outcomes)
+    checks = result.verification.signatures if result.verification is not None else ()
+    signature_lines = signatures_lines(checks)
     if as_json:
         _emit_json(result.to_json())
         if result.verdict is AuditVerdict.ERROR:
@@ -144,15 +141,3 @@ def audit(
         if not quiet:
             _say(f"Wrote:       {shown(str(target))} (audit page)\n")
     sys.exit(result.exit_code)
-
-
-def _signature_lines(outcomes: list[_SignatureOutcome]) -> list[str]:
-    """The signatures checked, as verify lists them (raw text: the summary escapes it)."""
-    if not outcomes:
-        return []
-    good = sum(o.signer is not None for o in outcomes)
-    lines = [f"Signatures:  {len(outcomes)} ({good} verified)"]
-    for o in outcomes:
-        state = f"verified: {o.signer}" if o.signer else f"not verified: {o.detail}"
-        lines.append(f"  - {o.source}: {state}")
-    return lines

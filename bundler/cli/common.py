@@ -17,7 +17,6 @@ import orjson
 
 from bundler.core import times
 from bundler.core.errors import (
-    BundlerError,
     InputError,
     UsageError,
 )
@@ -327,40 +326,6 @@ def _archive_options(command: F) -> F:
     )(command)
 
 
-def _verify_options(
-    expect_bundle_digest: str | None,
-    expect_report_digest: str | None,
-    strict: bool,
-    max_bytes: int,
-    allowed_signers: Path | None = None,
-    identity: str | None = None,
-    signature: Path | None = None,
-) -> Any:
-    from bundler.core.claims import VerifyOptions
-    from bundler.core.digests import parse_digest
-
-    for flag, value in (
-        ("--expect-bundle-digest", expect_bundle_digest),
-        ("--expect-report-digest", expect_report_digest),
-    ):
-        if value is not None:
-            try:
-                parse_digest(value, source=flag)
-            except BundlerError as exc:
-                raise UsageError(exc.message) from exc
-    check = None
-    sig_text = None
-    if signature is not None:
-        sig_text = _read_input(str(signature)).decode("utf-8", "replace")
-    if allowed_signers is not None:
-        check = _signature_checker(allowed_signers, identity)
-    elif identity is not None or signature is not None:
-        raise UsageError("--identity and --signature need --allowed-signers")
-    return VerifyOptions(
-        expect_bundle_digest, expect_report_digest, strict, max_bytes, check, sig_text
-    )
-
-
 # ------------------------------------------------------------ signing, storage hooks
 
 
@@ -373,26 +338,6 @@ def _signer(key_path: Path, quiet: bool) -> Callable[[bytes], str]:
     if warning:  # a security warning is shown even with --quiet
         _say(f"warning: {shown(warning)}\n")
     return lambda message: sshsig.sign(message, key)
-
-
-def _signature_checker(
-    allowed_signers: Path, identity: str | None
-) -> Callable[[bytes, str | None], str]:
-    from bundler.trust import sshsig
-
-    allowed = sshsig.load_allowed_signers(allowed_signers)
-
-    def check(head: bytes, signature_text: str | None) -> str:
-        if signature_text is None:
-            raise sshsig.SignatureError("no signature: neither bundle-head.json.sig nor a sidecar")
-        try:
-            verified = sshsig.verify(head, signature_text, allowed, identity=identity)
-        except sshsig.SignatureError as exc:
-            # The claim is already called "signature"; sshsig names its source the same.
-            raise sshsig.SignatureError(exc.message.removeprefix("signature: ")) from exc
-        return f"{verified.principal}, key {verified.fingerprint}"
-
-    return check
 
 
 def _storage_config(endpoint_url: str | None) -> Any:

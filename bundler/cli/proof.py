@@ -45,12 +45,13 @@ from bundler.core.textsafe import shown
 def sign(
     bundle: Path | str, key_path: Path, endpoint_url: str | None, as_json: bool, quiet: bool
 ) -> None:
-    """Verify BUNDLE, then sign its bundle-head.json into the sidecar BUNDLE.sig.
+    """Verify BUNDLE, then sign its bundle-head.json into a sidecar beside it.
 
-    The archive is never rewritten and an existing sidecar is never replaced. Auditors
-    check the signature with `ssh-keygen -Y verify -n evalbook-bundle-head-v1` or with
-    `verify --allowed-signers`. For an s3:// BUNDLE the signature is stored beside the
-    archive, as a countersignature when one is there already (none is replaced).
+    The first sidecar is BUNDLE.sig, each further signer's BUNDLE.sig.<sha256 of the
+    signature>, locally as beside an s3:// object; the archive is never rewritten and
+    no sidecar is replaced. A key that has signed the head already (embedded or in a
+    sidecar) writes nothing: "already signed", exit 0. Auditors check the signature
+    with `ssh-keygen -Y verify -n evalbook-bundle-head-v1` or `verify --allowed-signers`.
     """
     from bundler.api.proofs import sign as sign_bundle
     from bundler.cli.export import _warn_key
@@ -60,7 +61,11 @@ def sign(
     if as_json:
         _emit_json(signed.to_json())
         return
-    state = "" if signed.state == "stored" else " (already stored)"
+    state = {
+        "stored": "",
+        "already_stored": " (already stored)",
+        "already_signed": " (already signed by this key: nothing written)",
+    }.get(signed.state, "")
     click.echo(
         f"Signed:      head of {shown(str(signed.bundle_digest))} ({shown(str(signed.report_id))})\n"
         f"Signature:   {shown(signed.signature)}{state}"
@@ -91,6 +96,16 @@ def sign(
     "--endpoint-url", help="S3 endpoint for s3:// bundles (default $AWS_ENDPOINT_URL_S3)."
 )
 @click.option(
+    "--allowed-signers",
+    type=click.Path(path_type=Path),
+    help="OpenSSH allowed_signers file: some signature must verify by an allowed signer, "
+    "and the proof carries the first that does.",
+)
+@click.option(
+    "--identity",
+    help="With --allowed-signers: the signer whose signature the proof carries, among several.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -103,21 +118,31 @@ def prove(
     case_id: str,
     out: str | None,
     endpoint_url: str | None,
+    allowed_signers: Path | None,
+    identity: str | None,
     as_json: bool,
     quiet: bool,
 ) -> None:
     """Write a proof that one case belongs to BUNDLE (evalbook.case_proof.v1).
 
-    The proof holds the bundle head, its signature (embedded or the BUNDLE.sig sidecar),
-    the case and its RFC 6962 audit path; `check-proof` checks it without the bundle.
-    A bundle that does not verify exits 1, one that cannot be read 3. The proof is one
-    line of canonical JSON.
+    The proof holds the bundle head, one head signature (the embedded one, or a sidecar
+    BUNDLE.sig, BUNDLE.sig.<hex>; with --allowed-signers and --identity, the one by that
+    signer), the case and its RFC 6962 audit path; `check-proof` checks it without the
+    bundle. A bundle that does not verify exits 1, one that cannot be read 3. The proof
+    is one line of canonical JSON.
     """
     from bundler.api.proofs import prove as prove_case
     from bundler.trust.proof import proof_file_bytes
 
     target = None if out is None else _out_in_directory(out, f"{case_id}.proof.json", "--out")
-    proof = prove_case(bundle, case_id, out=target, endpoint_url=endpoint_url)
+    proof = prove_case(
+        bundle,
+        case_id,
+        out=target,
+        allowed_signers=allowed_signers,
+        identity=identity,
+        endpoint_url=endpoint_url,
+    )
     if target is None:
         sys.stdout.buffer.write(proof_file_bytes(dict(proof.proof)))
         sys.stdout.flush()

@@ -203,7 +203,7 @@ def download(source: str, path: str, endpoint_url: str | None, as_json: bool, qu
     if path == "-":
         if as_json:
             raise UsageError("--json needs a PATH: with -, stdout carries the object's bytes")
-        src = storage.parse_s3_url(source)
+        src = storage.stored_bundle_location(source)
         line = _ProgressLine(not quiet, "download")
         try:
             result = storage.stream_bundle(
@@ -226,10 +226,12 @@ def download(source: str, path: str, endpoint_url: str | None, as_json: bool, qu
         got = download_bundle(source, path, endpoint_url=endpoint_url, on_progress=line.callback())
     finally:
         line.done()
-    if as_json:
-        _emit_json(got.to_json())
-        return
     info = got.to_json()
+    for skipped in info.get("skipped_signatures", []):
+        _say(f"warning: {shown(skipped['url'])}: left behind ({shown(skipped['reason'])})\n")
+    if as_json:
+        _emit_json(info)
+        return
     lines = [
         f"Download:    {shown(got.url)} -> {shown(str(got.path))} ({got.size} bytes, "
         "sha256 matches metadata)"

@@ -1,18 +1,13 @@
-"""Stored bundles as the commands read them, under the names the commands use; the
-implementation is the library's (``bundler.bundles.stored``)."""
+"""Bundles in object storage as the commands read them (``bundler.bundles.stored``)."""
 
 from __future__ import annotations
 
 from bundler.bundles.stored import altered_result as _altered_result
 from bundler.bundles.stored import bundle_stream as _bundle_stream
-from bundler.bundles.stored import check_stored_key as _check_stored_key
-from bundler.bundles.stored import first_sidecar as _first_sidecar
 from bundler.bundles.stored import verified_stored as _verified_stored
 
 __all__ = [
     "_altered_result",
     "_bundle_stream",
-    "_check_stored_key",
-    "_first_sidecar",
     "_verified_stored",
 ]

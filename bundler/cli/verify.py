@@ -23,9 +23,6 @@ from bundler.cli.common import (
     _say,
 )
 from bundler.cli.render import _html_option
-from bundler.cli.signatures import (
-    _signatures_text,
-)
 from bundler.core.errors import (
     UsageError,
 )
@@ -110,7 +107,7 @@ def verify(
         if location.startswith("s3://"):
             from bundler import storage
 
-            storage.parse_s3_url(location)
+            storage.stored_bundle_location(location)  # a URL naming no object: exit 2
     found = anchors(
         expect_bundle_digest=expect_bundle_digest,
         expect_report_digest=expect_report_digest,
@@ -137,7 +134,6 @@ def verify(
             result = verify_one(location, found, project=project_root, on_progress=line.callback())
         finally:
             line.done()
-        outcomes = list(found.outcomes)
         kind = _kind(result)
         codes.append(result.exit_code)
         tally[kind] = tally.get(kind, 0) + 1
@@ -148,11 +144,7 @@ def verify(
             _say_error(result)
         else:
             # The summary is the result: on stdout, whatever --quiet says.
-            human = (
-                _altered_text(result)
-                if kind == "altered"
-                else verification_text(result) + _signatures_text(outcomes)
-            )
+            human = _altered_text(result) if kind == "altered" else verification_text(result)
             sys.stdout.write(human)
             sys.stdout.flush()
         stem = names.stem(result.report_id, several)
@@ -291,7 +283,13 @@ def inspect(
     from bundler.api.bundles import inspect as inspect_bundle
     from bundler.report.render import inspect_text
 
+    if bundle.startswith("s3://"):
+        from bundler import storage
+
+        storage.stored_bundle_location(bundle)  # a URL naming no object: exit 2
     result = inspect_bundle(bundle, max_bytes=max_bytes, endpoint_url=endpoint_url)
+    for warning in result.warnings:
+        _say(f"warning: {shown(warning)}\n")
     if as_json:
         _emit_json(result.to_json())
     else:
@@ -305,7 +303,8 @@ def inspect(
         "evalbook-bundle extract evalbook-bundle-rpt-x.tar.zst bag/",
         "evalbook-bundle extract bundle.tar.zst bag/ --allowed-signers allowed_signers",
         "ssh-keygen -Y verify -f allowed_signers -I alice@example.org "
-        "-n evalbook-bundle-head-v1 -s bag/bundle-head.json.sig < bag/*/bundle-head.json",
+        "-n evalbook-bundle-head-v1 -s bag/evalbook-bundle-rpt-x.sig "
+        "< bag/evalbook-bundle-rpt-x/bundle-head.json",
     ]
 )
 @click.argument("bundle")
@@ -322,8 +321,9 @@ def inspect(
 @click.option(
     "--allowed-signers",
     type=click.Path(path_type=Path),
-    help="OpenSSH allowed_signers file: the head signature (embedded, or the sidecar "
-    "beside the archive or the stored object) must verify, or nothing is extracted.",
+    help="OpenSSH allowed_signers file: some head signature (embedded, or a sidecar "
+    "beside the archive or the stored object) must verify by an allowed signer, or "
+    "nothing is extracted.",
 )
 @click.option("--identity", help="With --allowed-signers: the principal that must have signed.")
 @click.option(
@@ -350,9 +350,13 @@ def extract(
     is removed again.
     """
     from bundler.api.bundles import extract as extract_bundle
-    from bundler.bundles.stored import first_sidecar
+    from bundler.api.bundles import extracted_sidecars
     from bundler.report.render import verification_text
 
+    if bundle.startswith("s3://"):
+        from bundler import storage
+
+        storage.stored_bundle_location(bundle)  # a URL naming no object: exit 2
     line = _ProgressLine(not quiet, "verify")
     try:
         result = extract_bundle(
@@ -377,8 +381,8 @@ def extract(
     text = verification_text(result)
     if result.exit_code == 0:
         text += f"Extracted:   {shown(str(directory))}\n"
-        if (directory / "bundle-head.json.sig").is_file() and first_sidecar(bundle, endpoint_url):
-            text += f"Signature:   {shown(str(directory / 'bundle-head.json.sig'))} (the sidecar)\n"
+        for path in extracted_sidecars(directory):
+            text += f"Signature:   {shown(str(path))} (a sidecar, where verify of the bag looks)\n"
     else:
         text += f"Extracted:   nothing (removed what was written to {shown(str(directory))})\n"
     sys.stdout.write(text)

@@ -11,13 +11,14 @@ holds no I/O.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from bundler.core.limits import DEFAULT_MAX_BYTES
+from bundler.core.signatures import NOT_ANCHORED, SignatureCheck, SignatureSource
 from bundler.core.version import TOOL_NAME, __version__
 
 GROUPS = {
@@ -81,6 +82,9 @@ class Anchor:
     expected_bundle_digest: str | None = None
     expected_report_digest: str | None = None
     signer: str | None = None  # "ID, key SHA256:..." when a signature was checked
+    # Keys of valid signatures checked without an allowed_signers file: reported, never
+    # an anchor (anyone can sign with a key of their own).
+    keys: tuple[str, ...] = ()
 
     @property
     def self_consistent_only(self) -> bool:
@@ -95,7 +99,10 @@ class Anchor:
         if self.expected_report_digest:
             parts.append(f"expected report digest {self.expected_report_digest}")
         if not parts:
-            return "none: this result shows self-consistency only, not who made the bundle"
+            text = "none: this result shows self-consistency only, not who made the bundle"
+            if self.keys:
+                text += f"; signed by key {' and key '.join(self.keys)} ({NOT_ANCHORED})"
+            return text
         return "; ".join(parts)
 
 
@@ -154,6 +161,8 @@ class Verification:
     report_issued_at: str | None = None
     envelope: Envelope | None = None  # EvalBook bundles whose envelope is schema-valid
     archive: ArchiveFacts | None = None  # None for a bag directory or a run directory
+    # Every signature checked (embedded, sidecar, stored), each with its state (SPEC 11.3).
+    signatures: tuple[SignatureCheck, ...] = ()
     verified_at: str = field(default_factory=_now)
     # Why no verdict, when that was not the bundle's doing: object storage failed (exit 5,
     # SPEC 8), or the stored object's bytes no longer hash to their record (failed, 1).
@@ -236,6 +245,7 @@ class Verification:
             # command's included), so a JSON Lines reader needs nothing else.
             "exit_code": self.exit_code,
             "input": self.source,
+            "signatures": [s.to_json() for s in self.signatures],
         }
 
 
@@ -244,15 +254,29 @@ def _claims(n: int) -> str:
 
 
 @dataclass(frozen=True)
+class StoredObject:
+    """A bundle read from object storage: its URL, and the SHA-256 recorded at upload
+    (the ``sha256`` metadata; None for an object copied in by another tool)."""
+
+    url: str
+    recorded_sha256: str | None
+
+
+@dataclass(frozen=True)
 class VerifyOptions:
     expect_bundle_digest: str | None = None
     expect_report_digest: str | None = None
     strict: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES
-    # Called with the head bytes and the signature text (embedded or sidecar); returns the
-    # signer description, or raises BundlerError for a bad signature.
-    check_signature: Callable[[bytes, str | None], str] | None = None
-    signature_text: str | None = None  # a sidecar signature, when given
+    # The allowed_signers lines (``sshsig.AllowedSigner``) that anchor a signature; None
+    # when no file was given: every signature is still checked, none anchors.
+    allowed_signers: tuple[Any, ...] | None = None
+    identity: str | None = None  # with allowed_signers: the principal that must have signed
+    # Signatures beside the bundle (sidecar files, stored objects, or the one named by
+    # --signature), checked with the embedded one (SPEC 11.3).
+    sidecars: tuple[SignatureSource, ...] = ()
+    # Set for a stored bundle: its key must name the bundle it holds (SPEC 6).
+    stored: StoredObject | None = None
 
 
 class Claims:

@@ -132,7 +132,7 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
             "expect_bundle_digest: a run directory has no bundle digest (export it with export-eb)",
             param="expect_bundle_digest",
         )
-    if options.check_signature is not None or options.signature_text is not None:
+    if options.allowed_signers is not None or options.sidecars:
         raise UsageError(
             "allowed_signers: a run directory has no signed bundle head", param="allowed_signers"
         )

@@ -374,6 +374,7 @@ class Audit:
                 "report_result": v.report_result,
                 "report_issued_at": v.report_issued_at,
                 "envelope": None if v.envelope is None else v.envelope.to_json(),
+                "signatures": [c.to_json() for c in v.signatures],
             },
             "anchor": _anchor_json(self.anchor),
             # The audit reads the bundle once, in its verification: the same time and bytes.

@@ -108,6 +108,10 @@ REASON_EXPLANATIONS: dict[str, str] = {
         "the check's definition no longer gives the check_definition_sha256 the run "
         "recorded (it changed after the run; the observed digest is in the detail)"
     ),
+    "no_recorded_sha256": (
+        "the stored object carries no sha256 metadata (it was copied in by another tool), "
+        "so its bytes were verified as they are but cannot be shown to be the ones uploaded"
+    ),
 }
 
 

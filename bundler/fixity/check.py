@@ -242,8 +242,10 @@ def _check_stored(task: Task, settings: Settings, base: Result) -> Result:
         with storage.open_verified(storage.parse_s3_url(url), config=config) as stream:
             # A replaced object (new metadata to match) fails below, where the bytes are
             # compared with the ledger's baseline after they are read.
+            from bundler.bundles.signatures import stored_sidecars
+
             signatures = (
-                [(s.url, s.text, s.problem) for s in storage.stored_signatures(url, config=config)]
+                stored_sidecars(url, config=config)
                 if settings.allowed_signers is not None and settings.level == "full"
                 else []
             )
@@ -298,7 +300,7 @@ def _verify(
     location: str,
     raw: _Hashing,
     settings: Settings,
-    signatures: list[tuple[str, str, str | None]],
+    signatures: list[Any],
 ) -> Any:
     """The verification of section 5 over ``raw`` at level full; None at level object."""
     if settings.level != "full":
@@ -306,9 +308,9 @@ def _verify(
     from bundler.bundles.verify import read_and_verify
     from bundler.core.claims import VerifyOptions
 
-    options = VerifyOptions(max_bytes=settings.max_bytes)
+    options = VerifyOptions(max_bytes=settings.max_bytes, sidecars=tuple(signatures))
     if settings.allowed_signers is not None:
-        options = replace(options, check_signature=_signature_check(settings, signatures))
+        options = replace(options, allowed_signers=_allowed(settings))
     stream = io.BufferedReader(raw, buffer_size=CHUNK)
     result, _ = read_and_verify(location, options, stream=stream)
     # What the buffer holds but the verifier left unread is counted by draining raw.
@@ -383,50 +385,21 @@ def _named(where: str, message: str) -> str:
     return message if message.startswith(where) else f"{where}: {message}"
 
 
-def _local_signatures(path: str, settings: Settings) -> list[tuple[str, str, str | None]]:
-    """``ARCHIVE.sig`` beside a local archive, when signatures are checked."""
+def _local_signatures(path: str, settings: Settings) -> list[Any]:
+    """The signatures beside a local archive (bounded, never blocking), when checked."""
     if settings.allowed_signers is None or settings.level != "full":
         return []
-    from bundler.trust.proof import MAX_SIGNATURE_BYTES, read_bounded
+    from bundler.bundles.signatures import local_sidecars
 
-    sidecar = path + ".sig"
-    if not os.path.lexists(sidecar):
-        return []
-    try:
-        data = read_bounded(sidecar, limit=MAX_SIGNATURE_BYTES, what="signature")
-    except BundlerError as exc:
-        return [(sidecar, "", exc.message)]
-    return [(sidecar, data.decode("utf-8", "replace"), None)]
+    return local_sidecars(path)
 
 
-def _signature_check(settings: Settings, signatures: list[tuple[str, str, str | None]]) -> Any:
-    """A ``VerifyOptions.check_signature``: passes when at least one signature (embedded
-    or beside the archive) verifies against the allowed signers (SPEC 6)."""
+def _allowed(settings: Settings) -> Any:
+    """The allowed_signers lines that anchor each bundle's signatures (SPEC 11.3)."""
     from bundler.trust import sshsig
 
-    allowed = sshsig.parse_allowed_signers(
-        settings.allowed_signers or "", source=settings.allowed_signers_name
-    )
-
-    def check(head: bytes, embedded: str | None) -> str:
-        found = list(signatures)
-        if embedded is not None:
-            found.insert(0, ("bundle-head.json.sig", embedded, None))
-        if not found:
-            raise sshsig.SignatureError("no signature: neither bundle-head.json.sig nor a sidecar")
-        problems = []
-        for source, text, problem in found:
-            if problem is not None:
-                problems.append(f"{source}: {problem}")
-                continue
-            try:
-                verified = sshsig.verify(head, text, allowed, identity=None, source=source)
-            except BundlerError as exc:
-                problems.append(exc.message)
-                continue
-            return f"{verified.principal}, key {verified.fingerprint}"
-        raise sshsig.SignatureError(
-            f"none of {len(found)} signature(s) verifies: " + "; ".join(problems)
+    return tuple(
+        sshsig.parse_allowed_signers(
+            settings.allowed_signers or "", source=settings.allowed_signers_name
         )
-
-    return check
+    )

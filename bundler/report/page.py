@@ -216,7 +216,38 @@ def _eb(head: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _trust(anchor: Any, verdict: str | None) -> dict[str, Any]:
+_SIGNATURE_WORDS = {
+    "verified": "verified, signed by {identity}, key {key}",
+    "valid": "valid, signed by key {key} (not anchored: pass --allowed-signers to check who)",
+    "not_allowed": "valid but not allowed: {reason}",
+    "invalid": "does not verify: {reason}",
+}
+
+
+def _signature_lines(signatures: Any) -> list[str]:
+    """One line per signature checked (SPEC 11.3), each with its state."""
+    lines = []
+    for sig in signatures if isinstance(signatures, list) else []:
+        if not isinstance(sig, Mapping):
+            continue
+        words = _SIGNATURE_WORDS.get(str(sig.get("state")), "{reason}")
+        where = f"{sig.get('where')} ({'embedded' if sig.get('embedded') else 'sidecar'})"
+        lines.append(
+            f"Signature {where}: "
+            + words.format(
+                identity=sig.get("identity"), key=sig.get("key"), reason=sig.get("reason")
+            )
+        )
+    return lines
+
+
+def _trust(anchor: Any, verdict: str | None, signatures: Any = None) -> dict[str, Any]:
+    trust = _anchor_trust(anchor, verdict)
+    trust["lines"] = [*trust["lines"], *_signature_lines(signatures)]
+    return trust
+
+
+def _anchor_trust(anchor: Any, verdict: str | None) -> dict[str, Any]:
     signer = _g(anchor, "signer")
     bundle_digest = _g(anchor, "expected_bundle_digest")
     report_digest = _g(anchor, "expected_report_digest")
@@ -296,7 +327,7 @@ def verification_page(record: Mapping[str, Any] | Sifted) -> bytes:
         verdict=verdict,
         verdict_words=_VERDICT_WORDS.get(verdict, ""),
         strict_forecast=facts.strict_forecast(head),
-        trust=_trust(anchor, verdict),
+        trust=_trust(anchor, verdict, head.get("signatures")),
         counts=counts,
         groups=_groups(facts),
         inputs=[_claim_view(c) for c in facts.inputs.items],
@@ -478,7 +509,7 @@ def audit_page(record: Mapping[str, Any] | Sifted) -> bytes:
         r=head,
         verdict=verdict,
         verdict_words=_VERDICT_WORDS.get(verdict, ""),
-        trust=_trust(anchor, verdict),
+        trust=_trust(anchor, verdict, _g(verification, "signatures")),
         verification=verification,
         report=_report_facts(
             _g(verification, "report_id"),

@@ -8,10 +8,12 @@ code span, where backslash escapes do not apply.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bundler.core.claims import GROUPS, Claim, State, Verification
+from bundler.core.signatures import SignatureCheck
 from bundler.core.textsafe import shown, shown_md
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbook.listing import explain_reason
@@ -109,6 +111,20 @@ def _checked_fact(v: Verification) -> str:
     return f"{v.verified_at} by {TOOL_NAME} {__version__}"
 
 
+def signatures_lines(checks: Sequence[SignatureCheck]) -> list[str]:
+    """Every signature checked and its state, as raw lines (the caller escapes them):
+    ``Signatures:  2 (1 verified, 1 valid)`` then ``  - WHERE (embedded): STATE``."""
+    if not checks:
+        return []
+    tally = Counter(c.state.value for c in checks)
+    counts = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in sorted(tally.items()))
+    lines = [f"Signatures:  {len(checks)} ({counts})"]
+    for c in checks:
+        where = f"{c.where} (embedded)" if c.embedded else f"{c.where} (sidecar)"
+        lines.append(f"  - {where}: {c.describe()}")
+    return lines
+
+
 def verification_text(v: Verification, *, max_failures: int = 50) -> str:
     """The console summary of SPEC section 5 (labels Bundle, Report, Anchor, Verdict...)."""
     lines = [f"Bundle:      {shown(v.source)}"]
@@ -138,6 +154,7 @@ def verification_text(v: Verification, *, max_failures: int = 50) -> str:
     if run_result is not None:
         lines.append(f"Run result:  {run_result}")
     lines.append(f"Anchor:      {shown(v.anchor.describe())}")
+    lines += [shown(line) for line in signatures_lines(v.signatures)]
     lines.append(f"Verdict:     {v.verdict.value.upper()}" + ("  (--strict)" if v.strict else ""))
     strict_line, strict_reasons = _strict_facts(v)
     if strict_line is not None:
@@ -184,6 +201,11 @@ def verification_markdown(v: Verification) -> str:
     if envelope is not None:
         out.append(f"- **Envelope:** {envelope}")
     out.append(f"- **Anchor:** {shown_md(v.anchor.describe())}")
+    for line in signatures_lines(v.signatures):
+        if line.startswith("Signatures:"):
+            out.append(f"- **Signatures:** {shown_md(line.partition(':')[2].strip())}")
+        else:
+            out.append(f"  - {shown_md(line.strip().removeprefix('- '))}")
     for key, value in v.summary.get("labels", []):
         out.append(f"- **{shown_md(key)}:** {shown_md(value)}")
     run_result = _run_result_fact(v)

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
         key_names,
         parse_s3_url,
         signature_keys,
+        stored_bundle_location,
     )
     from bundler.storage.listing import (
         ListedBundle,
@@ -119,6 +120,7 @@ _MODULES: dict[str, str] = {
     "resolved_config": "config",
     "signature_keys": "layout",
     "stored_signatures": "signatures",
+    "stored_bundle_location": "layout",
     "stream_bundle": "download",
     "upload_bundle": "upload",
 }
@@ -163,6 +165,7 @@ __all__ = [
     "read_signature",
     "resolved_config",
     "signature_keys",
+    "stored_bundle_location",
     "stored_signatures",
     "stream_bundle",
     "upload_bundle",

@@ -52,7 +52,7 @@ from bundler.storage.objects import (
     _head_precise,
     _open_reader,
 )
-from bundler.storage.signatures import _altered, _read_signatures
+from bundler.storage.signatures import _read_signatures
 
 # Downloads above this size fetch ranges of it in parallel (as boto3's transfer
 # manager does), pinned to one object version with If-Match.
@@ -91,24 +91,30 @@ class VerifiedStream(io.BufferedReader):
 
 
 @contextlib.contextmanager
-def open_verified(src: S3Location, *, config: StorageConfig) -> Iterator[VerifiedStream]:
+def open_verified(
+    src: S3Location, *, config: StorageConfig, unrecorded_ok: bool = False
+) -> Iterator[VerifiedStream]:
     """Open an object for streaming; the stream raises StorageError at EOF when its
     bytes do not hash to the ``sha256`` metadata.
 
     For ``verify s3://...`` and ``inspect s3://...``, which read without a temporary
     file: consumers must read to EOF and treat a StorageError from the last read as the
-    whole object being untrustworthy. Raises StorageError at once when the object is
-    absent or carries no (valid) ``sha256`` metadata.
+    whole object being untrustworthy. With ``unrecorded_ok``, an object without (valid)
+    ``sha256`` metadata opens with ``expected_sha256`` None: nothing recorded to check,
+    its bytes are judged by the verifier alone (SPEC 6); without it that is a
+    StorageError (kind ``unverifiable``), as is an absent object.
     """
     conn = _connect(config)
     answer = _get(conn, src, "opening")
     if answer is None:
         raise conn.fail(src.url, "opening", detail="no such object", kind="not_found")
     try:
-        expected = _expected_sha256(conn, src, answer)
-    except StorageError:
-        answer["Body"].close()
-        raise
+        expected: str | None = _expected_sha256(conn, src, answer)
+    except StorageError as exc:
+        if exc.kind != "unverifiable" or not unrecorded_ok:
+            answer["Body"].close()
+            raise
+        expected = None  # copied in by another tool: judged by its bytes alone (SPEC 6)
     raw = _open_reader(conn, src, answer, expected)
     stream = VerifiedStream(
         raw,
@@ -133,6 +139,9 @@ class DownloadResult:
     report_id: str | None
     report_digest: str | None
     signature_paths: tuple[Path, ...] = ()
+    # Signatures beside the object left behind (too large, one of too many, altered):
+    # (URL, reason). They never block the download of the bundle (SPEC 6).
+    skipped_signatures: tuple[tuple[str, str], ...] = ()
 
     @property
     def url(self) -> str:
@@ -154,6 +163,9 @@ class DownloadResult:
             "report_digest": self.report_digest,
             "sidecar_path": str(self.sidecar_path) if self.sidecar_path else None,
             "signature_paths": [str(path) for path in self.signature_paths],
+            "skipped_signatures": [
+                {"url": url, "reason": reason} for url, reason in self.skipped_signatures
+            ],
         }
 
 
@@ -351,6 +363,7 @@ def download_bundle(
     config: StorageConfig,
     progress: Callable[[int], None] | None = None,
     on_size: Callable[[int], None] | None = None,
+    accept: Callable[[Path, str | None], None] | None = None,
 ) -> DownloadResult:
     """Download ``src`` to ``dest`` only if its bytes hash to its ``sha256`` metadata.
 
@@ -358,8 +371,14 @@ def download_bundle(
     order; objects over 8 MiB arrive as parallel ranges of the version a first HEAD
     saw); the file is fsynced and linked into place only after the SHA-256 matches,
     so ``dest`` never holds unverified bytes and an existing file is never replaced.
-    Every signature stored beside it (``<key>.sig``, ``<key>.sig.<hex>``) comes along
-    as ``<dest>.sig``, ``<dest>.sig.<hex>``, checked the same way; all arrive or none.
+    Every intact signature stored beside it (``<key>.sig``, ``<key>.sig.<hex>``) comes
+    along as ``<dest>.sig``, ``<dest>.sig.<hex>``, checked the same way; all arrive or
+    none. A signature too large, one of too many, or altered at rest is left behind and
+    named in ``skipped_signatures``: it never blocks the bundle (SPEC 6).
+    ``accept(temporary file, recorded sha256 or None)`` judges the bytes before they
+    are placed (the caller verifies the bundle they hold and that the key names it); it
+    raises to refuse them. An object without ``sha256`` metadata is downloaded only
+    through ``accept``, which then judges it by its bytes alone.
 
     Raises OutputError (exit 3) when ``dest`` or a signature's destination exists or
     the parent directory is missing, AlteredAtRest (exit 1) when the bytes of the
@@ -376,11 +395,15 @@ def download_bundle(
         raise conn.fail(src.url, "download", detail="no such object", kind="not_found")
     if on_size is not None:
         on_size(int(head.get("ContentLength", 0)))
-    expected = _expected_sha256(conn, src, head)
-    signatures = _read_signatures(conn, src)
-    for signature in signatures:
-        if signature.problem is not None:
-            raise _altered(signature)
+    try:
+        expected: str | None = _expected_sha256(conn, src, head)
+    except StorageError as exc:
+        if exc.kind != "unverifiable" or accept is None:
+            raise
+        expected = None  # copied in by another tool: judged by ``accept`` alone
+    found = _read_signatures(conn, src)
+    signatures = [sig for sig in found if sig.problem is None]
+    skipped = tuple((sig.url, str(sig.problem)) for sig in found if sig.problem is not None)
     targets = [dest.with_name(dest.name + sig.suffix) for sig in signatures]
     for target in targets:
         _check_destination(target)
@@ -389,7 +412,10 @@ def download_bundle(
     try:
         tmp, actual = _write_temp(_object_chunks(conn, src, head, config), dest, progress)
         temps.append(tmp)
-        _check_sha256(conn, src.url, actual, expected)
+        if expected is not None:
+            _check_sha256(conn, src.url, actual, expected)
+        if accept is not None:
+            accept(tmp, expected)
         for signature, target in zip(signatures, targets, strict=True):
             tmp, _ = _write_temp(_one_chunk(signature.data), target, None)
             temps.append(tmp)
@@ -407,7 +433,9 @@ def download_bundle(
         raise
     _fsync_dir(dest.parent)
     return dataclasses.replace(
-        _download_result(src, dest, head, expected), signature_paths=tuple(targets)
+        _download_result(src, dest, head, expected or actual),
+        signature_paths=tuple(targets),
+        skipped_signatures=skipped,
     )
 
 

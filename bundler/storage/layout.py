@@ -27,6 +27,8 @@ META_BUNDLE_DIGEST = "bundle-digest"
 META_REPORT_ID = "report-id"
 META_REPORT_DIGEST = "report-digest"
 META_SHA256 = "sha256"
+# "embedded" when the archive holds a head signature that verified at upload (for list).
+META_HEAD_SIGNATURE = "head-signature"
 
 _IDENTIFIER_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _BUCKET_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{1,254}\Z")
@@ -66,6 +68,18 @@ def parse_s3_url(url: str) -> S3Location:
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in key):
         raise UsageError(f"{url!r}: control character in the key")
     return S3Location(bucket, key)
+
+
+def stored_bundle_location(url: str) -> S3Location:
+    """``parse_s3_url`` for a URL that must name one object: a URL with no key
+    (``s3://bucket/``, ``s3://bucket/prefix/``) is a UsageError (exit 2) naming it."""
+    loc = parse_s3_url(url)
+    if not loc.key or loc.key.endswith("/"):
+        raise UsageError(
+            f"{url!r}: names a bucket or prefix, not a stored bundle "
+            "(want s3://bucket/<prefix>/reports/bundles/<report_id>/<digest>.tar.zst)"
+        )
+    return loc
 
 
 def _normalise_prefix(prefix: str) -> str:

@@ -22,11 +22,13 @@ from bundler.storage.layout import (
     _COUNTERSIGNATURE_RE,
     _IDENTIFIER_RE,
     ARCHIVE_SUFFIX,
+    META_HEAD_SIGNATURE,
     SIDECAR_SUFFIX,
     S3Location,
     _bundles_prefix,
     _check_report_id,
 )
+from bundler.storage.objects import _head
 
 
 @dataclass(frozen=True)
@@ -39,10 +41,17 @@ class ListedBundle:
     size: int
     last_modified: datetime
     signature_keys: tuple[str, ...] = ()  # stored beside it; not checked here
+    # The archive embeds a head signature, as upload recorded (``head-signature``).
+    embedded_signature: bool = False
 
     @property
     def signed(self) -> bool:
-        return bool(self.signature_keys)
+        return bool(self.signature_keys) or self.embedded_signature
+
+    @property
+    def signature_count(self) -> int:
+        """The embedded signature and the sidecars alike (SPEC 6)."""
+        return len(self.signature_keys) + int(self.embedded_signature)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -52,7 +61,8 @@ class ListedBundle:
             "size": self.size,
             "last_modified": self.last_modified.isoformat(),
             "signed": self.signed,
-            "signatures": len(self.signature_keys),
+            "signatures": self.signature_count,
+            "embedded_signature": self.embedded_signature,
             "signature_keys": list(self.signature_keys),
         }
 
@@ -106,7 +116,7 @@ def _iter_bundles(
                 if match is None or _IDENTIFIER_RE.match(match.group(1)) is None:
                     continue
                 if pending is not None:
-                    yield dataclasses.replace(pending, signature_keys=tuple(signatures))
+                    yield _finished(conn, bucket, pending, signatures)
                 pending, signatures = (
                     ListedBundle(
                         report_id=match.group(1),
@@ -120,7 +130,7 @@ def _iter_bundles(
     except (bexc.ClientError, bexc.BotoCoreError) as exc:
         raise conn.fail(url, "listing", exc) from exc
     if pending is not None:
-        yield dataclasses.replace(pending, signature_keys=tuple(signatures))
+        yield _finished(conn, bucket, pending, signatures)
 
 
 @dataclass(frozen=True)
@@ -161,3 +171,15 @@ def list_archive_objects(
                 yield ListedObject(key, int(item.get("Size", 0)), in_layout)
     except (bexc.ClientError, bexc.BotoCoreError) as exc:
         raise conn.fail(url, "listing", exc) from exc
+
+
+def _finished(conn: _Conn, bucket: str, item: ListedBundle, signatures: list[str]) -> ListedBundle:
+    """``item`` with its sidecars and whether upload recorded an embedded signature
+    (one HEAD: listings carry no metadata)."""
+    head = _head(conn, S3Location(bucket, item.key), "reading its metadata")
+    meta = {k.lower(): v for k, v in (head or {}).get("Metadata", {}).items()}
+    return dataclasses.replace(
+        item,
+        signature_keys=tuple(signatures),
+        embedded_signature=meta.get(META_HEAD_SIGNATURE) == "embedded",
+    )

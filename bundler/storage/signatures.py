@@ -18,6 +18,7 @@ import botocore.exceptions as bexc
 
 from bundler.core.digests import PREFIX as DIGEST_PREFIX
 from bundler.core.errors import InputError
+from bundler.core.signatures import MAX_SIDECAR_BYTES, MAX_SIDECARS
 from bundler.storage.config import _DENIED_CODES, StorageConfig, _Conn, _connect, _error_code
 from bundler.storage.layout import (
     _COUNTERSIGNATURE_RE,
@@ -29,9 +30,9 @@ from bundler.storage.layout import (
 )
 from bundler.storage.objects import AlteredAtRest, _get, _head_precise, _open_reader
 from bundler.storage.retention import _retention
-from bundler.storage.upload import MAX_SIDECAR_BYTES, SignatureUpload, _store_signature
+from bundler.storage.upload import SignatureUpload, _store_signature
 
-MAX_SIGNATURES = 64  # signature objects read beside one archive
+MAX_SIGNATURES = MAX_SIDECARS  # signature objects read beside one archive
 
 
 def add_signature(
@@ -41,12 +42,14 @@ def add_signature(
     config: StorageConfig,
     retain_until: datetime | None = None,
     retention_mode: str | None = None,
+    bundle_digest: str | None = None,
 ) -> SignatureUpload:
     """Add a signature (a countersignature, when the bundle has one) beside a stored
     archive, never replacing any signature there.
 
-    The archive must exist and carry ``bundle-digest`` metadata, which the signature
-    object records too. Checking that the signature is one of this bundle's head is
+    The archive must exist; ``bundle_digest`` (the digest its bytes were verified to
+    hold) is recorded on the signature object, or, when not given, the archive's
+    ``bundle-digest`` metadata. Checking that the signature is one of this bundle's head is
     the caller's job (``sign`` verifies the bundle and signs its head). Raises
     InputError for a signature over 1 MiB, StorageError when the archive is absent or
     the signature cannot be stored.
@@ -61,7 +64,8 @@ def add_signature(
             archive.url, "adding a signature", detail="no such object", kind="not_found"
         )
     meta = {k.lower(): v for k, v in head.get("Metadata", {}).items()}
-    bundle_digest = meta.get(META_BUNDLE_DIGEST)
+    if bundle_digest is None:
+        bundle_digest = meta.get(META_BUNDLE_DIGEST)
     if not isinstance(bundle_digest, str):
         raise conn.fail(
             archive.url,
@@ -87,6 +91,7 @@ class StoredSignature:
     data: bytes
     sha256: str
     recorded_sha256: str | None
+    refused: str | None = None  # why it was not read at all (too large, one too many)
 
     @property
     def url(self) -> str:
@@ -103,7 +108,9 @@ class StoredSignature:
 
     @property
     def problem(self) -> str | None:
-        """Why these are not the bytes stored (altered at rest), else None."""
+        """Why it cannot verify before it is checked (refused, or altered at rest), else None."""
+        if self.refused is not None:
+            return self.refused
         if self.recorded_sha256 is None or self.recorded_sha256 == self.sha256:
             return None
         return (
@@ -112,13 +119,16 @@ class StoredSignature:
         )
 
 
-def _signature_object_keys(conn: _Conn, archive: S3Location) -> list[str]:
-    """The signature keys beside ``archive``, ``<key>.sig`` first. Without permission
-    to list, only ``<key>.sig`` is tried."""
+def _signature_object_keys(conn: _Conn, archive: S3Location) -> tuple[list[str], int]:
+    """The signature keys beside ``archive``, ``<key>.sig`` first, at most
+    ``MAX_SIGNATURES`` of them, and whether more lie there (1) or not (0). Listing
+    stops at the first key over the bound. Without permission to list, only
+    ``<key>.sig`` is tried."""
     first = archive.key + SIDECAR_SUFFIX
     pattern = re.compile(re.escape(first) + r"(\.[0-9a-f]{64})?\Z")
     paginator = conn.client.get_paginator("list_objects_v2")
     keys: list[str] = []
+    more = 0
     try:
         for page in paginator.paginate(Bucket=archive.bucket, Prefix=first):
             for item in page.get("Contents", []):
@@ -126,18 +136,19 @@ def _signature_object_keys(conn: _Conn, archive: S3Location) -> list[str]:
                 if pattern.match(key) is None:
                     continue
                 if len(keys) >= MAX_SIGNATURES:
-                    raise InputError(
-                        f"{archive.url}: more than {MAX_SIGNATURES} signatures stored beside it"
-                    )
+                    more = 1
+                    break
                 keys.append(key)
+            if more:
+                break
     except bexc.ClientError as exc:
         code, _, status = _error_code(exc)
         if code in _DENIED_CODES or status == 403:
-            return [first]
+            return [first], 0
         raise conn.fail(archive.url, "listing its signatures", exc) from exc
     except bexc.BotoCoreError as exc:
         raise conn.fail(archive.url, "listing its signatures", exc) from exc
-    return sorted(keys, key=lambda k: (k != first, k))
+    return sorted(keys, key=lambda k: (k != first, k)), more
 
 
 def _read_signature_object(conn: _Conn, loc: S3Location) -> StoredSignature | None:
@@ -145,9 +156,17 @@ def _read_signature_object(conn: _Conn, loc: S3Location) -> StoredSignature | No
     if answer is None:
         return None
     size = int(answer.get("ContentLength", 0))
+    if size > MAX_SIDECAR_BYTES:
+        answer["Body"].close()
+        return StoredSignature(
+            loc.bucket,
+            loc.key,
+            b"",
+            "",
+            None,
+            refused=f"{size} bytes, over the {MAX_SIDECAR_BYTES} a signature may hold (not read)",
+        )
     with _open_reader(conn, loc, answer, None) as reader:
-        if size > MAX_SIDECAR_BYTES:
-            raise InputError(f"{loc.url}: larger than {MAX_SIDECAR_BYTES} bytes (not a signature?)")
         data = reader.readall()
     meta = {k.lower(): v for k, v in answer.get("Metadata", {}).items()}
     named = _COUNTERSIGNATURE_RE.search(loc.key)
@@ -159,11 +178,18 @@ def _read_signature_object(conn: _Conn, loc: S3Location) -> StoredSignature | No
 
 
 def _read_signatures(conn: _Conn, archive: S3Location) -> list[StoredSignature]:
+    keys, more = _signature_object_keys(conn, archive)
     found = []
-    for key in _signature_object_keys(conn, archive):
+    for key in keys:
         signature = _read_signature_object(conn, S3Location(archive.bucket, key))
         if signature is not None:
             found.append(signature)
+    if more:
+        refused = (
+            f"more than {MAX_SIGNATURES} signatures stored beside the bundle: the rest are not read"
+        )
+        key = archive.key + SIDECAR_SUFFIX + ".*"
+        found.append(StoredSignature(archive.bucket, key, b"", "", None, refused=refused))
     return found
 
 
@@ -171,11 +197,12 @@ def stored_signatures(archive: S3Location | str, *, config: StorageConfig) -> li
     """Every signature stored beside the archive ``archive`` (an ``s3://`` URL or a
     location), ``<key>.sig`` first, then the countersignatures in key order.
 
-    Each is read whole (at most 1 MiB, at most 64 of them) and checked against its
-    recorded SHA-256; a mismatch is reported in ``problem``, not raised, so that one
-    altered signature does not hide the others. An empty list when there is none.
-    Raises UsageError for a malformed URL, InputError for an oversized signature or too
-    many, StorageError when the service fails.
+    Each is read whole (at most 64 KiB, at most 64 of them) and checked against its
+    recorded SHA-256; a mismatch, an oversized one (not read) or more than 64 (one
+    entry for the rest) is reported in ``problem``, never raised, so that nothing
+    lying beside a bundle blocks it or hides the other signatures. An empty list when
+    there is none. Raises UsageError for a malformed URL, StorageError when the
+    service fails.
     """
     loc = parse_s3_url(archive) if isinstance(archive, str) else archive
     return _read_signatures(_connect(config), loc)

@@ -72,7 +72,8 @@ class S3StoreSource:
         return io.BufferedReader(raw, buffer_size=1 * MiB), size
 
     def list_names(self, reldir: str, *, limit: int) -> list[str]:
-        """The names directly under ``reldir/`` (keys and common prefixes), in key order;
+        """The names directly under ``reldir/`` (keys and common prefixes), in key order,
+        each once: an object and a "directory" of the same name are one name (SPEC 6);
         empty when nothing is stored there. StoreError when there are more than
         ``limit``, StorageError when listing fails."""
         base = self._loc(reldir).key + "/"
@@ -85,6 +86,7 @@ class S3StoreSource:
             PaginationConfig={"PageSize": self.config.page_size},
         )
         names: list[str] = []
+        seen: set[str] = set()
         try:
             for page in pages:
                 found = [
@@ -97,9 +99,12 @@ class S3StoreSource:
                     if o.get("Key") != base
                 ]
                 for name in found:
+                    if name in seen:
+                        continue
+                    seen.add(name)
                     if len(names) >= limit:
                         raise StoreError(f"{url}: more than {limit} entries")
                     names.append(name)
         except (bexc.ClientError, bexc.BotoCoreError) as exc:
             raise self.conn.fail(url, "listing", exc) from exc
-        return names
+        return sorted(names)

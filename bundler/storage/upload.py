@@ -10,6 +10,7 @@ by the rules ``add_signature`` shares.
 
 from __future__ import annotations
 
+import base64
 import enum
 import hashlib
 import os
@@ -23,8 +24,10 @@ from typing import Any
 
 import botocore.exceptions as bexc
 
+from bundler.core.digests import PREFIX as DIGEST_PREFIX
 from bundler.core.digests import parse_digest
-from bundler.core.errors import InputError, StorageError
+from bundler.core.errors import InputError, StorageError, VerificationFailed
+from bundler.core.signatures import MAX_SIDECAR_BYTES
 from bundler.storage.checksums import _b64_hex, _Crc, _full_object_crc, _Hashed
 from bundler.storage.config import (
     CHUNK,
@@ -38,6 +41,7 @@ from bundler.storage.config import (
 )
 from bundler.storage.layout import (
     META_BUNDLE_DIGEST,
+    META_HEAD_SIGNATURE,
     META_REPORT_DIGEST,
     META_REPORT_ID,
     META_SHA256,
@@ -46,7 +50,7 @@ from bundler.storage.layout import (
     bundle_key,
     signature_keys,
 )
-from bundler.storage.objects import _head
+from bundler.storage.objects import _get, _head, _open_reader
 from bundler.storage.retention import (
     _check_lock_configuration,
     _confirm_retention,
@@ -56,7 +60,6 @@ from bundler.storage.retention import (
 )
 
 MAX_PARTS = 10_000
-MAX_SIDECAR_BYTES = 1 * MiB
 CONTENT_TYPE = "application/zstd"
 
 
@@ -465,19 +468,39 @@ def _abort(conn: _Conn, loc: S3Location, upload_id: str) -> str:
     return ""
 
 
+def _stored_sha256(conn: _Conn, loc: S3Location, head: Mapping[str, Any]) -> str:
+    """The SHA-256 of the object's bytes: the SHA-256 checksum the server verified over
+    the whole object when it reports one, else the hash of its bytes read back."""
+    stored = head.get("ChecksumSHA256")
+    if stored is not None and head.get("ChecksumType", "FULL_OBJECT") == "FULL_OBJECT":
+        try:
+            return DIGEST_PREFIX + base64.b64decode(str(stored), validate=True).hex()
+        except ValueError:
+            pass
+    answer = _get(conn, loc, "reading back the existing object")
+    if answer is None:
+        raise conn.fail(loc.url, "upload", detail="the object vanished while being compared")
+    sha = hashlib.sha256()
+    with _open_reader(conn, loc, answer, None) as reader:
+        while chunk := reader.read_chunk(CHUNK):
+            sha.update(chunk)
+    return DIGEST_PREFIX + sha.hexdigest()
+
+
 def _compare_existing(
     conn: _Conn,
     loc: S3Location,
     hashed: _Hashed,
-    metadata: Mapping[str, str],
-    *,
-    what: str,
+    bundle_digest: str,
+    existing_bundle: Callable[[str], str | None] | None,
 ) -> tuple[bool, dict[str, Any]]:
-    """Decide whether the object already at ``loc`` is ours; raise when it is not.
+    """Decide whether the object already at ``loc`` is this archive or another archive
+    of this bundle; raise when it is neither. Metadata proves nothing (SPEC 6): the
+    stored bytes (or a SHA-256 checksum the server verified over them) must be ours, or
+    ``existing_bundle`` must find that they verify as this same bundle.
 
-    Returns (identical bytes, HEAD answer). A bundle archive is "ours" when its
-    metadata names the same bundle, report and report digest; a sidecar only when
-    its bytes are identical.
+    Returns (identical bytes, HEAD answer). Raises VerificationFailed (exit 1) naming
+    the key when anything else is there; it is left alone.
     """
     head = _head(conn, loc, "checking the existing object")
     if head is None:
@@ -486,37 +509,19 @@ def _compare_existing(
             "upload",
             detail="the key is taken but the object cannot be read back; refusing to overwrite",
         )
-    got = {k.lower(): v for k, v in head.get("Metadata", {}).items()}
-    identical = (
-        got.get(META_SHA256) == hashed.sha256 and int(head.get("ContentLength", -1)) == hashed.size
-    )
-    if identical:
-        # The metadata says "same bytes"; the stored checksum must not contradict it.
-        for algorithm, param, want in (
-            ("SHA256", "ChecksumSHA256", _b64_hex(hashed.sha256_hex)),
-            (hashed.crc.name, hashed.crc.param, hashed.crc.encode(hashed.full_crc)),
-        ):
-            stored = head.get(param)
-            if (
-                stored is not None
-                and head.get("ChecksumType", "FULL_OBJECT") == "FULL_OBJECT"
-                and stored != want
-            ):
-                raise conn.fail(
-                    loc.url,
-                    "upload",
-                    detail=f"{what} exists with our sha256 metadata but a different {algorithm} "
-                    "checksum (altered?); refusing to overwrite",
-                )
-    same_bundle = all(got.get(name) == metadata[name] for name in metadata if name != META_SHA256)
-    if not same_bundle:
-        raise conn.fail(
-            loc.url,
-            "upload",
-            detail=f"{what} exists with different content (stored sha256 "
-            f"{got.get(META_SHA256)!r}, ours {hashed.sha256}); refusing to overwrite",
+    size = int(head.get("ContentLength", -1))
+    observed = _stored_sha256(conn, loc, head) if size == hashed.size else None
+    if observed == hashed.sha256:
+        return True, head
+    if existing_bundle is not None and existing_bundle(loc.url) == bundle_digest:
+        return False, head
+    raise VerificationFailed(
+        conn.scrub(
+            f"{loc.url}: the key is taken by other bytes ({size} bytes, sha256 "
+            f"{observed or 'not computed'}; ours {hashed.size} bytes, {hashed.sha256}) that "
+            f"are not an archive of bundle {bundle_digest}; left alone, nothing uploaded"
         )
-    return identical, head
+    )
 
 
 def upload_bundle(
@@ -531,14 +536,20 @@ def upload_bundle(
     retention_mode: str | None = None,
     sidecars: Sequence[Path] = (),
     progress: Callable[[int], None] | None = None,
+    head_signed: bool = False,
+    existing_bundle: Callable[[str], str | None] | None = None,
 ) -> UploadResult:
     """Store the archive at ``path`` under the prefix ``dest`` without ever overwriting.
 
     The key is ``bundle_key(dest.key, report_id, bundle_digest)``. The archive is hashed
     once (SHA-256, plus a CRC for multipart uploads), then written conditionally with
     checksums the server recomputes, then confirmed with a HEAD. When the key is taken
-    by the same bundle the result is ``already_archived`` and nothing is written; any
-    other object there is refused. Each of ``sidecars`` (signature files) is stored
+    by the same bundle (its bytes, or a SHA-256 checksum the server verified over them,
+    are this archive's, or ``existing_bundle(url)`` verifies them as this bundle) the
+    result is ``already_archived`` and nothing is written; any other object there is
+    refused (VerificationFailed, exit 1) and left alone. ``head_signed`` records in the
+    ``head-signature`` metadata that the archive embeds a valid head signature, so that
+    ``list`` can count it without reading the archive. Each of ``sidecars`` (signature files) is stored
     beside the archive by ``add_signature``'s rules: a signature already stored there is
     already archived, a new one is added, none replaces another.
     ``retain_until`` applies S3 Object Lock retention (``retention_mode`` GOVERNANCE,
@@ -579,6 +590,8 @@ def upload_bundle(
         META_REPORT_DIGEST: report_digest,
         META_SHA256: hashed.sha256,
     }
+    if head_signed:
+        metadata[META_HEAD_SIGNATURE] = "embedded"
 
     # A HEAD first spares sending the archive when it is already there; without read
     # permission (403) the conditional write alone decides.
@@ -620,7 +633,7 @@ def upload_bundle(
         status = UploadStatus.UPLOADED
         identical = True
     else:
-        identical, head = _compare_existing(conn, loc, hashed, metadata, what="the bundle")
+        identical, head = _compare_existing(conn, loc, hashed, bundle_digest, existing_bundle)
         status = UploadStatus.ALREADY_ARCHIVED
         algorithm, checksum = _any_checksum(head)
         multipart = False
@@ -711,9 +724,10 @@ def _put_sidecar(
                 "storing the signature",
                 detail="the key is taken but the object cannot be read back; refusing to overwrite",
             ) from exc
-        got = {k.lower(): v for k, v in head.get("Metadata", {}).items()}
-        if got.get(META_SHA256) == hashed.sha256 and int(head.get("ContentLength", -1)) == len(
-            data
+        # The bytes decide, not the metadata (SPEC 6): a signature is small, read it back.
+        if (
+            int(head.get("ContentLength", -1)) == len(data)
+            and _stored_sha256(conn, loc, {}) == hashed.sha256
         ):
             return UploadStatus.ALREADY_ARCHIVED
         return None

@@ -359,6 +359,7 @@ def _anchor(
                 "can build a one-leaf head naming it; give --allowed-signers to check the "
                 "head's signature, or verify the bundle itself"
             )
+        _check_unanchored(proof, where)
         return _UNANCHORED, None
     if proof.head_signature is None:
         raise NotProven(
@@ -381,6 +382,25 @@ def _anchor(
     return anchor, signer
 
 
+def _check_unanchored(proof: CaseProof, where: str) -> None:
+    """Without allowed signers the head is still checked against the signature the proof
+    carries (SPEC 11.3, 11.4), by the one check every path uses: one that does not
+    verify over the head is NotProven, whoever signed."""
+    if proof.head_signature is None:
+        return
+    from bundler.core.signatures import SignatureSource, SignatureState
+    from bundler.trust.signatures import check_one
+
+    checked = check_one(
+        canonical.dumps(proof.head),
+        SignatureSource("head_signature", proof.head_signature),
+        allowed=None,
+        identity=None,
+    )
+    if checked.state is SignatureState.INVALID:
+        raise NotProven(f"{where}: head signature: {shown(str(checked.reason))}")
+
+
 # ----------------------------------------------------------------------------- build
 
 
@@ -401,31 +421,25 @@ def build_proof(
     *,
     case_id: str,
     location: str,
-    sidecar_signature: str | None = None,
+    signature: str | None = None,
 ) -> dict[str, Any]:
     """The case proof object for the leaf ``index`` (``leaf``, its bytes) of a verified
-    bundle's case tree ``tree``, with the head and signature ``contents`` holds (or
-    ``sidecar_signature``).
+    bundle's case tree ``tree``, with the head ``contents`` holds and ``signature``
+    (the head signature chosen by the caller, or None).
 
     Raises InputError (exit 3) when the case or the head signature is too large for a
     proof file. Check the result with ``refuse_unreadable`` before writing it.
     """
-    from bundler.trust.head import HEAD_SIG_FILE
-
     if len(leaf) > MAX_PROOF_BYTES:
         raise InputError(
             f"{shown(location)}: case '{shown(case_id)}' is {len(leaf)} bytes; a proof holds "
             f"at most {MAX_PROOF_BYTES}, so this case cannot be proven in a proof file"
         )
-    signature = sidecar_signature
-    if signature is None and HEAD_SIG_FILE in contents.kept:
-        raw_signature = contents.kept[HEAD_SIG_FILE]
-        if len(raw_signature) > MAX_SIGNATURE_BYTES:
-            raise InputError(
-                f"{shown(location)}: {HEAD_SIG_FILE} is {len(raw_signature)} bytes; a proof "
-                f"holds a head signature of at most {MAX_SIGNATURE_BYTES}"
-            )
-        signature = raw_signature.decode("ascii", "replace")
+    if signature is not None and len(signature) > MAX_SIGNATURE_BYTES:
+        raise InputError(
+            f"{shown(location)}: the head signature is {len(signature)} bytes; a proof "
+            f"holds a head signature of at most {MAX_SIGNATURE_BYTES}"
+        )
     case = canonical.loads(leaf, source=f"case {index}")
     proof: dict[str, Any] = {
         "schema": PROOF_SCHEMA,

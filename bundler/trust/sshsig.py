@@ -701,6 +701,19 @@ def verify(
     ``now`` (Unix time, default the current time). Raises SignatureError (exit 1)
     naming the rule broken otherwise, including for a malformed signature.
     """
+    parsed = check_novalidate(message, signature_text, namespace=namespace, source=source)
+    return match_signer(parsed, allowed, identity, namespace, source, now)
+
+
+def check_novalidate(
+    message: bytes, signature_text: str, *, namespace: str = NAMESPACE, source: str = "signature"
+) -> Signature:
+    """Check a signature as ``ssh-keygen -Y check-novalidate`` does: well formed, an
+    ssh-ed25519 key, of ``namespace``, hash sha512 or sha256, and valid over ``message``
+    with the public key it carries. Who holds that key is not asked (``match_signer``).
+
+    Returns the parsed signature; raises SignatureError (exit 1) naming the rule broken.
+    """
     try:
         parsed = parse_signature(signature_text, source=source)
     except InputError as exc:
@@ -724,14 +737,14 @@ def verify(
         raise SignatureError(
             f"{source}: signature does not match the signed bytes (key {parsed.fingerprint})"
         ) from exc
-    return _match_signer(parsed, allowed, identity, namespace, source, now)
+    return parsed
 
 
 def _utc(seconds: int) -> str:
     return _dt.datetime.fromtimestamp(seconds, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _match_signer(
+def match_signer(
     parsed: Signature,
     allowed: Sequence[AllowedSigner],
     identity: str | None,
@@ -739,6 +752,9 @@ def _match_signer(
     source: str,
     now: int | None,
 ) -> Verified:
+    """The allowed_signers line that vouches for ``parsed`` (already checked by
+    ``check_novalidate``) as ``identity`` (any principal when None) in ``namespace`` at
+    ``now``; raises SignatureError saying why none does."""
     if not allowed:
         raise SignatureError(f"{source}: no allowed signers to check the signature against")
     at = int(time.time()) if now is None else now
