@@ -8,12 +8,10 @@ peak RSS under 300 MB, and under 10 s of CPU for inputs under 100 MB.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
 from pathlib import Path
 
 import hostile
+import measure
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,25 +42,21 @@ def families(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_node_verifier_stays_within_budget(families: dict[str, Path], family: str) -> None:
-    path = families[family]
-    out, err = path.with_suffix(".out"), path.with_suffix(".err")
-    start = time.monotonic()
-    with out.open("wb") as fo, err.open("wb") as fe:
-        proc = subprocess.Popen(
-            ["node", str(ROOT / "js" / "verify-bundle.mjs"), str(path), "--json"],
-            stdout=fo,
-            stderr=fe,
-        )
-        _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - start
-    code = proc.returncode = os.waitstatus_to_exitcode(status)
-    cpu = usage.ru_utime + usage.ru_stime
-    stderr = err.read_text()
-    detail = f"{family}: exit {code}, {wall:.1f} s wall, {cpu:.1f} s CPU, peak {usage.ru_maxrss // 1024} MiB: {stderr[-300:]}"
-    assert code == 3, detail
+    # Through the small launcher of tests/measure.py: a child started straight from the
+    # pytest worker would be charged the worker's own resident size.
+    run = measure.spawn_measured(
+        ["node", str(ROOT / "js" / "verify-bundle.mjs"), str(families[family]), "--json"],
+        deadline=60,
+    )
+    stderr = run.stderr.decode(errors="replace")
+    detail = (
+        f"{family}: exit {run.code}, {run.wall:.1f} s wall, {run.cpu:.1f} s CPU, "
+        f"peak {run.peak_bytes // 2**20} MiB: {stderr[-300:]}"
+    )
+    assert run.code == 3 and not run.killed, detail
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), detail
-    assert '"verdict":"error"' in out.read_text(), detail
-    assert usage.ru_maxrss * 1024 < BUDGET_BYTES, detail
+    assert b'"verdict":"error"' in run.stdout, detail
+    assert run.peak_bytes < BUDGET_BYTES, detail
     # CPU, not wall: the suite runs beside other work on two cores.
-    assert cpu < BUDGET_SECONDS, detail
+    assert run.cpu < BUDGET_SECONDS, detail

@@ -274,7 +274,8 @@ def test_refusals(results: Results, tmp_path: Path) -> None:
     existing.write_bytes(b"keep")
     proc = run_cli("render", str(results.verified), "--html", str(existing))
     assert proc.returncode == 3 and existing.read_bytes() == b"keep"
-    assert b"a file that exists" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert b"already exists" in proc.stderr and b"--html" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
     proc = run_cli("verify", str(results.tampered_archive), "--html", str(existing))
     assert proc.returncode == 3 and existing.read_bytes() == b"keep"
     other = tmp_path / "other.json"

@@ -307,6 +307,9 @@ def test_the_largest_page_renders_within_two_seconds(
     record["claims"] = [dict(failed, subject=f"payload {i:064x}") for i in range(20_000)] + [
         dict(unprovable, subject=f"payload {i:064x}") for i in range(5_000)
     ]
+    # A record that agrees with itself (render refuses one that does not, SPEC 14).
+    record["counts"] = {"proven": 0, "unprovable": 5_000, "failed": 20_000}
+    record["unprovable_by_reason"] = {"payload_at_sso": 5_000}
     page = tmp_path / "large.html"
     page.write_bytes(verification_page(record))
     start = time.monotonic()

@@ -328,7 +328,9 @@ def test_report_body_in_the_wrong_directory(store_copy: Path) -> None:
 def test_bad_report_id_is_refused_before_any_read(fixture_store: Path, report_id: str) -> None:
     with pytest.raises(StoreError) as info:
         open_store(fixture_store).report_body(report_id)
-    assert_input_error(info.value, "--report", rule="identifier|report id")
+    # The store layer speaks the library's parameter name; the command line maps it to
+    # --report (test_bad_report_id_on_the_command_line).
+    assert_input_error(info.value, "report_id", rule="identifier|report id")
 
 
 @pytest.mark.parametrize("report_id", ["../rpt-clean", "..", "reports/rpt-clean", "rpt-clean/../rpt-clean"])

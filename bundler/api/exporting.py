@@ -56,9 +56,11 @@ def export(
     ``upload``.
     """
     from bundler.evalbook.export import ExportConfig, export_bundle
+    from bundler.evalbook.store import check_identifier
 
     root = params.input_directory(store, "store")
     rid = params.text(report_id, "report_id")
+    check_identifier(rid, what="report id", source="report_id", param="report_id")
     who = principal if principal is not None else os.environ.get(PRINCIPAL_ENV)
     if not who:
         raise ParameterError("principal", f"none given: pass principal=... or set ${PRINCIPAL_ENV}")
