@@ -1,4 +1,4 @@
-// Builds dist/verify-bundle.html: page/main.mjs and the core bundled by esbuild into
+// Builds dist/verify-bundle.html (the package's bundler/report/templates/verify-bundle.html links to it): page/main.mjs and the core bundled by esbuild into
 // one IIFE (the zstd WebAssembly module inlined as base64 in src/zstd-wasm.mjs, the
 // contract's schemas inlined as JSON), placed in page/template.html under a
 // Content-Security-Policy that admits exactly that script by its SHA-256. The same
@@ -34,6 +34,5 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const html = await buildPage();
   mkdirSync(here('./dist/'), { recursive: true });
   writeFileSync(here('./dist/verify-bundle.html'), html);
-  writeFileSync(here('../bundler/report/templates/verify-bundle.html'), html);
   process.stdout.write(`js/dist/verify-bundle.html: ${html.length} bytes\n`);
 }
