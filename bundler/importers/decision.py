@@ -118,14 +118,24 @@ def no_threshold(repeats: int) -> dict[str, Any]:
     }
 
 
-def check_known(decision: Decision | None, check_ids: set[str]) -> None:
-    """Refuse a decision that names a check the import does not give."""
+def check_known(decision: Decision | None, repeats: dict[str, int]) -> None:
+    """Refuse a decision that names a check the import does not give, or gives a check
+    ``aggregation.repeats`` other than the run's repeats of it (Inspect's epochs; 1 for
+    lm-eval): the cases' repeats are the run's, so any other count would make every
+    example missing or every case out of range."""
     if decision is None:
         return
     for check_id in sorted(decision.checks):
-        if check_id not in check_ids:
-            known = ", ".join(sorted(check_ids)) or "none"
+        if check_id not in repeats:
+            known = ", ".join(sorted(repeats)) or "none"
             raise InputError(
                 f"{decision.name}: checks.{check_id}: no such check in this run "
                 f"(the import gives: {known})"
+            )
+        given = decision.checks[check_id].aggregation["repeats"]
+        if given != repeats[check_id]:
+            raise InputError(
+                f"{decision.name}: checks.{check_id}.aggregation.repeats: {given}, but the run "
+                f"gives {repeats[check_id]} repeat{'s' if repeats[check_id] != 1 else ''} of "
+                "each example (Inspect: its epochs; lm-eval: 1); import refused"
             )

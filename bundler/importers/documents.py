@@ -6,9 +6,13 @@ stored canonical, all a pure function of the run, the given files and the option
 Identifiers name one content forever: each id ends in 16 hex digits of the digest of
 the document's content without its own id, so different content never shares an id and
 the same content always gets the same one. Statuses, coverage, evidence completeness,
-assurance and the report's result are derived with SPEC 12's own code
-(``evalbook.derive``), so ``audit`` re-derives exactly what the import wrote; each
-check's score is the runner's own value of its metric.
+assurance, the report's result and each check's score are derived with SPEC 12's own
+code (``evalbook.derive``), so ``audit`` re-derives exactly what the import wrote. The
+runner's own value of each metric is kept in the check's observations, and it must be
+what SPEC 12 derives from the samples under the no-decision rule (the mean over examples
+of the mean of their repeats): a header that disagrees with its samples, or a metric that
+is not that mean, refuses the import. Every document is checked against its store
+schema before anything is committed, so the store holds nothing its readers refuse.
 """
 
 from __future__ import annotations
@@ -21,13 +25,15 @@ from typing import Any
 
 from bundler.core import canonical
 from bundler.core.digests import json_digest
-from bundler.core.errors import InputError
+from bundler.core import schemas
+from bundler.core.errors import InputError, SchemaError
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbook.contract import MAX_EVIDENCE_REFS
+from bundler.evalbook.auditor import numbers_agree
 from bundler.evalbook.derive import derive_check, derive_report
 from bundler.evalbook.scorers import scorer_file_order, scorer_version_digest
 from bundler.importers.decision import Decision, no_threshold
-from bundler.importers.model import ImportedFile, ImportedRun, is_identifier, to_identifier
+from bundler.importers.model import ImportedCheck, ImportedFile, ImportedRun, to_identifier
 from bundler.importers.storewriter import PayloadRef, StoreWriter
 
 ASSURANCE = "reported"
@@ -59,9 +65,25 @@ def _tagged_id(base: str, value: Any) -> str:
     return f"{to_identifier(base)[:100]}-{tail}"
 
 
-def _timestamp_plus(issued_at: str, hours: int) -> str:
-    moment = datetime.strptime(issued_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    return (moment + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _valid_until(run: ImportedRun, hours: int) -> str:
+    """``issued_at`` + ``hours``; refused, naming the run's field, past year 9999."""
+    moment = datetime.strptime(run.issued_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    try:
+        return (moment + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except OverflowError as exc:
+        raise InputError(
+            f"{run.issued_at_where}: {run.issued_at} + {hours} validity hours (the report's "
+            "valid_until) is past 9999-12-31T23:59:59Z; import refused"
+        ) from exc
+
+
+def _checked(run: ImportedRun, schema: str, relpath: str, value: Any) -> bytes:
+    """``value`` stored canonical, once it meets the store schema its readers apply."""
+    try:
+        schemas.validate(schema, value, source=f"{run.files[0].name}: the imported {relpath}")
+    except SchemaError as exc:
+        raise InputError(f"{exc}; import refused") from exc
+    return canonical.dumps(value)
 
 
 def _case_id(check_id: str, example_id: str, repeat: int) -> str:
@@ -82,12 +104,10 @@ def build_documents(
 ) -> BuiltReport:
     """Stage every document of ``run`` in ``writer``; return the report's id and result.
 
-    Raises InputError for a run that cannot become a report (too many cases, an id the
-    decision names that the run does not give, a given report id that is not an
-    identifier).
+    Raises InputError for a run that cannot become a report (too many cases, a runner's
+    value that is not what SPEC 12 derives from its samples, a document its store
+    schema refuses, a validity past year 9999).
     """
-    if report_id is not None and not is_identifier(report_id):
-        raise InputError(f"--report-id {report_id!r}: not an identifier (SPEC 3)")
     if sum(len(c.cases) for c in run.checks) > MAX_CASES:
         raise InputError(f"the run gives more than {MAX_CASES} cases; import refused")
     file_refs = [writer.put_file_payload(Path(f.path), f.digest, f.size) for f in run.files]
@@ -101,7 +121,10 @@ def build_documents(
         dataset_id = _tagged_id(dataset.name, examples)
         manifest = {"dataset_id": dataset_id, "version": VERSION, "examples": examples}
         base = f"datasets/{dataset_id}/{VERSION}"
-        writer.put_document(f"{base}/manifest.json", canonical.dumps(manifest))
+        writer.put_document(
+            f"{base}/manifest.json",
+            _checked(run, "dataset-manifest", f"{base}/manifest.json", manifest),
+        )
         for e in examples:
             writer.place_example(e["digest"], f"{base}/examples/{e['example_id']}.json")
         datasets[key] = (dataset_id, json_digest(manifest), [e["example_id"] for e in examples])
@@ -128,8 +151,8 @@ def build_documents(
             scorer.name, [descriptor, [[n, hashlib.sha256(d).hexdigest()] for n, d in files]]
         )
         descriptor = {"scorer_id": scorer_id, **descriptor}
-        data = canonical.dumps(descriptor)
         base = f"scorers/{scorer_id}/{VERSION}"
+        data = _checked(run, "scorer", f"{base}/scorer.json", descriptor)
         writer.put_document(f"{base}/scorer.json", data)
         for name, content in files:
             writer.put_document(f"{base}/{name}", content)
@@ -153,18 +176,11 @@ def build_documents(
     }
     suite_id = _tagged_id(run.report_base, suite)
     suite = {"suite_id": suite_id, **suite}
-    writer.put_document(f"suites/{suite_id}/{VERSION}.json", canonical.dumps(suite))
+    suite_path = f"suites/{suite_id}/{VERSION}.json"
+    writer.put_document(suite_path, _checked(run, "suite", suite_path, suite))
 
     derived = derive_report((c["required"], c["derived"]) for c in checks_out)
-    reasons = (
-        [NO_DECISION]
-        if decision is None
-        else [
-            f"check {c['body']['check_id']}: {c['body']['result']}"
-            for c in checks_out
-            if c["required"] and c["body"]["result"] != "pass"
-        ]
-    )
+    reasons = _reasons(checks_out, decision, derived.result.value)
     subject = {
         "importer": {"tool": TOOL_NAME, "version": __version__},
         "runner": run.runner,
@@ -200,11 +216,11 @@ def build_documents(
             "missing": derived.coverage.missing,
         },
         "issued_at": run.issued_at,
-        "valid_until": _timestamp_plus(run.issued_at, validity),
+        "valid_until": _valid_until(run, validity),
     }
     body["report_id"] = report_id or _tagged_id(run.report_base, body)
     rid = body["report_id"]
-    body_bytes = canonical.dumps(body)
+    body_bytes = _checked(run, "report-body", f"reports/{rid}/body.json", body)
     writer.put_document(f"reports/{rid}/body.json", body_bytes)
     envelope = {
         "status": "current",
@@ -216,13 +232,64 @@ def build_documents(
     writer.put_document(f"reports/{rid}/envelope.json", canonical.dumps(envelope))
     for c in checks_out:
         check_id = c["body"]["check_id"]
-        writer.put_document(f"reports/{rid}/checks/{check_id}.json", canonical.dumps(c["result"]))
+        path = f"reports/{rid}/checks/{check_id}.json"
+        writer.put_document(path, _checked(run, "check-result", path, c["result"]))
         writer.put_document(f"reports/{rid}/cases/{check_id}.jsonl", c["cases"])
     return BuiltReport(
         rid,
         "sha256:" + hashlib.sha256(body_bytes).hexdigest(),
         derived.result.value,
         [(c["body"]["check_id"], c["body"]["status"]) for c in checks_out],
+    )
+
+
+def _no_rule_note(chosen: bool, decision: Decision | None) -> str:
+    if chosen:
+        return ""
+    return f"; {NO_DECISION}" if decision is None else "; the decision gives no rule for this check"
+
+
+def _reasons(checks_out: list[dict[str, Any]], decision: Decision | None, result: str) -> list[str]:
+    """Why the report's result is what it is: every verdict but pass gives a reason."""
+    if decision is None:
+        return [NO_DECISION]
+    required = [c for c in checks_out if c["required"]]
+    if not required:
+        return ["the decision requires no check"]
+    reasons = [
+        f"check {c['body']['check_id']}: {c['body']['result']}"
+        for c in required
+        if c["body"]["result"] != "pass"
+    ]
+    if result != "pass":
+        reasons += [
+            f"check {c['body']['check_id']}: evidence incomplete "
+            f"({c['derived'].coverage.missing} of {c['derived'].coverage.expected} examples "
+            "missing, or a case without an output)"
+            for c in required
+            if c["body"]["result"] == "pass" and not c["derived"].evidence_complete
+        ]
+    return reasons
+
+
+def _runner_value_problem(check: ImportedCheck, dataset_id: str, example_ids: list[str],
+                          cases: list[dict[str, Any]]) -> str | None:
+    """Why the runner's own value of the metric is not what SPEC 12 derives from the
+    check's cases under the no-decision rule (the mean), or None when it is."""
+    mean = derive_check(
+        no_threshold(check.repeats),
+        dataset_id=dataset_id,
+        dataset_version=VERSION,
+        expected_example_ids=example_ids,
+        cases=cases,
+    )
+    if mean.problems:
+        return f"its samples cannot be derived ({mean.problems[0].message})"
+    if numbers_agree(check.value, mean.score):
+        return None
+    return (
+        f"{check.value!r} is not what its samples give, {mean.score!r} (SPEC 12's mean over "
+        "the examples whose every repeat was scored, of the mean of their repeats)"
     )
 
 
@@ -280,6 +347,9 @@ def _build_checks(
             raise InputError(
                 f"check {check.check_id}: {derived.problems[0].message}; import refused"
             )
+        problem = _runner_value_problem(check, dataset_id, example_ids, cases)
+        if problem is not None:
+            raise InputError(f"{check.value_where}: {problem}; import refused")
         ordered = sorted(evidence_keys)
         if len(ordered) <= MAX_EVIDENCE_REFS:
             evidence_refs = [{"digest": d, "kind": k} for d, k in ordered]
@@ -307,10 +377,10 @@ def _build_checks(
             "scorer_ref": scorers[check.scorer],
             "assurance": assurance,
             "evidence_refs": evidence_refs,
-            "score": check.value,
-            "explanation": check.explanation + ("" if chosen is not None else f"; {NO_DECISION}"),
+            "score": derived.score,
+            "explanation": check.explanation + _no_rule_note(chosen is not None, decision),
             "coverage": coverage,
-            "observations": check.observations,
+            "observations": [*check.observations, {"metric": check.metric, "value": check.value}],
             "slices": [],
         }
         result = {
@@ -319,7 +389,7 @@ def _build_checks(
             "aggregation": aggregation,
             "status": derived.status.value,
             "result": derived.result.value,
-            "score": check.value,
+            "score": derived.score,
             "interval": None,
             "coverage": coverage,
             "assurance": assurance,

@@ -22,7 +22,7 @@ from bundler.core.errors import InputError, UsageError
 from bundler.evalbook.contract import EXPORT, READ_BODY
 from bundler.importers.decision import check_known, read_decision
 from bundler.importers.documents import TaskFile, build_documents
-from bundler.importers.model import ImportedFile, Role
+from bundler.importers.model import ImportedFile, Role, is_identifier
 from bundler.importers.runfile import RunFile, open_run_file
 from bundler.importers.storewriter import StoreWriter
 
@@ -71,21 +71,39 @@ class ImportResult:
         }
 
 
+def _is_utf8(name: str) -> bool:
+    """Whether ``name`` is text (a name that was not UTF-8 on disk holds surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def is_file_name(name: str) -> bool:
-    """A plain file name that can be recorded and written back: one segment, not ``.``
-    or ``..``, no slash, backslash or control character, and one a bundle member may
-    carry (archive/names.py), so the scorer files' names are ones a bundle can hold."""
+    """A plain file name that can be recorded and written back: UTF-8 text, one segment,
+    not ``.`` or ``..``, no slash, backslash or control character, and one a bundle
+    member may carry (archive/names.py), so the scorer files' names are ones a bundle can
+    hold."""
     return (
-        _SAFE_NAME.match(name) is not None
+        _is_utf8(name)
+        and _SAFE_NAME.match(name) is not None
         and name not in (".", "..")
         and names.name_problem(f"x/{name}") is None
     )
 
 
 def _base_name(path: Path, what: str) -> str:
+    """The base name of a file the import records; refused (exit 3), naming the file and
+    the rule, when it is not one a report and a bundle can hold."""
     name = path.name
+    if not _is_utf8(name):
+        raise InputError(f"{path}: the {what}'s name is not UTF-8, so it cannot be recorded")
     if not is_file_name(name):
-        raise InputError(f"{path}: the {what}'s name cannot be recorded safely")
+        raise InputError(
+            f"{path}: the {what}'s name cannot be recorded safely (one NFC segment, not . or "
+            "..; no slash, backslash or control character)"
+        )
     return name
 
 
@@ -118,12 +136,19 @@ def import_run(config: ImportConfig, progress: Callable[[int], None] | None = No
     principal = config.principal
     if principal is not None and _PRINCIPAL.match(principal) is None:
         raise UsageError(f"--principal {principal!r}: not an identifier (SPEC 3)")
+    if config.report_id is not None and not is_identifier(config.report_id):
+        raise UsageError(
+            f"--report-id {config.report_id!r}: not an identifier (SPEC 3: a letter or digit, "
+            "then up to 127 of A-Z a-z 0-9 . _ -)"
+        )
     store_exists = config.store.exists()
     if not store_exists and principal is None:
         raise UsageError(
             f"{config.store}: the store does not exist, and creating one needs --principal "
             "(or EVALBOOK_PRINCIPAL), the principal its access.json grants"
         )
+    if config.decision is not None:
+        _base_name(config.decision, "decision file")
     decision = read_decision(config.decision) if config.decision is not None else None
     task_files = _read_task_files(config.task_files)
     opened: list[RunFile] = []
@@ -171,7 +196,7 @@ def import_run(config: ImportConfig, progress: Callable[[int], None] | None = No
                         Role.DECISION, name, decision.digest, decision.size, str(config.decision)
                     )
                 )
-            check_known(decision, {c.check_id for c in run.checks})
+            check_known(decision, {c.check_id: c.repeats for c in run.checks})
             built = build_documents(
                 run, writer, task_files=task_files, decision=decision, report_id=config.report_id
             )

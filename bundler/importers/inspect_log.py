@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from bundler.core import canonical
@@ -35,15 +35,20 @@ from bundler.importers.model import (
     ImportedScorer,
     Producer,
     Role,
+    issued_at_text,
     to_identifier,
     unique_identifiers,
+    unique_joined_identifiers,
 )
 from bundler.importers.runfile import RunFile
 from bundler.importers.storewriter import StoreWriter
 from bundler.importers.ziplog import ZipLog
 
 LOG_VERSIONS = frozenset({2})
-DISPERSION_METRICS = frozenset({"stderr"})
+# Metrics of dispersion, not scores: observations of the scorer's checks (SPEC 16: "a
+# metric's standard error is not a check"). Every other metric is a check, whose value
+# must be what SPEC 12 derives from the samples (documents.py refuses it otherwise).
+DISPERSION_METRICS = frozenset({"stderr", "std", "var", "bootstrap_stderr"})
 _SAMPLE = re.compile(r"\Asamples/(.+)_epoch_([1-9][0-9]{0,5})\.json\Z")
 _KNOWN = re.compile(
     r"\A(header\.json|summaries\.json|reductions\.json|_journal/start\.json"
@@ -85,16 +90,20 @@ def score_value(value: Any, where: str) -> float:
     )
 
 
-def _completed_at(text: Any, where: str) -> str:
+def _completed_at(stats: dict[str, Any], where: str) -> str:
+    key = f"{where}: stats.completed_at"
+    if stats.get("completed_at") is None:
+        raise InputError(f"{key}: missing (the run did not complete)")
+    text = stats["completed_at"]
     if not isinstance(text, str):
-        raise InputError(f"{where}: stats.completed_at: missing (the run did not complete)")
+        raise InputError(f"{key}: not a string (an ISO 8601 time with a time zone)")
     try:
         moment = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise InputError(f"{where}: stats.completed_at: not an ISO 8601 time") from exc
+        raise InputError(f"{key}: not an ISO 8601 time") from exc
     if moment.tzinfo is None:
-        raise InputError(f"{where}: stats.completed_at: has no time zone")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        raise InputError(f"{key}: has no time zone")
+    return issued_at_text(moment, key)
 
 
 def read_inspect_log(
@@ -117,8 +126,11 @@ def read_inspect_log(
     if "header.json" not in log.members:
         raise InputError(f"{where}: no header.json (not a finished Inspect log)")
     header = _json(log, "header.json")
-    version = header.get("version") if isinstance(header, dict) else None
-    if version not in LOG_VERSIONS:
+    if not isinstance(header, dict):
+        raise InputError(f"{where}: header.json: not a JSON object")
+    version = header.get("version")
+    # type(...) is int: 2.0 and true are not log version 2.
+    if type(version) is not int or version not in LOG_VERSIONS:
         raise InputError(
             f"{where}: header.json: log version {version!r} is not one this importer reads "
             f"({', '.join(map(str, sorted(LOG_VERSIONS)))})"
@@ -145,7 +157,7 @@ def read_inspect_log(
     # Checks: a (scorer, metric) each, in the header's order; stderr is an observation.
     scores = _field(results, "scores", list, f"{hwhere}: results")
     scorer_names: list[str] = []
-    check_specs: list[tuple[str, str, float | None, list[Any]]] = []
+    check_specs: list[tuple[str, str, float | None, list[Any], str]] = []
     for i, entry in enumerate(scores):
         swhere = f"{hwhere}: results.scores[{i}]"
         name = _field(entry, "name", str, swhere)
@@ -164,15 +176,23 @@ def read_inspect_log(
                 observations.append({"metric": metric_name, "value": value})
         for metric_name, metric in metrics.items():
             if metric_name not in DISPERSION_METRICS:
-                check_specs.append((name, metric_name, metric.get("value"), observations))
+                check_specs.append(
+                    (
+                        name,
+                        metric_name,
+                        metric.get("value"),
+                        observations,
+                        f"{swhere}.metrics.{metric_name}.value",
+                    )
+                )
     if not check_specs:
         raise InputError(f"{hwhere}: results.scores: no scorer metric to import")
-    check_ids = unique_identifiers(
-        [f"{s}.{m}" for s, m, _, _ in check_specs], what="checks", source=hwhere
+    check_ids = unique_joined_identifiers(
+        [(s, m) for s, m, _, _, _ in check_specs], what="checks", source=hwhere
     )
     checks = [
         ImportedCheck(
-            check_id=check_ids[f"{s}.{m}"],
+            check_id=check_ids[(s, m)],
             scorer=s,
             dataset="dataset",
             metric=m,
@@ -182,9 +202,10 @@ def read_inspect_log(
                 f"epoch{'s' if epochs != 1 else ''}"
             ),
             repeats=epochs,
+            value_where=value_where,
             observations=list(obs),
         )
-        for s, m, v, obs in check_specs
+        for s, m, v, obs, value_where in check_specs
     ]
 
     # Samples, one at a time.
@@ -232,6 +253,12 @@ def read_inspect_log(
         sample_scores = sample.get("scores") or {}
         if not isinstance(sample_scores, dict):
             raise InputError(f"{swhere}: scores: not an object")
+        for scorer_name in sample_scores:
+            if scorer_name not in scorer_names:
+                raise InputError(
+                    f"{swhere}: scores.{scorer_name}: a scorer the header's results.scores "
+                    "does not name; import refused"
+                )
         evidence = writer.put_payload(
             canonical.dumps(
                 {
@@ -257,6 +284,14 @@ def read_inspect_log(
             check.cases.append(ImportedCase(example_id, epoch, status, score, output, (evidence,)))
         if progress is not None:
             progress(count)
+    for raw_id in raw_ids:
+        for epoch in range(1, epochs + 1):
+            if (example_ids[raw_id], epoch) not in seen:
+                raise InputError(
+                    f"{hwhere}: eval.dataset.sample_ids: sample {raw_id!r} epoch {epoch} has no "
+                    f"member samples/{raw_id}_epoch_{epoch}.json (every sample of every epoch "
+                    "is imported, errored ones too); import refused"
+                )
     model = ev.get("model")
     packages = ev.get("packages") if isinstance(ev.get("packages"), dict) else {}
     run_info = {
@@ -296,7 +331,8 @@ def read_inspect_log(
         evaluation_id=str(ev.get("eval_id") or ""),
         project=task,
         organization="inspect_ai",
-        issued_at=_completed_at(stats.get("completed_at"), hwhere),
+        issued_at=_completed_at(stats, hwhere),
+        issued_at_where=f"{hwhere}: stats.completed_at",
         run=run_info,
         runner={"name": "inspect_ai", "version": packages.get("inspect_ai")},
         files=[

@@ -39,8 +39,10 @@ from bundler.importers.model import (
     ImportedScorer,
     Producer,
     Role,
+    issued_at_text,
     to_identifier,
     unique_identifiers,
+    unique_joined_identifiers,
 )
 from bundler.importers.runfile import RunFile
 from bundler.importers.storewriter import StoreWriter
@@ -97,7 +99,7 @@ def _issued_at(date: Any, total: Any, where: str) -> str:
     end = date + seconds
     if not math.isfinite(end) or not 0 <= end < 253402300800 or seconds < 0:
         raise InputError(f"{where}: date + total_evaluation_time_seconds: out of range")
-    return datetime.fromtimestamp(math.floor(end), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return issued_at_text(datetime.fromtimestamp(math.floor(end), UTC), where)
 
 
 def read_lm_eval_run(
@@ -148,6 +150,15 @@ def read_lm_eval_run(
     for task in tasks:
         if task not in by_task:
             raise InputError(f"{where}: task {task!r} has no samples file (give it with --samples)")
+    # Nothing hidden: every task the results report is one the import maps, and every
+    # task hash names one of them.
+    for key in ("results", "task_hashes"):
+        for task in results[key]:
+            if task not in results["configs"]:
+                raise InputError(
+                    f"{where}: {key}.{task}: a task with no entry in configs and no samples "
+                    "file (a group's aggregate is not imported; import its tasks); import refused"
+                )
 
     unique_identifiers(tasks, what="tasks", source=where)
     checks: list[ImportedCheck] = []
@@ -156,7 +167,7 @@ def read_lm_eval_run(
     model = results["config"].get("model")
     version = results.get("lm_eval_version")
     for task in tasks:
-        t_checks, dataset = _read_task(task, results, by_task[task], writer)
+        t_checks, dataset = _read_task(task, results, by_task[task], writer, where)
         checks.extend(t_checks)
         datasets[task] = dataset
         config = results["configs"][task]
@@ -177,7 +188,9 @@ def read_lm_eval_run(
                 "n-shot": (results.get("n-shot") or {}).get(task),
             },
         )
-    unique_identifiers([c.check_id for c in checks], what="checks", source=where)
+    unique_joined_identifiers(
+        [(c.scorer, c.metric, c.filter) for c in checks], what="checks", source=where
+    )
     files = [
         ImportedFile(
             Role.RESULTS,
@@ -198,6 +211,7 @@ def read_lm_eval_run(
         project=",".join(tasks),
         organization="lm-evaluation-harness",
         issued_at=issued_at,
+        issued_at_where=f"{where}: date + total_evaluation_time_seconds",
         run={
             "model": model,
             "model_args": results["config"].get("model_args"),
@@ -218,24 +232,36 @@ def read_lm_eval_run(
     )
 
 
+# Keys of a task's results that describe it rather than measure it; every other key is
+# ``<metric>,<filter>`` (a metric without a filter would be dropped, so it is refused).
+_DESCRIPTIVE_KEYS = frozenset({"alias", "name", "sample_len", "sample_count"})
+
+
 def _read_task(
-    task: str, results: dict[str, Any], f: RunFile, writer: StoreWriter
+    task: str, results: dict[str, Any], f: RunFile, writer: StoreWriter, where: str
 ) -> tuple[list[ImportedCheck], ImportedDataset]:
     values = results["results"].get(task)
     if not isinstance(values, dict):
-        raise InputError(f"results.{task}: missing or not an object")
+        raise InputError(f"{where}: results.{task}: missing or not an object")
     config = results["configs"][task]
     runner_repeats = config.get("repeats", 1) if isinstance(config, dict) else 1
     specs: list[tuple[str, str]] = []
     for key in values:
         metric, sep, filt = key.partition(",")
-        if sep and not metric.endswith("_stderr"):
+        if not sep:
+            if key not in _DESCRIPTIVE_KEYS:
+                raise InputError(
+                    f"{where}: results.{task}.{key}: not <metric>,<filter> (lm-eval names every "
+                    f"metric with its filter; the descriptive keys are "
+                    f"{', '.join(sorted(_DESCRIPTIVE_KEYS))}); import refused"
+                )
+        elif not metric.endswith("_stderr"):
             specs.append((metric, filt))
     checks: dict[tuple[str, str], ImportedCheck] = {}
     for metric, filt in specs:
         value = values[f"{metric},{filt}"]
         if value is not None and not _number(value):
-            raise InputError(f"results.{task}.{metric},{filt}: not a number")
+            raise InputError(f"{where}: results.{task}.{metric},{filt}: not a number")
         observations: list[Any] = [{"metric": "runner_repeats", "value": runner_repeats}]
         if f"{metric}_stderr,{filt}" in values:
             observations.append(
@@ -249,7 +275,9 @@ def _read_task(
             value=value,
             explanation=f"lm-eval task {task}, metric {metric}, filter {filt}: the runner's value",
             repeats=1,
+            value_where=f"{where}: results.{task}.{metric},{filt}",
             observations=observations,
+            filter=filt,
         )
     examples: dict[str, tuple[str, int]] = {}
     seen: set[tuple[str, str]] = set()
@@ -337,7 +365,7 @@ def _read_task(
     task_hash = results["task_hashes"].get(task)
     if task_hash != concatenated.hexdigest():
         raise InputError(
-            f"task_hashes.{task} {task_hash!r} does not recompute from {f.name} "
+            f"{where}: task_hashes.{task} {task_hash!r} does not recompute from {f.name} "
             f"(the samples give {concatenated.hexdigest()}); import refused"
         )
     return list(checks.values()), ImportedDataset(task, examples)

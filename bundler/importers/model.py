@@ -8,8 +8,10 @@ written once for both runners.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -41,14 +43,38 @@ class Role(StrEnum):
     TASK = "task"  # a file given with --task (a scorer version's file, not an artifact)
 
 
+MAX_IDENTIFIER = 128
+_LONG_KEEP = MAX_IDENTIFIER - 17  # the first characters kept of a name over the limit
+
+
 def to_identifier(raw: str) -> str:
     """``raw`` in the identifier alphabet of SPEC 3: each character outside it becomes
-    ``_``; a first character that is not a letter or digit gets an ``x`` before it; cut
-    to 128 characters. Collisions are the caller's to refuse."""
+    ``_``; a first character that is not a letter or digit gets an ``x`` before it. A
+    name over 128 characters keeps its first 111 and ends in ``-`` and 16 hex digits of
+    the SHA-256 of the whole raw name (UTF-8), so a long name is never cut silently into
+    another. Collisions are the caller's to refuse."""
     name = _OUTSIDE.sub("_", raw)
     if not name or not name[0].isascii() or not name[0].isalnum():
         name = "x" + name
-    return name[:128]
+    if len(name) <= MAX_IDENTIFIER:
+        return name
+    tail = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{name[:_LONG_KEEP]}-{tail}"
+
+
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def issued_at_text(moment: datetime, where: str) -> str:
+    """A run's completion time as the body's ``issued_at`` (RFC 3339 UTC, whole seconds,
+    ``Z``), refused (naming ``where``) when before 1970 or not representable in UTC."""
+    try:
+        utc = moment.astimezone(UTC)
+    except (OverflowError, ValueError) as exc:
+        raise InputError(f"{where}: {moment.isoformat()} is out of range in UTC") from exc
+    if utc < EARLIEST:
+        raise InputError(f"{where}: {utc.isoformat()} is before 1970-01-01T00:00:00Z")
+    return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def is_identifier(value: str) -> bool:
@@ -57,18 +83,34 @@ def is_identifier(value: str) -> bool:
 
 def unique_identifiers(raws: list[str], *, what: str, source: str) -> dict[str, str]:
     """Map each raw name to its identifier; refuse two names that give the same one."""
-    out: dict[str, str] = {}
-    seen: dict[str, str] = {}
-    for raw in raws:
-        ident = to_identifier(raw)
-        if ident in seen and seen[ident] != raw:
+    parts = unique_joined_identifiers([(raw,) for raw in raws], what=what, source=source)
+    return {key[0]: ident for key, ident in parts.items()}
+
+
+def unique_joined_identifiers(
+    keys: list[tuple[str, ...]], *, what: str, source: str
+) -> dict[tuple[str, ...], str]:
+    """Map each key (a check's scorer and metric, or task, metric and filter) to the
+    identifier of its parts joined by ``.``; refuse two different keys that give the
+    same identifier, whether through ``_`` for a character outside the alphabet or
+    through a ``.`` inside a part (``a.b`` + ``c`` and ``a`` + ``b.c``)."""
+    out: dict[tuple[str, ...], str] = {}
+    seen: dict[str, tuple[str, ...]] = {}
+    for key in keys:
+        ident = to_identifier(".".join(key))
+        if ident in seen and seen[ident] != key:
             raise InputError(
-                f"{source}: {what} {seen[ident]!r} and {raw!r} both become identifier "
-                f"{ident!r}; import refused"
+                f"{source}: {what} {_shown(seen[ident])} and {_shown(key)} both become "
+                f"identifier {ident!r} (each character outside A-Z a-z 0-9 . _ - becomes _, "
+                "parts are joined by .); import refused"
             )
-        seen[ident] = raw
-        out[raw] = ident
+        seen[ident] = key
+        out[key] = ident
     return out
+
+
+def _shown(key: tuple[str, ...]) -> str:
+    return repr(key[0]) if len(key) == 1 else "(" + ", ".join(map(repr, key)) + ")"
 
 
 @dataclass(frozen=True)
@@ -119,7 +161,9 @@ class ImportedCheck:
     value: float | None  # the runner's own value of the metric
     explanation: str
     repeats: int
+    value_where: str  # the file and field the runner's value was read from, for errors
     observations: list[Any] = field(default_factory=list)
+    filter: str = ""  # lm-eval's filter ("" for Inspect)
     cases: list[ImportedCase] = field(default_factory=list)
 
 
@@ -146,6 +190,7 @@ class ImportedRun:
     project: str
     organization: str
     issued_at: str  # RFC 3339 UTC, whole seconds, Z
+    issued_at_where: str  # the file and field it was read from, for errors
     run: dict[str, Any]  # the run's own identity, for the subject
     runner: dict[str, Any]  # {"name", "version"}
     files: list[ImportedFile]  # run files (and --dataset files): artifacts of every case

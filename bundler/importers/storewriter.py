@@ -8,7 +8,10 @@ forever, so the same content may already be there), a path that holds other byte
 refused, and nothing has been moved. The report directory is moved last, in one rename,
 so a report appears whole or not at all; the content-addressed files moved before it are
 harmless if a crash comes between. A refusal or an interruption removes the staging
-directory, and the store root too when this import created it.
+directory, and the store root too when this import created it; SIGINT and SIGTERM wait
+until that cleanup (and the one after a commit) has finished, so a signal never leaves
+half of it done. Nothing is written through a symbolic link inside the store: the root
+and every directory below it that a path passes through must be real directories.
 """
 
 from __future__ import annotations
@@ -18,7 +21,11 @@ import hashlib
 import os
 import secrets
 import shutil
-from collections.abc import Iterable
+import signal
+import stat
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +61,30 @@ class CommitResult:
     files_written: int
 
 
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Run the block to its end even when SIGINT or SIGTERM arrives; the signal's own
+    handler runs afterwards. Only the main thread handles signals; elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {}
+    for sig in _DEFERRED:
+        if signal.getsignal(sig) is not None:  # None: a handler Python cannot restore
+            previous[sig] = signal.signal(sig, lambda n, _f: caught.append(n))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if caught:
+            signal.raise_signal(caught[0])
+
+
 class StoreWriter:
     """A staging area for one import; use as a context manager (abort on error)."""
 
@@ -65,11 +96,13 @@ class StoreWriter:
             raise OutputError(f"{self.root}: the store root is not a directory")
         if not self.root.parent.is_dir():
             raise OutputError(f"{self.root.parent}: the store's parent directory does not exist")
-        self.created_root = not self.root.exists()
-        if self.created_root:
-            self.root.mkdir()
+        self.created_root = False
         self.staging = self.root / (STAGING_PREFIX + secrets.token_hex(8))
-        self.staging.mkdir()
+        with deferred_signals():  # a new root and its staging directory appear together
+            if not self.root.exists():
+                self.root.mkdir()
+                self.created_root = True
+            self.staging.mkdir()
         self._staged: dict[str, Path] = {}  # final relpath -> staged file
         self._examples: dict[str, Path] = {}  # digest -> staged example body
         self._dirs: set[str] = set()  # staged directories already made
@@ -141,9 +174,36 @@ class StoreWriter:
 
     # ------------------------------------------------------------------ committing
 
+    def _real_directories(self, relpaths: Iterable[str]) -> None:
+        """Refuse (moving nothing) when a directory a final path passes through is a
+        symbolic link or not a directory: a link inside the store would write outside it."""
+        checked: set[str] = set()
+        for relpath in relpaths:
+            parts = relpath.split("/")[:-1]
+            for depth in range(1, len(parts) + 1):
+                sub = "/".join(parts[:depth])
+                if sub in checked:
+                    continue
+                checked.add(sub)
+                try:
+                    mode = os.lstat(self.root / sub).st_mode
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISLNK(mode):
+                    raise StoreError(
+                        f"{self.root / sub}: a symbolic link inside the store; refusing to write "
+                        "through it (import refused)"
+                    )
+                if not stat.S_ISDIR(mode):
+                    raise StoreError(
+                        f"{self.root / sub}: not a directory inside the store; import refused"
+                    )
+
     def commit(self, report_dir: str, access: bytes | None) -> CommitResult:
         """Move everything into place; refuse, moving nothing, when a path holds other
-        bytes. ``report_dir`` (``reports/<id>``) moves last, in one rename."""
+        bytes or passes through a symbolic link. ``report_dir`` (``reports/<id>``) moves
+        last, in one rename."""
+        self._real_directories([*self._staged, "access.json", f"{report_dir}/x"])
         prefix = report_dir + "/"
         report_files = sorted(r for r in self._staged if r.startswith(prefix))
         others = sorted(r for r in self._staged if not r.startswith(prefix))
@@ -218,12 +278,14 @@ class StoreWriter:
         return sorted(self._staged)
 
     def close(self) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
+        with deferred_signals():
+            shutil.rmtree(self.staging, ignore_errors=True)
 
     def abort(self) -> None:
-        self.close()
-        if self.created_root:
-            shutil.rmtree(self.root, ignore_errors=True)
+        with deferred_signals():
+            shutil.rmtree(self.staging, ignore_errors=True)
+            if self.created_root:
+                shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> StoreWriter:
         return self
