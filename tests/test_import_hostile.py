@@ -195,6 +195,31 @@ def _bomb() -> bytes:
 
 ZEROS = bytes(20 * 1024 * 1024)
 
+def _set_accuracy(value: Any) -> Callable[[Any], None]:
+    return lambda h: h["results"]["scores"][0]["metrics"]["accuracy"].update(value=value)
+
+
+def _set_score(value: Any) -> Callable[[Any], None]:
+    return lambda s: s["scores"]["match"].update(value=value)
+
+
+def _set_completed(value: Any) -> list[Member]:
+    return edit_json("header.json", lambda h: h["stats"].update(completed_at=value))
+
+
+def _dot_collision() -> list[Member]:
+    """Scorers ``a.b`` (metric ``c``) and ``a`` (metric ``b.c``): both ``a.b.c``."""
+
+    def header(h: Any) -> None:
+        first, second = h["results"]["scores"][:2]
+        first["name"] = "a.b"
+        first["metrics"] = {"c": first["metrics"]["accuracy"]}
+        second["name"] = "a"
+        second["metrics"] = {"b.c": second["metrics"]["accuracy"]}
+
+    return edit_json("header.json", header)
+
+
 # name -> (the log's bytes, a phrase the one-line error must hold)
 INSPECT_CASES: dict[str, tuple[Callable[[], bytes], str]] = {
     # the container
@@ -389,6 +414,89 @@ INSPECT_CASES: dict[str, tuple[Callable[[], bytes], str]] = {
         ),
         "both become identifier",
     ),
+    # A header that disagrees with its samples, every way (SPEC 16: the result is derived
+    # as SPEC 12 does, so audit re-derives it; a runner's value that is not what its
+    # samples give is refused rather than written).
+    **{
+        f"header metric {label}": (
+            (lambda v: lambda: build_zip(edit_json("header.json", _set_accuracy(v))))(value),
+            "accuracy.value: ",
+        )
+        for label, value in (("lies", 0.1), ("null", None), ("zero", 0), ("above one", 1.5))
+    },
+    **{
+        f"sample value {label}": (
+            (lambda v: lambda: build_zip(edit_json(SAMPLE, _set_score(v))))(value),
+            "is not what its samples give",
+        )
+        for label, value in (("P", "P"), ("N", "N"), ("I", "I"), ("-5", -5), ("1e308", 1e308))
+    },
+    "sample scores null": (
+        lambda: build_zip(edit_json(SAMPLE, lambda s: s.update(scores=None))),
+        "is not what its samples give",
+    ),
+    "sample error set": (
+        lambda: build_zip(edit_json(SAMPLE, lambda s: s.update(error={"message": "x"}))),
+        "is not what its samples give",
+    ),
+    "sample member missing": (
+        lambda: build_zip(edit(MEMBERS, SAMPLE, lambda m: None)),
+        "has no member samples/add-2_epoch_1.json",
+    ),
+    "sample scorer not in header": (
+        lambda: build_zip(
+            edit_json(SAMPLE, lambda s: s["scores"].update(extra={"value": "C"}))
+        ),
+        "scores.extra: a scorer the header",
+    ),
+    "metric that is not a mean": (
+        lambda: build_zip(
+            edit_json(
+                "header.json",
+                lambda h: h["results"]["scores"][0]["metrics"].update(
+                    f1={"name": "f1", "value": 0.4, "params": {}}
+                ),
+            )
+        ),
+        "metrics.f1.value: 0.4 is not what its samples give",
+    ),
+    # Header values the report cannot hold.
+    "completed in year 9999": (
+        lambda: build_zip(_set_completed("9999-12-31T23:59:59+00:00")),
+        "past 9999-12-31T23:59:59Z",
+    ),
+    "completed at year 1": (
+        lambda: build_zip(_set_completed("0001-01-01T00:00:00+01:00")),
+        "out of range in UTC",
+    ),
+    "completed before 1970": (
+        lambda: build_zip(_set_completed("1969-12-31T23:59:59+00:00")),
+        "before 1970",
+    ),
+    "completed an integer": (
+        lambda: build_zip(_set_completed(1800000000)),
+        "stats.completed_at: not a string",
+    ),
+    "header a list": (
+        lambda: build_zip(edit(MEMBERS, "header.json", lambda m: replace(m, data=b"[]"))),
+        "header.json: not a JSON object",
+    ),
+    "header null": (
+        lambda: build_zip(edit(MEMBERS, "header.json", lambda m: replace(m, data=b"null"))),
+        "header.json: not a JSON object",
+    ),
+    "version a float": (
+        lambda: build_zip(edit_json("header.json", lambda h: h.update(version=2.0))),
+        "log version 2.0",
+    ),
+    "empty task": (
+        lambda: build_zip(edit_json("header.json", lambda h: h["eval"].update(task=""))),
+        "/project: '' should be non-empty",
+    ),
+    "check ids collide through a dot": (
+        lambda: build_zip(_dot_collision()),
+        "both become identifier 'a.b.c'",
+    ),
 }
 
 
@@ -523,6 +631,47 @@ LM_CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "samples missing": (lm_case(drop_samples=True), "has no samples file"),
     "results not an object": (lm_case(change_results=lambda r: r.clear()), "results: missing"),
     "no date": (lm_case(change_results=lambda r: r.pop("date")), "date"),
+    # results that disagree with their samples, or that the import would drop
+    **{
+        f"results value {label}": (
+            (lambda v: lm_case(change_results=lambda r: r["results"]["fixture_gen"].update(
+                {"exact_match,take-first": v}
+            )))(value),
+            "results.fixture_gen.exact_match,take-first: ",
+        )
+        for label, value in (("lies", 0.99), ("null", None), ("one", 1))
+    },
+    "results value a string": (
+        lm_case(change_results=lambda r: r["results"]["fixture_gen"].update(
+            {"exact_match,take-first": "0.3"}
+        )),
+        "results_",  # the results file is named
+    ),
+    **{
+        f"per-document value {label}": (
+            (lambda v: lm_case(_first(lambda s: s.update({s["metrics"][0]: v}))))(value),
+            "is not what its samples give",
+        )
+        for label, value in (("2.0", 2.0), ("true", True), ("-1", -1))
+    },
+    "results metric with no samples": (
+        lm_case(change_results=lambda r: r["results"]["fixture_gen"].update(
+            {"exact_match,n/o ne": 0.5}
+        )),
+        "exact_match,n/o ne: 0.5 is not what its samples give, None",
+    ),
+    "results task with no samples": (
+        lm_case(change_results=lambda r: r["results"].update(ghost={"acc,none": 1.0})),
+        "results.ghost: a task with no entry in configs",
+    ),
+    "task hash of no task": (
+        lm_case(change_results=lambda r: r["task_hashes"].update(ghost=_sha("x"))),
+        "task_hashes.ghost: a task with no entry in configs",
+    ),
+    "results metric without a filter": (
+        lm_case(change_results=lambda r: r["results"]["fixture_gen"].update(bleu=0.5)),
+        "results.fixture_gen.bleu: not <metric>,<filter>",
+    ),
 }
 
 
