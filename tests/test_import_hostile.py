@@ -793,3 +793,128 @@ def test_an_lm_eval_line_over_the_cap_stays_within_memory_and_time(tmp_path: Pat
     assert run.peak_bytes < 300 * 1024 * 1024
     assert run.wall < 10
     assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------------------------------ names, options, store
+
+
+NON_UTF8 = b"r\xff"
+
+
+def _non_utf8_args(tmp: Path, which: str) -> list[str]:
+    """Import arguments where the file named by ``which`` has a name that is not UTF-8."""
+    import os
+
+    d = os.fsencode(tmp)
+    if which == "log":
+        path = d + b"/" + NON_UTF8 + b".eval"
+        Path(os.fsdecode(path)).write_bytes(INSPECT_LOG.read_bytes())
+        return ["import-inspect", os.fsdecode(path)]
+    if which == "task":
+        path = d + b"/t\xff.py"
+        Path(os.fsdecode(path)).write_bytes(b"pass\n")
+        return ["import-inspect", str(INSPECT_LOG), "--task", os.fsdecode(path)]
+    if which == "decision":
+        path = d + b"/d\xff.json"
+        Path(os.fsdecode(path)).write_text('{"schema": "evalbook.decision.v1", "checks": {}}')
+        return ["import-inspect", str(INSPECT_LOG), "--decision", os.fsdecode(path)]
+    if which == "dataset":
+        path = d + b"/data\xff.jsonl"
+        Path(os.fsdecode(path)).write_bytes(b"{}\n")
+        return ["import-inspect", str(INSPECT_LOG), "--dataset", os.fsdecode(path)]
+    samples = [*LM_SAMPLES]
+    bad = d + b"/samples_fixture_gen_\xff.jsonl"
+    Path(os.fsdecode(bad)).write_bytes(samples[0].read_bytes())
+    args = ["import-lm-eval", str(LM_RESULTS), "--samples", os.fsdecode(bad)]
+    return [*args, "--samples", str(samples[1])]
+
+
+@pytest.mark.parametrize("which", ["log", "task", "decision", "dataset", "samples"])
+def test_a_file_name_that_is_not_utf8_is_one_line_exit_3(which: str, tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    store = tmp_path / "store"
+    done = run_cli(*_non_utf8_args(tmp_path, which), "--store", str(store), "--principal", "a")
+    err = done.stderr.decode()
+    assert done.returncode == 3, err
+    assert err.count("\n") == 1 and "not UTF-8" in err and "Traceback" not in err, err
+    assert not store.exists()
+
+
+@pytest.mark.parametrize(
+    "report_id", ["", ".", "..", "a/b", "-x", "x" * 129, "\u00e9", "a b", "a\x1b"]
+)
+def test_a_report_id_that_is_not_an_identifier_is_a_usage_error(
+    report_id: str, tmp_path: Path
+) -> None:
+    from conftest import run_cli
+
+    store = tmp_path / "store"
+    done = run_cli(
+        "import-inspect", str(INSPECT_LOG), "--store", str(store), "--principal", "a",
+        "--report-id", report_id,
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    assert err.count("\n") == 1 and "--report-id" in err and "not an identifier" in err
+    assert not store.exists()
+
+
+@pytest.mark.parametrize(
+    "inner", ["reports", "blobs", "blobs/sha256", "datasets", "scorers", "suites"]
+)
+def test_a_symlink_inside_an_existing_store_is_never_written_through(
+    inner: str, tmp_path: Path
+) -> None:
+    from conftest import run_cli
+
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "access.json").write_text('{"principals": {"a": ["report.export"]}}')
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = store / inner
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside)
+    done = run_cli("import-inspect", str(INSPECT_LOG), "--store", str(store))
+    err = done.stderr.decode()
+    assert done.returncode == 3, err
+    assert err.count("\n") == 1 and "symbolic link inside the store" in err, err
+    assert list(outside.iterdir()) == []
+    assert not any(p.name.startswith(".evalbook-import-") for p in store.iterdir())
+
+
+@pytest.mark.parametrize("step", ["close", "abort"])
+def test_a_signal_during_cleanup_waits_until_it_is_done(
+    step: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+    import signal
+
+    from bundler.importers import storewriter
+
+    def raising(_n: int, _f: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, raising)
+    real_rmtree = shutil.rmtree
+    calls: list[str] = []
+
+    def rmtree_with_a_signal(path: Any, *args: Any, **kw: Any) -> None:
+        if not calls:  # the first removal is where the signal arrives
+            signal.raise_signal(signal.SIGTERM)
+        calls.append(str(path))
+        real_rmtree(path, *args, **kw)
+
+    try:
+        monkeypatch.setattr(storewriter.shutil, "rmtree", rmtree_with_a_signal)
+        root = tmp_path / "new-store"
+        writer = storewriter.StoreWriter(root)
+        writer.put_payload(b"x" * 10)
+        with pytest.raises(KeyboardInterrupt):
+            getattr(writer, step)()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert not writer.staging.exists()
+    # abort removes the root this import created; close (after a commit) keeps it.
+    assert root.exists() is (step == "close")
