@@ -151,3 +151,41 @@ def test_a_decision_whose_repeats_are_not_the_runs_is_refused(
     assert f"gives {epochs} repeats" in err
     assert not store.exists()
 
+
+
+@pytest.mark.parametrize("length", [127, 128, 129, 300])
+def test_a_long_scorer_name_keeps_its_metric_and_never_cuts_silently(
+    length: int, tmp_path: Path
+) -> None:
+    from bundler.importers.model import is_identifier, to_identifier
+
+    name = "m" * length
+
+    def rename(h: Any) -> None:
+        h["results"]["scores"][0]["name"] = name
+
+    def rename_sample(s: Any) -> None:
+        if s.get("scores") and "match" in s["scores"]:  # an errored sample has no score
+            s["scores"][name] = s["scores"].pop("match")
+
+    import test_import_hostile as hostile
+
+    members = edit_json("header.json", rename)
+    log = tmp_path / "long.eval"
+    rebuilt = []
+    for m in members:
+        if m.name.startswith("samples/"):
+            value = json.loads(m.data)
+            rename_sample(value)
+            m = hostile.replace(m, data=json.dumps(value).encode())
+        rebuilt.append(m)
+    log.write_bytes(build_zip(rebuilt))
+    body, audit = _import_and_audit(Runner.INSPECT, (log,), None, tmp_path)
+    assert audit.verdict is AuditVerdict.CONSISTENT
+    check_id = body["checks"][0]["check_id"]
+    assert check_id == to_identifier(f"{name}.accuracy") and is_identifier(check_id)
+    if length + len(".accuracy") <= 128:
+        assert check_id == f"{name}.accuracy"
+    else:
+        assert len(check_id) == 128 and check_id[-17] == "-"
+        assert check_id != to_identifier(f"{name}.accuracz")  # the whole name counts
