@@ -147,13 +147,22 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
     run_dir = tmp / "run"
     run_dir.mkdir()
     paths: dict[str, list[Path]] = {}
-    for entry in files:
+    for i, entry in enumerate(files):
         digest = entry.get("digest") if isinstance(entry, dict) else None
         name = entry.get("name") if isinstance(entry, dict) else None
-        if not is_digest(digest) or not isinstance(name, str) or not is_file_name(name):
-            # The digest names a path under data/blobs/ and the name a file written
-            # here: anything but a digest and a plain file name is refused.
-            raise InputError(f"{bundle}: the report's subject lists a malformed run file")
+        # The digest names a path under data/blobs/ and the name a file written here:
+        # anything but a digest and a plain file name is refused.
+        if not is_digest(digest):
+            raise InputError(
+                f"{bundle}: data/report/body.json: subject.files[{i}].digest: not a sha256 "
+                "digest; cannot re-derive"
+            )
+        if not isinstance(name, str) or not is_file_name(name):
+            raise InputError(
+                f"{bundle}: data/report/body.json: subject.files[{i}].name {name!r}: not a "
+                "plain file name (one segment, not . or .., no slash, backslash or control "
+                "character); cannot re-derive"
+            )
         assert isinstance(digest, str)
         source = top / "data/blobs/sha256" / digest.removeprefix("sha256:")
         if not source.is_file():
