@@ -27,8 +27,8 @@ from test_importers import (
     decision,
 )
 
-from bundler.core.claims import VerifyOptions
 from bundler.bundles.audit import audit_bundle
+from bundler.core.claims import VerifyOptions
 from bundler.evalbook.audit import AuditVerdict
 from bundler.evalbook.export import ExportConfig, export_bundle
 from bundler.importers.importing import ImportConfig, Runner, import_run
@@ -142,15 +142,20 @@ def test_a_decision_whose_repeats_are_not_the_runs_is_refused(
     )
     store = tmp_path / "store"
     done = run_cli(
-        "import-inspect", str(INSPECT_LOG), "--store", str(store), "--principal", "a",
-        "--decision", str(d),
+        "import-inspect",
+        str(INSPECT_LOG),
+        "--store",
+        str(store),
+        "--principal",
+        "a",
+        "--decision",
+        str(d),
     )
     err = done.stderr.decode()
     assert done.returncode == 3 and err.count("\n") == 1, err
     assert f"d.json: checks.match.accuracy.aggregation.repeats: {given}" in err
     assert f"gives {epochs} repeats" in err
     assert not store.exists()
-
 
 
 @pytest.mark.parametrize("length", [127, 128, 129, 300])

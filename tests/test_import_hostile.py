@@ -195,6 +195,7 @@ def _bomb() -> bytes:
 
 ZEROS = bytes(20 * 1024 * 1024)
 
+
 def _set_accuracy(value: Any) -> Callable[[Any], None]:
     return lambda h: h["results"]["scores"][0]["metrics"]["accuracy"].update(value=value)
 
@@ -444,9 +445,7 @@ INSPECT_CASES: dict[str, tuple[Callable[[], bytes], str]] = {
         "has no member samples/add-2_epoch_1.json",
     ),
     "sample scorer not in header": (
-        lambda: build_zip(
-            edit_json(SAMPLE, lambda s: s["scores"].update(extra={"value": "C"}))
-        ),
+        lambda: build_zip(edit_json(SAMPLE, lambda s: s["scores"].update(extra={"value": "C"}))),
         "scores.extra: a scorer the header",
     ),
     "metric that is not a mean": (
@@ -634,17 +633,23 @@ LM_CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     # results that disagree with their samples, or that the import would drop
     **{
         f"results value {label}": (
-            (lambda v: lm_case(change_results=lambda r: r["results"]["fixture_gen"].update(
-                {"exact_match,take-first": v}
-            )))(value),
+            (
+                lambda v: lm_case(
+                    change_results=lambda r: r["results"]["fixture_gen"].update(
+                        {"exact_match,take-first": v}
+                    )
+                )
+            )(value),
             "results.fixture_gen.exact_match,take-first: ",
         )
         for label, value in (("lies", 0.99), ("null", None), ("one", 1))
     },
     "results value a string": (
-        lm_case(change_results=lambda r: r["results"]["fixture_gen"].update(
-            {"exact_match,take-first": "0.3"}
-        )),
+        lm_case(
+            change_results=lambda r: r["results"]["fixture_gen"].update(
+                {"exact_match,take-first": "0.3"}
+            )
+        ),
         "results_",  # the results file is named
     ),
     **{
@@ -655,9 +660,9 @@ LM_CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         for label, value in (("2.0", 2.0), ("true", True), ("-1", -1))
     },
     "results metric with no samples": (
-        lm_case(change_results=lambda r: r["results"]["fixture_gen"].update(
-            {"exact_match,n/o ne": 0.5}
-        )),
+        lm_case(
+            change_results=lambda r: r["results"]["fixture_gen"].update({"exact_match,n/o ne": 0.5})
+        ),
         "exact_match,n/o ne: 0.5 is not what its samples give, None",
     ),
     "results task with no samples": (
@@ -851,8 +856,14 @@ def test_a_report_id_that_is_not_an_identifier_is_a_usage_error(
 
     store = tmp_path / "store"
     done = run_cli(
-        "import-inspect", str(INSPECT_LOG), "--store", str(store), "--principal", "a",
-        "--report-id", report_id,
+        "import-inspect",
+        str(INSPECT_LOG),
+        "--store",
+        str(store),
+        "--principal",
+        "a",
+        "--report-id",
+        report_id,
     )
     err = done.stderr.decode()
     assert done.returncode == 2, err

@@ -23,13 +23,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bundler.core import canonical
+from bundler.core import canonical, schemas
 from bundler.core.digests import json_digest
-from bundler.core import schemas
 from bundler.core.errors import InputError, SchemaError
 from bundler.core.version import TOOL_NAME, __version__
-from bundler.evalbook.contract import MAX_EVIDENCE_REFS
 from bundler.evalbook.auditor import numbers_agree
+from bundler.evalbook.contract import MAX_EVIDENCE_REFS
 from bundler.evalbook.derive import derive_check, derive_report
 from bundler.evalbook.scorers import scorer_file_order, scorer_version_digest
 from bundler.importers.decision import Decision, no_threshold
@@ -272,8 +271,9 @@ def _reasons(checks_out: list[dict[str, Any]], decision: Decision | None, result
     return reasons
 
 
-def _runner_value_problem(check: ImportedCheck, dataset_id: str, example_ids: list[str],
-                          cases: list[dict[str, Any]]) -> str | None:
+def _runner_value_problem(
+    check: ImportedCheck, dataset_id: str, example_ids: list[str], cases: list[dict[str, Any]]
+) -> str | None:
     """Why the runner's own value of the metric is not what SPEC 12 derives from the
     check's cases under the no-decision rule (the mean), or None when it is."""
     mean = derive_check(
