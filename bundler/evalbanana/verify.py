@@ -146,9 +146,12 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         with eb.Beneath(project_root) as project:
             definitions = [resolve_definition(run, check, project) for check in run.checks]
         tree = _tree_of(_read_results(run, run_dir))
-        if not findings:
+        not_found = no_definition_found(run, definitions, project_root)
+        if not findings and not_found is None:
             # A consistent run verifies in place only if export-eb would write its
-            # bundle: the exporter's own rules decide, so the two never disagree.
+            # bundle: the exporter's own rules decide, so the two never disagree. (A
+            # project holding none of the definitions is export's usage error, and an
+            # unprovable claim here.)
             _refuse_what_export_refuses(run_dir, project_root)
     except BundlerError as exc:
         return Verification(
@@ -172,7 +175,6 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
     checker.add_finding_claims()
     for check, definition in zip(run.checks, definitions, strict=True):
         _definition_in_place(claims, check, definition)
-    not_found = no_definition_found(run, definitions, project_root)
     if not_found is not None:
         claims.unprovable(
             7,
