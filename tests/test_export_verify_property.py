@@ -31,7 +31,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
 from test_export_eb import PROJECT as EB_PROJECT
 from test_export_eb import copy_run, edit_check
 
