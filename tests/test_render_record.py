@@ -324,7 +324,7 @@ def _outcome(render: Any) -> str | None:
 
 # Floats the file reader sees as integers past 2^53 (JCS spells integral floats under
 # 1e21 without an exponent), the largest and smallest finite floats, and ordinary ones.
-HUGE_FLOATS = [2.0**53, 2.0**60, 1e20, 1e21, 1e308, -1e308, 1.5e300, 0.5]
+HUGE_FLOATS = [2.0**53, 1e20, 1e21, 1e308, -1e308]
 
 
 @pytest.mark.parametrize("kind", ["verification", "audit"])
