@@ -362,3 +362,48 @@ def empty_members_bundle(
         body += count * BLOCK
         z.write(end_of_archive(body))
     return out
+
+
+def long_names_bundle(
+    out: Any, count: int, name_bytes: int, *, dirs: bool = False, top: str = "evalbook-bundle-r1"
+) -> Any:
+    """A tar.zst of ``count`` empty members (directories with ``dirs``) whose full names
+    are ``name_bytes`` long each, in a chain of 255-byte directories, streamed."""
+    compressor = zstandard.ZstdCompressor(level=1, write_checksum=True)
+    body = 0
+    with open(out, "wb") as fh, compressor.stream_writer(fh, closefd=False) as z:
+        chain = [top, f"{top}/data", f"{top}/data/blobs"]
+        base = chain[-1]
+        while name_bytes - len(base) - 1 > 255:
+            base += "/" + "d" * 255
+            chain.append(base)
+        for name in chain:
+            member = pax_member([("path", name + "/")]) + header("d/", typeflag=b"5")
+            z.write(member)
+            body += len(member)
+        fill = name_bytes - len(base) - 1
+        batch: list[bytes] = []
+        for i in range(count):
+            name = base + "/" + (f"{i:08d}" + "f" * 255)[:fill]
+            if dirs:
+                member = pax_member([("path", name + "/")]) + header("d/", typeflag=b"5")
+            else:
+                member = pax_member([("path", name)]) + header("f")
+            batch.append(member)
+            body += len(member)
+            if len(batch) == 1024:
+                z.write(b"".join(batch))
+                batch = []
+        z.write(b"".join(batch))
+        z.write(end_of_archive(body))
+    return out
+
+
+def chain_name_bytes(name_bytes: int, top: str = "evalbook-bundle-r1") -> int:
+    """The name bytes ``long_names_bundle`` spends on its directory chain."""
+    chain = [top, f"{top}/data", f"{top}/data/blobs"]
+    base = chain[-1]
+    while name_bytes - len(base) - 1 > 255:
+        base += "/" + "d" * 255
+        chain.append(base)
+    return sum(len(c) for c in chain)

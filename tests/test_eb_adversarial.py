@@ -532,11 +532,19 @@ def _large_stdout(run: Path, size: int) -> Path:
     return path
 
 
-def test_large_stdout_verifies_in_place_within_budget(tmp_path: Path) -> None:
+def test_large_stdout_is_refused_in_place_as_export_refuses_it_within_budget(
+    tmp_path: Path,
+) -> None:
+    # The bundle reader keeps a run file whole under the document cap, so no bundle of
+    # this run can verify: verify in place refuses it with the exporter's rule.
     run = copy_run(tmp_path)
-    _large_stdout(run, 400 * 2**20)
+    size = 400 * 2**20
+    path = _large_stdout(run, size)
     code, stderr, rss, _ = measured("verify", str(run), "--project", str(PROJECT))
-    assert code == 0, stderr.decode()
+    assert code == 3, stderr.decode()
+    assert "export-eb would refuse this run" in stderr.decode()
+    assert f"{path}: {size} bytes, over the {CAP}-byte document cap" in stderr.decode()
+    assert "Traceback" not in stderr.decode()
     assert rss < BUDGET_BYTES, f"peak RSS {rss / 2**20:.0f} MiB"
 
 

@@ -31,12 +31,18 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from test_export_eb import PROJECT as EB_PROJECT
+from test_export_eb import copy_run, edit_check
 
+from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES, MAX_KEPT_BYTES
 from bundler.bundles.verify import verify_bundle
 from bundler.core import canonical
 from bundler.core.claims import Verdict, VerifyOptions
 from bundler.core.digests import SCORER_TAG, framed_digest, json_digest
 from bundler.core.errors import BundlerError
+from bundler.evalbanana import run as eb
+from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
+from bundler.evalbanana.verify import verify_run_dir
 from bundler.evalbook.export import ExportConfig, export_bundle
 from bundler.testing.fixturegen import CaseSpec, CheckSpec, StoreBuilder
 
@@ -454,3 +460,72 @@ def test_an_edited_fixture_store_is_refused_or_exports_a_bundle_that_verifies(
         f"export succeeded (exit 0) but verify says {verification.verdict.value}: "
         f"{verification.error or failures}"
     )
+
+
+# ------------------------------------------- eval-banana run directories, by size
+#
+# A run exports iff it verifies in place (SPEC 5, Resources; threat model class 6), and
+# when both refuse they name the same rule: verify RUN --project asks the exporter's own
+# writer (evalbanana.export.check_exportable). Runs are the fixture run with stdout
+# files (sparse, NUL bytes) at and around every size the bundle reader bounds: the
+# 2,000-character tail, the 32 MiB document cap, and the 48 MiB of documents in all.
+
+EB_EXPORTED_AT = datetime(2026, 12, 1, tzinfo=UTC)
+EB_CAP = MAX_DOCUMENT_BYTES
+EB_KEPT = MAX_KEPT_BYTES
+EB_LONG = "long-output-with-a-very-long-check-identifier-over-forty"
+EB_SECOND = "passes"
+EB_SIZES: list[tuple[int, int]] = [
+    (eb.STDOUT_TAIL_CHARS, 0),
+    (eb.STDOUT_TAIL_CHARS + 1, 0),
+    (EB_CAP - 1, 0),
+    (EB_CAP, 0),
+    (EB_CAP + 1, 0),
+    (50 * 1000 * 1000, 0),  # the 50 MB stdout of issue 28
+    (EB_KEPT // 2 - 2**20, EB_KEPT // 2 - 2**20),  # room left for the other documents
+    (EB_KEPT // 2, EB_KEPT // 2),  # over the documents in all, each under the cap
+]
+
+
+def _eb_stdout(run: Path, check_id: str, size: int) -> None:
+    stem = eb.check_stem(check_id)
+    path = run / "checks" / f"{stem}.stdout.txt"
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+    tail = eb.bounded_tail(
+        "\x00" * size if size <= eb.STDOUT_TAIL_CHARS else "\x00" * (eb.STDOUT_TAIL_CHARS + 1),
+        stem=stem,
+    )
+    edit_check(run, check_id, lambda c: c.update(stdout=tail))
+
+
+@pytest.mark.parametrize(("first", "second"), EB_SIZES)
+def test_an_eval_banana_run_exports_iff_it_verifies_in_place(
+    first: int, second: int, tmp_path: Path
+) -> None:
+    run = copy_run(tmp_path)
+    _eb_stdout(run, EB_LONG, first)
+    if second:
+        _eb_stdout(run, EB_SECOND, second)
+    in_place = verify_run_dir(run, EB_PROJECT, VerifyOptions())
+    out = tmp_path / "b.tar.zst"
+    try:
+        export_eb_bundle(EbExportConfig(run, EB_PROJECT, EB_EXPORTED_AT, out=out))
+    except BundlerError as e:
+        assert e.exit_code == 3, f"export refused with exit {e.exit_code}: {e}"
+        assert not out.exists(), "a refused export left its archive"
+        assert in_place.verdict is Verdict.ERROR, (
+            f"export refused ({e}) but verify in place says {in_place.verdict.value}"
+        )
+        assert in_place.error is not None and e.message in in_place.error, (
+            in_place.error,
+            e.message,
+        )
+        return
+    assert in_place.verdict is Verdict.VERIFIED, in_place.error or [
+        c.detail for c in in_place.failures()
+    ]
+    bundled = verify_bundle(str(out), VerifyOptions())
+    assert bundled.verdict is Verdict.VERIFIED, bundled.error or [
+        c.detail for c in bundled.failures()
+    ]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+from bundler.archive import names
 from bundler.archive.reader import MAX_CASES, ArchiveTap, Member, iter_archive
 from bundler.archive.safe_extract import SafeExtractor
 from bundler.core import canonical
@@ -265,11 +266,22 @@ def iter_directory(root: Path, *, source: str) -> Iterator[tuple[Member, Iterato
     top = os.path.basename(os.path.realpath(root))
     if not top:
         raise InputError(f"{source}: the file system root cannot be a bag directory")
-    yield Member(top, True, 0, 0, 0o755), iter(())
+    # The archive's member and name-byte caps hold for a directory too: the bag's names
+    # are kept (BagContents.files), so their count and bytes are what memory grows with.
+    ledger = names.MemberNames()
+
+    def counted(name: str, rel: str) -> str:
+        problem = ledger.tally(len(name.encode("utf-8", "surrogateescape")))
+        if problem is not None:
+            raise ArchiveError(f"{source}: {rel}: {problem}")
+        return name
+
+    yield Member(counted(top, "."), True, 0, 0, 0o755), iter(())
 
     def walk(directory: Path, prefix: str) -> Iterator[tuple[Member, Iterator[bytes]]]:
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             rel = f"{prefix}{entry.name}"
+            counted(f"{top}/{rel}", rel)
             st = entry.stat(follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
                 raise ArchiveError(f"{source}: {rel}: symbolic link in the bag directory (refused)")

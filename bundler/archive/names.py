@@ -9,12 +9,27 @@ verifier rejects.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from typing import Final
 
 MAX_NAME_BYTES: Final = 4096
 MAX_SEGMENT_BYTES: Final = 255
+# The most members a bundle may have (docs/format.md, "Reader caps"): three per exported
+# case (its example body, its output, one evidence payload; cases that share them need
+# fewer) for the 20,000 cases, and 5,536 more for everything else (directories, tag
+# files, documents, scorer files, evidence manifests).
+MAX_MEMBERS: Final = 2**16
+# The most bytes (UTF-8, top directory included, no trailing '/') all member names of a
+# bundle may take together (docs/format.md, "Reader caps"). The verifier keeps each
+# file's name to compare it with manifest-sha256.txt, a document of at most 32 MiB that
+# spells every data/ file's name plus 67 bytes: names beyond that could not all be listed.
+MAX_NAMES_TOTAL_BYTES: Final = 32 * 1024 * 1024
+# A name is remembered by a 16-byte BLAKE2b digest, never by its text, so what a member
+# costs does not grow with its name. Two names with one digest read as one name: the
+# member is refused, never let through, so a digest collision can only refuse.
+NAME_KEY_BYTES: Final = 16
 CONTROL_RE: Final = re.compile("[\x00-\x1f\x7f]")
 
 
@@ -59,3 +74,96 @@ def _full_name_problem(name: str) -> str | None:
 def folded(name: str) -> str:
     """The form two names must not share: NFC after Unicode case folding."""
     return name.lower() if name.isascii() else unicodedata.normalize("NFC", name.casefold())
+
+
+def _key(text: str) -> bytes:
+    return hashlib.blake2b(
+        text.encode("utf-8", "surrogatepass"), digest_size=NAME_KEY_BYTES
+    ).digest()
+
+
+class MemberNames:
+    """The member names of one bundle, counted as the reader and the exporter count them.
+
+    The one place that decides whether a bundle may hold one more name: the name rules
+    (``name_problem``), no name twice exactly or after NFC + case folding, at most
+    ``MAX_MEMBERS`` members and ``MAX_NAMES_TOTAL_BYTES`` bytes of names in all. The
+    strict reader asks it for every member it reads and the exporter's ``BagWriter`` for
+    every member it writes, so the exporter refuses exactly what the reader refuses, in
+    the same words.
+
+    What it keeps per member, whatever the name's length: one dict entry from the 16-byte
+    digest of the folded name to the 16-byte digest of the name and an 8-byte tag (two
+    bytes objects of 49 and 57 bytes, about 150 bytes with the table), and for a
+    directory one more 16-byte digest in a set (about 110 bytes). 65,536 members cost
+    under 17 MB.
+    """
+
+    __slots__ = ("_dirs", "_max_members", "_max_total", "_seen", "members", "total_bytes")
+
+    def __init__(
+        self, *, max_members: int = MAX_MEMBERS, max_total_bytes: int = MAX_NAMES_TOTAL_BYTES
+    ) -> None:
+        self._max_members = max_members
+        self._max_total = max_total_bytes
+        self._seen: dict[bytes, bytes] = {}
+        self._dirs: set[bytes] = set()
+        self.members = 0
+        self.total_bytes = 0
+
+    def count_problem(self, name_bytes: int) -> str | None:
+        """Why one more member of a name of ``name_bytes`` bytes is too many, or None."""
+        if self.members >= self._max_members:
+            return (
+                f"more than max_members={self._max_members} members "
+                "(the most a bundle holds, docs/format.md)"
+            )
+        if self.total_bytes + name_bytes > self._max_total:
+            return (
+                f"member names over {self._max_total} bytes in all "
+                "(the most a bundle holds, docs/format.md)"
+            )
+        return None
+
+    def claim(self, name: str, *, tag: int = 0, is_dir: bool = False) -> tuple[str, int] | None:
+        """Record ``name`` (without a trailing '/'), or say why it cannot be recorded.
+
+        Returns None when recorded, else (rule, tag of the earlier member it repeats or
+        collides with, -1 if none). ``tag`` is kept with the name (the reader gives the
+        header's offset), so a refusal can point at the earlier member.
+        """
+        problem = name_problem(name)
+        if problem is not None:
+            return problem, -1
+        exact = _key(name)
+        fold = folded(name)
+        folded_key = exact if fold == name else _key(fold)
+        seen = self._seen.get(folded_key)
+        if seen is not None:
+            earlier = int.from_bytes(seen[NAME_KEY_BYTES:], "big", signed=True)
+            if seen[:NAME_KEY_BYTES] == exact:
+                return "duplicate name", earlier
+            return "collides with an earlier member after NFC and case folding", earlier
+        size = len(name) if name.isascii() else len(name.encode("utf-8", "surrogatepass"))
+        problem = self.count_problem(size)
+        if problem is not None:
+            return problem, -1
+        self._seen[folded_key] = exact + tag.to_bytes(8, "big", signed=True)
+        self.members += 1
+        self.total_bytes += size
+        if is_dir:
+            self._dirs.add(exact)
+        return None
+
+    def tally(self, name_bytes: int) -> str | None:
+        """Count a member whose name is checked elsewhere (a bag directory on disk, which
+        the file system keeps unique): only the member and byte caps apply."""
+        problem = self.count_problem(name_bytes)
+        if problem is None:
+            self.members += 1
+            self.total_bytes += name_bytes
+        return problem
+
+    def has_directory(self, name: str) -> bool:
+        """Whether ``name`` was claimed as a directory."""
+        return _key(name) in self._dirs

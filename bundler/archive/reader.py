@@ -18,7 +18,8 @@ Two layers, composed by :func:`iter_archive`:
   records and the name rules.
 
 Memory stays flat: at most one decompressed block, one content chunk, one pax header
-(64 KiB) and the set of member names (capped by ``max_members``) are held at a time.
+(64 KiB) and a 16-byte digest of each member name (capped by ``max_members``) are held
+at a time.
 """
 
 from __future__ import annotations
@@ -39,13 +40,12 @@ MAX_SEGMENT_BYTES: Final = names.MAX_SEGMENT_BYTES
 CHUNK_BYTES: Final = 1024 * 1024
 # The contract's limit on the cases of one bundle (bundle.json limits.max_cases).
 MAX_CASES: Final = 20_000
-# The most members a bundle may have (docs/format.md, "Reader caps"): three per exported
-# case (its example body, its output, one evidence payload; cases that share them need
-# fewer) for the 20,000 cases, and 5,536 more for everything else (directories, tag
-# files, documents, scorer files, evidence manifests). Each name is kept to detect
-# collisions and each member costs the reader about 40 us, so this bounds both memory
-# and time (SPEC 5, Resources); the exporter refuses a report that would need more.
-MAX_MEMBERS: Final = 2**16
+# The most members a bundle may have, and the most bytes its names may take together
+# (names.py, docs/format.md "Reader caps"). Each member costs the reader about 40 us and
+# about 150 bytes whatever its name's length (names.MemberNames), so these bound both
+# time and memory (SPEC 5, Resources); the exporter refuses a bundle that would need more.
+MAX_MEMBERS: Final = names.MAX_MEMBERS
+MAX_NAMES_TOTAL_BYTES: Final = names.MAX_NAMES_TOTAL_BYTES
 
 BLOCK: Final = 512
 RECORD: Final = 20 * BLOCK
@@ -248,8 +248,7 @@ class _TarReader:
         self._token: object = None
         self._top: str | None = None
         self._top_prefix = ""
-        self._folded: dict[str, str] = {}
-        self._dirs: set[str] = set()
+        self._names = names.MemberNames(max_members=max_members)
 
     # -- errors
 
@@ -427,25 +426,14 @@ class _TarReader:
             if not is_dir:
                 raise fail("regular file name ends with '/'")
             name = name[:-1]
-        problem = names.name_problem(name)
-        if problem is not None:
-            raise fail(problem)
-        # One map from folded name to name serves both the exact-duplicate and the
-        # collision check; for an ASCII lower-case name key and value are one string, so
-        # a member costs one entry (what the reader's memory grows with).
-        folded = names.folded(name)
-        if folded == name:
-            folded = name
-        seen = self._folded.get(folded)
-        if seen is not None:
-            if seen == name:
-                raise fail("duplicate name")
-            raise fail(f"collides with {_show(seen)} after NFC and case folding")
-        if len(self._folded) >= self._max_members:
-            raise fail(
-                f"more than max_members={self._max_members} members "
-                "(the most a bundle holds, docs/format.md)"
-            )
+        # Only the top directory's name is kept as text; every other name is remembered
+        # by digest (names.MemberNames), so memory does not grow with name length.
+        refused = self._names.claim(name, tag=offset, is_dir=is_dir)
+        if refused is not None:
+            rule, earlier = refused
+            if earlier >= 0:
+                rule = f"{rule} (the member whose header is at offset {earlier})"
+            raise fail(rule)
         if self._top is None:
             if not is_dir or "/" in name:
                 raise fail("the first member must be the single top-level directory")
@@ -455,11 +443,8 @@ class _TarReader:
             if not name.startswith(self._top_prefix):
                 raise fail(f"outside the top-level directory {_show(self._top)}")
             parent = name.rpartition("/")[0]
-            if parent not in self._dirs:
+            if not self._names.has_directory(parent):
                 raise fail(f"parent directory {_show(parent)} has not appeared before it")
-        self._folded[folded] = name
-        if is_dir:
-            self._dirs.add(name)
         return name
 
     # -- iteration
@@ -609,9 +594,10 @@ def iter_members(
     NFC, lie outside the single top-level directory (which must come first), come before
     their parent directory, or repeat another name exactly or after NFC + case folding;
     a stream that ends early or without the end marker; anything but zero padding to
-    the next 10,240-byte record after the end marker; more than ``max_bytes`` bytes or
-    ``max_members`` members (the names are kept to detect collisions, so their number
-    is what the reader's memory grows with).
+    the next 10,240-byte record after the end marker; more than ``max_bytes`` bytes,
+    ``max_members`` members or ``MAX_NAMES_TOTAL_BYTES`` bytes of names in all (each
+    name is remembered by a 16-byte digest to detect collisions, so the member count is
+    what the reader's memory grows with).
     """
     yield from _TarReader(stream, source, max_bytes, max_members).members()
 

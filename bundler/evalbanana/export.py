@@ -24,7 +24,7 @@ import os
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, assert_never
@@ -394,10 +394,7 @@ def export_eb_bundle(
             f"({', '.join(reasons)}); nothing written",
             param="strict",
         )
-    top = top_directory(run.run_id)
-    members = [RUN_PREFIX + rel for rel in run.files]
-    members += [DEFINITIONS_PREFIX + rel for rel in plan.definitions]
-    check_member_names(top, [*members, "data/bundle.json"])
+    top = _checked_top(plan)
     target = resolve_output(config.out, archive_name(run.run_id))
 
     bundle, archive_sha256, archive_size = write_bag_archive(
@@ -417,6 +414,40 @@ def export_eb_bundle(
         archive_size=archive_size,
         bundle=bundle,
     )
+
+
+def _checked_top(plan: _Plan) -> str:
+    """The top directory, after refusing member names the strict reader would reject."""
+    top = top_directory(plan.run.run_id)
+    members = [RUN_PREFIX + rel for rel in plan.run.files]
+    members += [DEFINITIONS_PREFIX + rel for rel in plan.definitions]
+    check_member_names(top, [*members, "data/bundle.json"])
+    return top
+
+
+class _Discard:
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
+def check_exportable(run_dir: Path, project_root: Path) -> None:
+    """Raise what ``export_eb_bundle`` would raise for this run and project, writing nothing.
+
+    The bundle is built exactly as export builds it, through the same ``BagWriter``
+    and ``_ReaderBudget``, into a tar that discards its bytes: every rule the bundle's
+    reader applies (document and value caps, member names, counts and name bytes) is
+    asked by the one code that export uses, so ``verify RUN --project`` refuses exactly
+    the runs export refuses, in the same words (SPEC 5, Resources; docs/format.md,
+    "eval-banana runs and the reader caps"). Raises InputError or StoreError (exit 3).
+    """
+    from bundler.archive.tarwriter import TarWriter
+
+    plan = plan_export(run_dir, project_root)
+    config = EbExportConfig(
+        run_dir=run_dir, project_root=project_root, exported_at=datetime.now(UTC)
+    )
+    tar = TarWriter(_Discard(), mtime=0)
+    _fill_bag(BagWriter(tar, _checked_top(plan), None), plan, config)
 
 
 def _add_run_file(

@@ -65,6 +65,7 @@ from bundler.evalbanana.export import (
     REPORT_MEMBER,
     RUN_PREFIX,
     UnavailableReason,
+    check_exportable,
     result_member,
     top_directory,
 )
@@ -145,6 +146,13 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         with eb.Beneath(project_root) as project:
             definitions = [resolve_definition(run, check, project) for check in run.checks]
         tree = _tree_of(_read_results(run, run_dir))
+        not_found = no_definition_found(run, definitions, project_root)
+        if not findings and not_found is None:
+            # A consistent run verifies in place only if export-eb would write its
+            # bundle: the exporter's own rules decide, so the two never disagree. (A
+            # project holding none of the definitions is export's usage error, and an
+            # unprovable claim here.)
+            _refuse_what_export_refuses(run_dir, project_root)
     except BundlerError as exc:
         return Verification(
             source=source, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
@@ -167,7 +175,6 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
     checker.add_finding_claims()
     for check, definition in zip(run.checks, definitions, strict=True):
         _definition_in_place(claims, check, definition)
-    not_found = no_definition_found(run, definitions, project_root)
     if not_found is not None:
         claims.unprovable(
             7,
@@ -195,6 +202,13 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         report_result=run_result(summary),
         report_issued_at=run.completed_at,
     )
+
+
+def _refuse_what_export_refuses(run_dir: Path, project_root: Path) -> None:
+    try:
+        check_exportable(run_dir, project_root)
+    except BundlerError as exc:
+        raise InputError(f"export-eb would refuse this run: {exc.message}") from exc
 
 
 def run_result(summary: dict[str, Any]) -> str:

@@ -25,7 +25,6 @@ import zstandard
 
 from bundler.archive import bag, bag_reader, names
 from bundler.archive.prefetch import ThreadedSink
-from bundler.archive.reader import MAX_MEMBERS
 from bundler.core import canonical
 from bundler.core.digests import bytes_digest
 from bundler.core.errors import OutputError, StoreError, UsageError
@@ -117,46 +116,39 @@ class BagWriter:
     def __init__(self, tar: Any, top: str, progress: Callable[[Progress], None] | None) -> None:
         self._tar = tar
         self.top = top
-        self._dirs: set[str] = set()
         self.manifest: dict[str, str] = {}
         self.payload_bytes = 0
         self._progress = progress
         self._cases = 0
         self.content_bytes = 0
         self._planned: int | None = None  # bytes of planned files not yet written
-        self._folded: dict[str, str] = {}
+        # The reader's own ledger of names (names.MemberNames): the exporter refuses
+        # exactly the names, counts and name bytes the reader refuses, in its words.
+        self._names = names.MemberNames()
         self._kept_bytes = 0
         self._kept_values = 0
-        self._claim_name(top)
+        self._claim_name(top, is_dir=True)
         tar.add_dir(top)
-        self._dirs.add(top)
 
-    def _claim_name(self, name: str) -> None:
+    def _claim_name(self, name: str, *, is_dir: bool = False) -> None:
         """Refuse a member name the reader would refuse (names.py), before writing it."""
-        problem = names.name_problem(name)
-        key = names.folded(name)
-        if problem is None and key in self._folded:
-            problem = f"collides with {self._folded[key]} after NFC and case folding"
-        if problem is None and len(self._folded) >= MAX_MEMBERS:
-            problem = f"a bundle holds at most {MAX_MEMBERS} members"
-        if problem is not None:
+        refused = self._names.claim(name, is_dir=is_dir)
+        if refused is not None:
             raise StoreError(
-                f"{name[len(self.top) + 1 :]}: the bundle cannot hold this name ({problem}); "
-                "export refused"
+                f"{name[len(self.top) + 1 :] or name}: the bundle cannot hold this name "
+                f"({refused[0]}); the verifier would reject it, export refused"
             )
-        self._folded[key] = name
 
     def _ensure_dirs(self, relpath: str) -> None:
         parent = relpath.rpartition("/")[0]
-        if not parent or f"{self.top}/{parent}" in self._dirs:
+        if not parent or self._names.has_directory(f"{self.top}/{parent}"):
             return  # most files go into a directory already written
         parts = relpath.split("/")[:-1]
         for i in range(1, len(parts) + 1):
             directory = self.top + "/" + "/".join(parts[:i])
-            if directory not in self._dirs:
-                self._claim_name(directory)
+            if not self._names.has_directory(directory):
+                self._claim_name(directory, is_dir=True)
                 self._tar.add_dir(directory)
-                self._dirs.add(directory)
 
     def _check_document(self, relpath: str, data: bytes) -> None:
         """Refuse a document over the reader's caps, which the verifier would reject."""

@@ -63,11 +63,22 @@ class Buffer:
     def __init__(self, fd: int, size: int) -> None:
         self.size = size
         self._map = mmap.mmap(fd, size, prot=mmap.PROT_READ) if size else None
+        self._bytes = b""
         self._released = 0
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Buffer:
+        """A buffer over bytes already in memory (nothing to map or release)."""
+        buf = cls.__new__(cls)
+        buf.size = len(data)
+        buf._map = None
+        buf._bytes = data
+        buf._released = 0
+        return buf
 
     @property
     def data(self) -> bytes | mmap.mmap:
-        return self._map if self._map is not None else b""
+        return self._map if self._map is not None else self._bytes
 
     def slice(self, span: Span) -> bytes:
         return self.data[span.start : span.end]

@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from bundler.core import canonical
 from bundler.core.errors import InputError, SchemaError
 from bundler.core.schemas import validate
@@ -408,25 +406,20 @@ def _sift(
 
 
 def sift_value(record: Mapping[str, Any], *, source: str = "record") -> Sifted:
-    """A record already in memory, checked and re-derived exactly as ``sift_path`` does."""
+    """A record already in memory, checked and re-derived exactly as ``sift_path`` does.
+
+    The record is read from its canonical bytes by the file reader itself, so both give
+    one order of checks and the same error for the same record: a value the file would
+    spell as an integer past 2^53 (a float such as 1e20) is refused here as there.
+    Raises InputError (exit 3), CanonicalJSONError for a value JSON cannot hold.
+    """
     if not isinstance(record, Mapping):
         raise InputError(f"{source}: not a JSON object")
-    head = {k: v for k, v in record.items() if not (k in _ALL_STREAMED and isinstance(v, list))}
-    lists = {k: v for k, v in record.items() if k in _ALL_STREAMED and isinstance(v, list)}
-
-    def sized(items: list[Any]) -> Iterator[tuple[Any, int]]:
-        for item in items:
-            yield item, _size(item)
-
-    prefixes = {k: v[:_PREFIX] for k, v in lists.items()}
-    return _sift(head, {k: sized(v) for k, v in lists.items()}, prefixes, source)
-
-
-def _size(item: Any) -> int:
     try:
-        return len(orjson.dumps(item))
-    except TypeError:
-        return 0
+        data = canonical.dumps(record)
+    except InputError as exc:
+        raise InputError(f"{source}: {exc.message}") from None
+    return _sift_buffer(Buffer.from_bytes(data), source)
 
 
 def _open(path: Path) -> tuple[int, int]:
