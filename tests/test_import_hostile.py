@@ -762,7 +762,8 @@ def test_hostile_families_stay_within_memory_and_time(
     )
     assert run.code == code, run.stderr
     assert run.peak_bytes < 300 * 1024 * 1024, family
-    assert run.wall < 10, family
+    # CPU, not wall: the suite shares two cores with other work.
+    assert run.cpu < 10, family
     assert (tmp_path / "store").exists() is (code == 0)
 
 
@@ -796,7 +797,7 @@ def test_an_lm_eval_line_over_the_cap_stays_within_memory_and_time(tmp_path: Pat
     assert run.code == 3, run.stderr
     assert b"a line longer than" in run.stderr
     assert run.peak_bytes < 300 * 1024 * 1024
-    assert run.wall < 10
+    assert run.cpu < 10  # CPU, not wall: the suite shares two cores
     assert not (tmp_path / "store").exists()
 
 
