@@ -87,7 +87,7 @@ export function bagCollector(source, sha256) {
       size += chunk.length;
       if (chunk.length) last = chunk[chunk.length - 1];
       if (countLines) {
-        for (let i = 0; i < chunk.length; i++) if (chunk[i] === 0x0a) linesTotal++;
+        for (let i = chunk.indexOf(0x0a); i >= 0; i = chunk.indexOf(0x0a, i + 1)) linesTotal++;
         if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files (limits.max_cases; refused before parsing)`);
       }
       if (decided) {
