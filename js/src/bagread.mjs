@@ -18,6 +18,8 @@ const MANIFEST_PREFIX = new TextEncoder().encode('{"check_id":');
 /**
  * @typedef {{update(data: Uint8Array): void, hex(): string}} Hasher
  * @typedef {() => Hasher} HashFactory
+ * @typedef {(data: Uint8Array) => Promise<string>} OneShotHash the hex SHA-256 of bytes
+ *   held whole (WebCrypto's digest in the page: native, and off the page's thread)
  * @typedef {{source: string, top: string, files: Map<string, {sha256: string, size: number}>,
  *   kept: Map<string, Uint8Array>, directories: Set<string>}} Bag
  */
@@ -40,16 +42,36 @@ function keep(rel, first, size) {
 }
 
 /**
- * A visitor for readTar that fills a Bag.
+ * A member of at most this many bytes is hashed whole by the one-shot hash, when one is
+ * given; a larger one streams through the synchronous hasher.
+ */
+export const ONE_SHOT_MAX_BYTES = 16 * 1024 * 1024;
+/** Bytes of members held for one-shot hashes not yet done; past it, reading waits. */
+export const ONE_SHOT_PENDING_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A visitor for readTar that fills a Bag; `settle()` waits for the one-shot hashes
+ * still running, and must be awaited before the bag is read.
  * @param {string} source
  * @param {HashFactory} sha256
+ * @param {OneShotHash} [sha256OneShot]
  */
-export function bagCollector(source, sha256) {
+export function bagCollector(source, sha256, sha256OneShot) {
   /** @type {Bag | null} */
   let bag = null;
   let keptTotal = 0;
   let valuesTotal = 0;
   let linesTotal = 0;
+  /** @type {{done: Promise<void>, bytes: number}[]} */
+  const pending = [];
+  let pendingBytes = 0;
+  /** @type {unknown} */
+  let hashFailure = null;
+  const settleOldest = async () => {
+    const first = /** @type {{done: Promise<void>, bytes: number}} */ (pending.shift());
+    await first.done;
+    pendingBytes -= first.bytes;
+  };
   /** @type {import('./tar.mjs').Visit} */
   const visit = async (member, content) => {
     if (bag === null) {
@@ -62,7 +84,10 @@ export function bagCollector(source, sha256) {
       return;
     }
     const refuse = (/** @type {string} */ rule) => new InputError(`${source}: ${member.path}: ${rule}`);
-    const h = sha256();
+    const oneShot = sha256OneShot !== undefined && member.size <= ONE_SHOT_MAX_BYTES;
+    const h = oneShot ? null : sha256();
+    /** @type {Uint8Array[]} */
+    const whole = [];
     const countLines = rel.startsWith('data/') && rel.endsWith('.jsonl') && !rel.startsWith('data/run/');
     /** @type {Uint8Array[] | null} */
     let parts = null;
@@ -83,7 +108,8 @@ export function bagCollector(source, sha256) {
     };
     let headSize = 0;
     for await (const chunk of content) {
-      h.update(chunk);
+      if (h !== null) h.update(chunk);
+      else whole.push(chunk);
       size += chunk.length;
       if (chunk.length) last = chunk[chunk.length - 1];
       if (countLines) {
@@ -103,7 +129,23 @@ export function bagCollector(source, sha256) {
       linesTotal++;
       if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files`);
     }
-    bag.files.set(rel, { sha256: h.hex(), size });
+    if (h !== null) bag.files.set(rel, { sha256: h.hex(), size });
+    else {
+      const entry = { sha256: '', size };
+      bag.files.set(rel, entry);
+      const hashed = /** @type {OneShotHash} */ (sha256OneShot)(concatAll(whole));
+      const done = hashed.then(
+        (hex) => {
+          entry.sha256 = hex;
+        },
+        (e) => {
+          hashFailure ??= e;
+        },
+      );
+      pending.push({ done, bytes: size });
+      pendingBytes += size;
+      while (pendingBytes > ONE_SHOT_PENDING_BYTES) await settleOldest();
+    }
     if (parts) {
       const data = concatAll(parts);
       if (rel.endsWith('.json') || rel.endsWith('.jsonl')) {
@@ -115,6 +157,11 @@ export function bagCollector(source, sha256) {
   };
   return {
     visit,
+    /** Every one-shot hash done; a hash that failed is an error, not a digest. */
+    async settle() {
+      while (pending.length) await settleOldest();
+      if (hashFailure !== null) throw new Error(`SHA-256 failed: ${/** @type {Error} */ (hashFailure).message}`);
+    },
     /** @returns {Bag} */
     result() {
       if (bag === null) throw new InputError(`${source}: the archive holds no members`);
