@@ -86,30 +86,31 @@ export function bagCollector(source, sha256, sha256OneShot) {
     const refuse = (/** @type {string} */ rule) => new InputError(`${source}: ${member.path}: ${rule}`);
     const oneShot = sha256OneShot !== undefined && member.size <= ONE_SHOT_MAX_BYTES;
     const h = oneShot ? null : sha256();
-    /** @type {Uint8Array[]} */
-    const whole = [];
+    // The member's bytes for the one-shot hash (its size is bounded just above).
+    const whole = oneShot ? new Uint8Array(member.size) : null;
     const countLines = rel.startsWith('data/') && rel.endsWith('.jsonl') && !rel.startsWith('data/run/');
     /** @type {Uint8Array[] | null} */
     let parts = null;
     let decided = false;
+    // Copies of the first chunks while they are fewer bytes than the decision needs.
     /** @type {Uint8Array[]} */
     let head = [];
+    let headSize = 0;
     let size = 0;
     let last = 0;
-    const decide = () => {
+    /** @param {Uint8Array} first the member's first bytes, as many as the decision reads */
+    const decide = (first) => {
       decided = true;
-      const first = concatAll(head);
-      head = [];
       if (!keep(rel, first, member.size)) return;
       if (member.size > MAX_DOCUMENT_BYTES) throw refuse(`document of ${member.size} bytes is over the ${MAX_DOCUMENT_BYTES}-byte cap`);
       if (keptTotal + member.size > MAX_KEPT_BYTES) throw refuse(`documents in the bundle exceed ${MAX_KEPT_BYTES} bytes in total`);
       keptTotal += member.size;
-      parts = first.length ? [first] : [];
+      parts = [];
     };
-    let headSize = 0;
+    // A chunk is valid only until the next is asked for: what is kept is copied.
     for await (const chunk of content) {
       if (h !== null) h.update(chunk);
-      else whole.push(chunk);
+      else /** @type {Uint8Array} */ (whole).set(chunk, size);
       size += chunk.length;
       if (chunk.length) last = chunk[chunk.length - 1];
       if (countLines) {
@@ -117,14 +118,20 @@ export function bagCollector(source, sha256, sha256OneShot) {
         if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files (limits.max_cases; refused before parsing)`);
       }
       if (decided) {
-        if (parts) parts.push(chunk);
-      } else {
-        head.push(chunk);
+        if (parts !== null && whole === null) parts.push(chunk.slice());
+      } else if (headSize + chunk.length < MANIFEST_PREFIX.length) {
+        head.push(chunk.slice());
         headSize += chunk.length;
-        if (headSize >= MANIFEST_PREFIX.length) decide();
+      } else {
+        decide(concatAll([...head, chunk.subarray(0, MANIFEST_PREFIX.length - headSize)]));
+        if (parts !== null && whole === null) parts.push(...head, chunk.slice());
+        head = [];
       }
     }
-    if (!decided) decide();
+    if (!decided) {
+      decide(concatAll(head));
+      if (parts !== null && whole === null) parts.push(...head);
+    }
     if (countLines && size && last !== 0x0a) {
       linesTotal++;
       if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files`);
@@ -133,7 +140,7 @@ export function bagCollector(source, sha256, sha256OneShot) {
     else {
       const entry = { sha256: '', size };
       bag.files.set(rel, entry);
-      const hashed = /** @type {OneShotHash} */ (sha256OneShot)(concatAll(whole));
+      const hashed = /** @type {OneShotHash} */ (sha256OneShot)(/** @type {Uint8Array} */ (whole));
       const done = hashed.then(
         (hex) => {
           entry.sha256 = hex;
@@ -147,7 +154,7 @@ export function bagCollector(source, sha256, sha256OneShot) {
       while (pendingBytes > ONE_SHOT_PENDING_BYTES) await settleOldest();
     }
     if (parts) {
-      const data = concatAll(parts);
+      const data = whole ?? concatAll(parts);
       if (rel.endsWith('.json') || rel.endsWith('.jsonl')) {
         valuesTotal += valueBound(data);
         if (valuesTotal > MAX_JSON_VALUES) throw refuse(`JSON documents in the bundle hold more than ${MAX_JSON_VALUES} values (refused before parsing)`);

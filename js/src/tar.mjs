@@ -40,6 +40,7 @@ const PAX_IGNORED = new Set(['atime', 'ctime', 'comment']);
 /**
  * @typedef {{path: string, isDir: boolean, size: number, mtime: number, mode: number}} Member
  * @typedef {(member: Member, content: AsyncIterable<Uint8Array>) => Promise<void>} Visit
+ *   `content` yields chunks each valid until the next is asked for
  */
 
 /** @param {Uint8Array} b */
@@ -244,8 +245,9 @@ export async function readTar(reader, opts, visit) {
       async *[Symbol.asyncIterator]() {
         while (remaining > 0) {
           if (!live) throw new Error(`content of ${memberName} read after advancing`);
-          // Whatever the decompressor has ready, without copying: the bag reader's
-          // decisions wait for a member's first bytes, so chunking changes nothing.
+          // Whatever the decompressor has ready, without copying (a view valid until
+          // the next chunk is asked for): the bag reader's decisions wait for a
+          // member's first bytes, so chunking changes nothing.
           const data = await reader.readSome(Math.min(remaining, CHUNK));
           if (data.length === 0) {
             throw new InputError(`${source}: truncated tar: stream ended at offset ${offset} inside member ${JSON.stringify(memberName)} (header at offset ${hdr})`);
