@@ -19,7 +19,7 @@ const MANIFEST_PREFIX = new TextEncoder().encode('{"check_id":');
  * @typedef {{update(data: Uint8Array): void, hex(): string}} Hasher
  * @typedef {() => Hasher} HashFactory
  * @typedef {(data: Uint8Array) => Promise<string>} OneShotHash the hex SHA-256 of bytes
- *   held whole (WebCrypto's digest in the page: native, and off the page's thread)
+ *   held whole, read before it returns (WebCrypto's digest, in the page, copies them)
  * @typedef {{source: string, top: string, files: Map<string, {sha256: string, size: number}>,
  *   kept: Map<string, Uint8Array>, directories: Set<string>}} Bag
  */
@@ -86,8 +86,12 @@ export function bagCollector(source, sha256, sha256OneShot) {
     const refuse = (/** @type {string} */ rule) => new InputError(`${source}: ${member.path}: ${rule}`);
     const oneShot = sha256OneShot !== undefined && member.size <= ONE_SHOT_MAX_BYTES;
     const h = oneShot ? null : sha256();
-    // The member's bytes for the one-shot hash (its size is bounded just above).
-    const whole = oneShot ? new Uint8Array(member.size) : null;
+    // The member's bytes for the one-shot hash (its size is bounded just above), when
+    // they come in more than one chunk; a member in one chunk is hashed from it.
+    /** @type {Uint8Array | null} */
+    let whole = null;
+    /** @type {Uint8Array | null} */
+    let single = null;
     const countLines = rel.startsWith('data/') && rel.endsWith('.jsonl') && !rel.startsWith('data/run/');
     /** @type {Uint8Array[] | null} */
     let parts = null;
@@ -110,7 +114,8 @@ export function bagCollector(source, sha256, sha256OneShot) {
     // A chunk is valid only until the next is asked for: what is kept is copied.
     for await (const chunk of content) {
       if (h !== null) h.update(chunk);
-      else /** @type {Uint8Array} */ (whole).set(chunk, size);
+      else if (size === 0 && chunk.length === member.size) single = chunk;
+      else (whole ??= new Uint8Array(member.size)).set(chunk, size);
       size += chunk.length;
       if (chunk.length) last = chunk[chunk.length - 1];
       if (countLines) {
@@ -118,29 +123,38 @@ export function bagCollector(source, sha256, sha256OneShot) {
         if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files (limits.max_cases; refused before parsing)`);
       }
       if (decided) {
-        if (parts !== null && whole === null) parts.push(chunk.slice());
+        if (parts !== null && !oneShot) parts.push(chunk.slice());
       } else if (headSize + chunk.length < MANIFEST_PREFIX.length) {
         head.push(chunk.slice());
         headSize += chunk.length;
       } else {
         decide(concatAll([...head, chunk.subarray(0, MANIFEST_PREFIX.length - headSize)]));
-        if (parts !== null && whole === null) parts.push(...head, chunk.slice());
+        if (parts !== null && !oneShot) parts.push(...head, chunk.slice());
         head = [];
       }
     }
     if (!decided) {
       decide(concatAll(head));
-      if (parts !== null && whole === null) parts.push(...head);
+      if (parts !== null && !oneShot) parts.push(...head);
     }
     if (countLines && size && last !== 0x0a) {
       linesTotal++;
       if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files`);
     }
+    // Kept bytes are taken before anything awaits: `single` is a view of the reader's chunk.
+    if (parts) {
+      const data = !oneShot ? concatAll(parts) : single !== null ? single.slice() : whole ?? new Uint8Array(0);
+      if (rel.endsWith('.json') || rel.endsWith('.jsonl')) {
+        valuesTotal += valueBound(data);
+        if (valuesTotal > MAX_JSON_VALUES) throw refuse(`JSON documents in the bundle hold more than ${MAX_JSON_VALUES} values (refused before parsing)`);
+      }
+      bag.kept.set(rel, data);
+    }
     if (h !== null) bag.files.set(rel, { sha256: h.hex(), size });
     else {
       const entry = { sha256: '', size };
       bag.files.set(rel, entry);
-      const hashed = /** @type {OneShotHash} */ (sha256OneShot)(/** @type {Uint8Array} */ (whole));
+      const hashed = /** @type {OneShotHash} */ (sha256OneShot)(single ?? whole ?? new Uint8Array(0));
       const done = hashed.then(
         (hex) => {
           entry.sha256 = hex;
@@ -152,14 +166,6 @@ export function bagCollector(source, sha256, sha256OneShot) {
       pending.push({ done, bytes: size });
       pendingBytes += size;
       while (pendingBytes > ONE_SHOT_PENDING_BYTES) await settleOldest();
-    }
-    if (parts) {
-      const data = whole ?? concatAll(parts);
-      if (rel.endsWith('.json') || rel.endsWith('.jsonl')) {
-        valuesTotal += valueBound(data);
-        if (valuesTotal > MAX_JSON_VALUES) throw refuse(`JSON documents in the bundle hold more than ${MAX_JSON_VALUES} values (refused before parsing)`);
-      }
-      bag.kept.set(rel, data);
     }
   };
   return {
