@@ -18,6 +18,8 @@ const MANIFEST_PREFIX = new TextEncoder().encode('{"check_id":');
 /**
  * @typedef {{update(data: Uint8Array): void, hex(): string}} Hasher
  * @typedef {() => Hasher} HashFactory
+ * @typedef {(data: Uint8Array) => Promise<string>} OneShotHash the hex SHA-256 of bytes
+ *   held whole, read before it returns (WebCrypto's digest, in the page, copies them)
  * @typedef {{source: string, top: string, files: Map<string, {sha256: string, size: number}>,
  *   kept: Map<string, Uint8Array>, directories: Set<string>}} Bag
  */
@@ -40,16 +42,36 @@ function keep(rel, first, size) {
 }
 
 /**
- * A visitor for readTar that fills a Bag.
+ * A member of at most this many bytes is hashed whole by the one-shot hash, when one is
+ * given; a larger one streams through the synchronous hasher.
+ */
+export const ONE_SHOT_MAX_BYTES = 16 * 1024 * 1024;
+/** Bytes of members held for one-shot hashes not yet done; past it, reading waits. */
+export const ONE_SHOT_PENDING_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A visitor for readTar that fills a Bag; `settle()` waits for the one-shot hashes
+ * still running, and must be awaited before the bag is read.
  * @param {string} source
  * @param {HashFactory} sha256
+ * @param {OneShotHash} [sha256OneShot]
  */
-export function bagCollector(source, sha256) {
+export function bagCollector(source, sha256, sha256OneShot) {
   /** @type {Bag | null} */
   let bag = null;
   let keptTotal = 0;
   let valuesTotal = 0;
   let linesTotal = 0;
+  /** @type {{done: Promise<void>, bytes: number}[]} */
+  const pending = [];
+  let pendingBytes = 0;
+  /** @type {unknown} */
+  let hashFailure = null;
+  const settleOldest = async () => {
+    const first = /** @type {{done: Promise<void>, bytes: number}} */ (pending.shift());
+    await first.done;
+    pendingBytes -= first.bytes;
+  };
   /** @type {import('./tar.mjs').Visit} */
   const visit = async (member, content) => {
     if (bag === null) {
@@ -62,59 +84,97 @@ export function bagCollector(source, sha256) {
       return;
     }
     const refuse = (/** @type {string} */ rule) => new InputError(`${source}: ${member.path}: ${rule}`);
-    const h = sha256();
+    const oneShot = sha256OneShot !== undefined && member.size <= ONE_SHOT_MAX_BYTES;
+    const h = oneShot ? null : sha256();
+    // The member's bytes for the one-shot hash (its size is bounded just above), when
+    // they come in more than one chunk; a member in one chunk is hashed from it.
+    /** @type {Uint8Array | null} */
+    let whole = null;
+    /** @type {Uint8Array | null} */
+    let single = null;
     const countLines = rel.startsWith('data/') && rel.endsWith('.jsonl') && !rel.startsWith('data/run/');
     /** @type {Uint8Array[] | null} */
     let parts = null;
     let decided = false;
+    // Copies of the first chunks while they are fewer bytes than the decision needs.
     /** @type {Uint8Array[]} */
     let head = [];
+    let headSize = 0;
     let size = 0;
     let last = 0;
-    const decide = () => {
+    /** @param {Uint8Array} first the member's first bytes, as many as the decision reads */
+    const decide = (first) => {
       decided = true;
-      const first = concatAll(head);
-      head = [];
       if (!keep(rel, first, member.size)) return;
       if (member.size > MAX_DOCUMENT_BYTES) throw refuse(`document of ${member.size} bytes is over the ${MAX_DOCUMENT_BYTES}-byte cap`);
       if (keptTotal + member.size > MAX_KEPT_BYTES) throw refuse(`documents in the bundle exceed ${MAX_KEPT_BYTES} bytes in total`);
       keptTotal += member.size;
-      parts = first.length ? [first] : [];
+      parts = [];
     };
-    let headSize = 0;
+    // A chunk is valid only until the next is asked for: what is kept is copied.
     for await (const chunk of content) {
-      h.update(chunk);
+      if (h !== null) h.update(chunk);
+      else if (size === 0 && chunk.length === member.size) single = chunk;
+      else (whole ??= new Uint8Array(member.size)).set(chunk, size);
       size += chunk.length;
       if (chunk.length) last = chunk[chunk.length - 1];
       if (countLines) {
-        for (let i = 0; i < chunk.length; i++) if (chunk[i] === 0x0a) linesTotal++;
+        for (let i = chunk.indexOf(0x0a); i >= 0; i = chunk.indexOf(0x0a, i + 1)) linesTotal++;
         if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files (limits.max_cases; refused before parsing)`);
       }
       if (decided) {
-        if (parts) parts.push(chunk);
-      } else {
-        head.push(chunk);
+        if (parts !== null && !oneShot) parts.push(chunk.slice());
+      } else if (headSize + chunk.length < MANIFEST_PREFIX.length) {
+        head.push(chunk.slice());
         headSize += chunk.length;
-        if (headSize >= MANIFEST_PREFIX.length) decide();
+      } else {
+        decide(concatAll([...head, chunk.subarray(0, MANIFEST_PREFIX.length - headSize)]));
+        if (parts !== null && !oneShot) parts.push(...head, chunk.slice());
+        head = [];
       }
     }
-    if (!decided) decide();
+    if (!decided) {
+      decide(concatAll(head));
+      if (parts !== null && !oneShot) parts.push(...head);
+    }
     if (countLines && size && last !== 0x0a) {
       linesTotal++;
       if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files`);
     }
-    bag.files.set(rel, { sha256: h.hex(), size });
+    // Kept bytes are taken before anything awaits: `single` is a view of the reader's chunk.
     if (parts) {
-      const data = concatAll(parts);
+      const data = !oneShot ? concatAll(parts) : single !== null ? single.slice() : whole ?? new Uint8Array(0);
       if (rel.endsWith('.json') || rel.endsWith('.jsonl')) {
         valuesTotal += valueBound(data);
         if (valuesTotal > MAX_JSON_VALUES) throw refuse(`JSON documents in the bundle hold more than ${MAX_JSON_VALUES} values (refused before parsing)`);
       }
       bag.kept.set(rel, data);
     }
+    if (h !== null) bag.files.set(rel, { sha256: h.hex(), size });
+    else {
+      const entry = { sha256: '', size };
+      bag.files.set(rel, entry);
+      const hashed = /** @type {OneShotHash} */ (sha256OneShot)(single ?? whole ?? new Uint8Array(0));
+      const done = hashed.then(
+        (hex) => {
+          entry.sha256 = hex;
+        },
+        (e) => {
+          hashFailure ??= e;
+        },
+      );
+      pending.push({ done, bytes: size });
+      pendingBytes += size;
+      while (pendingBytes > ONE_SHOT_PENDING_BYTES) await settleOldest();
+    }
   };
   return {
     visit,
+    /** Every one-shot hash done; a hash that failed is an error, not a digest. */
+    async settle() {
+      while (pending.length) await settleOldest();
+      if (hashFailure !== null) throw new Error(`SHA-256 failed: ${/** @type {Error} */ (hashFailure).message}`);
+    },
     /** @returns {Bag} */
     result() {
       if (bag === null) throw new InputError(`${source}: the archive holds no members`);

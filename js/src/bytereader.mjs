@@ -1,5 +1,9 @@
 // @ts-check
-/** Exact reads over an async iterable of byte chunks. */
+/**
+ * Exact reads over an async iterable of byte chunks, where a chunk may be valid only
+ * until the next is asked for (the zstd layer's pieces): `read` returns bytes of its
+ * own, `readSome` a view valid until the next read.
+ */
 
 export class ByteReader {
   /** @param {AsyncIterable<Uint8Array>} chunks */
@@ -26,13 +30,13 @@ export class ByteReader {
   }
 
   /**
-   * Up to `n` bytes (fewer only at the end of the stream), as one array.
+   * Up to `n` bytes (fewer only at the end of the stream), as one array of its own.
    * @param {number} n
    */
   async read(n) {
     if (!(await this.fill())) return new Uint8Array(0);
     if (this.buf.length - this.pos >= n) {
-      const out = this.buf.subarray(this.pos, this.pos + n);
+      const out = this.buf.slice(this.pos, this.pos + n);
       this.pos += n;
       this.offset += n;
       return out;
@@ -50,7 +54,8 @@ export class ByteReader {
   }
 
   /**
-   * Up to `n` bytes, whatever is buffered (at least one unless at the end).
+   * Up to `n` bytes, whatever is buffered (at least one unless at the end), as a view
+   * valid until the next read.
    * @param {number} n
    */
   async readSome(n) {

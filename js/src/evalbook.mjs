@@ -404,11 +404,9 @@ class EvalBookClaims {
     /** @type {Uint8Array[]} */
     const lines = [];
     let start = 0;
-    for (let i = 0; i < data.length; i++) {
-      if (data[i] === 0x0a) {
-        lines.push(data.subarray(start, i));
-        start = i + 1;
-      }
+    for (let i = data.indexOf(0x0a); i >= 0; i = data.indexOf(0x0a, i + 1)) {
+      lines.push(data.subarray(start, i));
+      start = i + 1;
     }
     if (start < data.length || data.length === 0) {
       // Python's split keeps a last piece (b"" when the file ends with a newline).

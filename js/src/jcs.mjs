@@ -11,9 +11,7 @@ const ENCODER = new TextEncoder();
  * @returns {string}
  */
 export function canonicalText(value) {
-  const parts = [];
-  write(value, parts, 0);
-  return parts.join('');
+  return write(value, 0);
 }
 
 /**
@@ -24,36 +22,35 @@ export function canonicalBytes(value) {
   return ENCODER.encode(canonicalText(value));
 }
 
-/** @param {unknown} v @param {string[]} out @param {number} depth */
-function write(v, out, depth) {
-  if (v === null) out.push('null');
-  else if (v === true) out.push('true');
-  else if (v === false) out.push('false');
-  else if (typeof v === 'number') out.push(number(v));
-  else if (typeof v === 'string') out.push(string(v));
-  else if (Array.isArray(v)) {
+/** @param {unknown} v @param {number} depth @returns {string} */
+function write(v, depth) {
+  if (v === null) return 'null';
+  if (v === true) return 'true';
+  if (v === false) return 'false';
+  if (typeof v === 'number') return number(v);
+  if (typeof v === 'string') return string(v);
+  if (Array.isArray(v)) {
     if (depth + 1 > MAX_DEPTH) throw new JsonError(`nesting deeper than ${MAX_DEPTH} levels`);
-    out.push('[');
-    v.forEach((item, i) => {
-      if (i) out.push(',');
-      write(item, out, depth + 1);
-    });
-    out.push(']');
-  } else if (typeof v === 'object') {
+    let out = '[';
+    for (let i = 0; i < v.length; i++) {
+      if (i) out += ',';
+      out += write(v[i], depth + 1);
+    }
+    return out + ']';
+  }
+  if (typeof v === 'object') {
     if (depth + 1 > MAX_DEPTH) throw new JsonError(`nesting deeper than ${MAX_DEPTH} levels`);
     const o = /** @type {Record<string, unknown>} */ (v);
     // Array.prototype.sort on strings compares UTF-16 code units, as JCS requires.
     const keys = Object.keys(o).sort();
-    out.push('{');
-    keys.forEach((k, i) => {
-      if (i) out.push(',');
-      out.push(string(k), ':');
-      write(o[k], out, depth + 1);
-    });
-    out.push('}');
-  } else {
-    throw new JsonError(`not a JSON value (${typeof v})`);
+    let out = '{';
+    for (let i = 0; i < keys.length; i++) {
+      if (i) out += ',';
+      out += string(keys[i]) + ':' + write(o[keys[i]], depth + 1);
+    }
+    return out + '}';
   }
+  throw new JsonError(`not a JSON value (${typeof v})`);
 }
 
 /** @param {number} n */

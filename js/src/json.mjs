@@ -10,6 +10,8 @@ import { JsonError } from './errors.mjs';
 export const MAX_DEPTH = 64;
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 const DECODER = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const NUMBER = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
+const MAX_NUMBER_CHARS = 4096;
 
 /**
  * Parse UTF-8 JSON bytes strictly.
@@ -18,16 +20,24 @@ const DECODER = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
  * @returns {unknown}
  */
 export function parseJson(bytes, source) {
+  return parseText(jsonText(bytes, source), source);
+}
+
+/**
+ * The text of UTF-8 JSON bytes: no byte order mark, valid UTF-8. Two such byte strings
+ * are equal exactly when their texts are.
+ * @param {Uint8Array} bytes
+ * @param {string} source names the document in errors
+ */
+export function jsonText(bytes, source) {
   if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
     throw new JsonError(`${source}: byte order mark (not allowed)`);
   }
-  let text;
   try {
-    text = DECODER.decode(bytes);
+    return DECODER.decode(bytes);
   } catch {
     throw new JsonError(`${source}: not valid UTF-8`);
   }
-  return parseText(text, source);
 }
 
 /**
@@ -239,8 +249,10 @@ class Parser {
 
   number() {
     const t = this.t;
-    const m = /^-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/.exec(t.slice(this.i, this.i + 4096));
-    if (!m || m[0] === '-') this.fail('invalid number');
+    NUMBER.lastIndex = this.i;
+    const m = NUMBER.exec(t);
+    // A number is read within 4096 characters; a longer one is refused.
+    if (!m || m[0] === '-' || m[0].length > MAX_NUMBER_CHARS) this.fail('invalid number');
     const text = m[0];
     const next = t[this.i + text.length];
     if (next !== undefined && /[0-9.eE+-]/.test(next)) this.fail('invalid number');

@@ -59,15 +59,106 @@ function shown(v) {
   return text === undefined ? String(v) : text.length > 60 ? text.slice(0, 57) + '...' : text;
 }
 
+/**
+ * A schema node with every keyword in a fixed place, read once when the schema is
+ * loaded: checking a document then reads the same shape for every node (the keyword
+ * lookups on the schema documents themselves, each of its own shape, dominated).
+ */
+class Node {
+  constructor() {
+    /** @type {boolean|null} true or false for a boolean schema */
+    this.bool = null;
+    /** @type {Node|null} */
+    this.ref = null;
+    /** @type {string[]|null} */
+    this.types = null;
+    this.hasConst = false;
+    /** @type {unknown} */
+    this.const = undefined;
+    /** @type {unknown[]|null} */
+    this.enum = null;
+    /** @type {number|undefined} */
+    this.minLength = undefined;
+    /** @type {number|undefined} */
+    this.maxLength = undefined;
+    /** @type {string|undefined} */
+    this.pattern = undefined;
+    /** @type {RegExp|null} */
+    this.regex = null;
+    /** @type {number|undefined} */
+    this.minimum = undefined;
+    /** @type {number|undefined} */
+    this.maximum = undefined;
+    /** @type {number|undefined} */
+    this.exclusiveMinimum = undefined;
+    /** @type {number|undefined} */
+    this.exclusiveMaximum = undefined;
+    /** @type {number|undefined} */
+    this.maxItems = undefined;
+    /** @type {number|undefined} */
+    this.minItems = undefined;
+    /** @type {Node|null} */
+    this.items = null;
+    /** @type {Node|null} */
+    this.contains = null;
+    this.uniqueItems = false;
+    /** @type {string[]|null} */
+    this.required = null;
+    /** @type {Map<string, Node>} */
+    this.properties = new Map();
+    /** @type {Node|null} */
+    this.additionalProperties = null;
+    this.noAdditional = false;
+    /** @type {Node|null} */
+    this.propertyNames = null;
+    /** @type {Node[]|null} */
+    this.allOf = null;
+    /** @type {Node[]|null} */
+    this.anyOf = null;
+    /** @type {Node[]|null} */
+    this.oneOf = null;
+    /** @type {Node|null} */
+    this.not = null;
+    /** @type {Node|null} */
+    this.if = null;
+    /** @type {Node|null} */
+    this.then = null;
+    /** @type {Node|null} */
+    this.else = null;
+  }
+}
+
+/** The number of code points of a string (a lone surrogate counts as one). @param {string} v */
+function codePoints(v) {
+  let n = 0;
+  for (let i = 0; i < v.length; i++) {
+    const c = v.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < v.length) {
+      const d = v.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+    }
+    n++;
+  }
+  return n;
+}
+
+/**
+ * What a failed check returns when no message is asked for (`at` is null): the
+ * document is checked once without building paths and messages, and once more with
+ * them only when it fails, so the message is the one a single full check gives.
+ */
+const FAIL = 'invalid';
+
 export class Validator {
   /** @param {Schema} root */
   constructor(root) {
     this.root = root;
-    /** @type {Map<string, RegExp>} */
-    this.regex = new Map();
-    /** @type {Map<string, any>} */
+    /** @type {Map<string, Node>} */
     this.refs = new Map();
+    /** @type {Map<object, Node>} */
+    this.nodes = new Map();
     this.checkKeywords(root);
+    this.top = this.compile(root);
   }
 
   /** @param {any} s */
@@ -82,19 +173,72 @@ export class Validator {
   }
 
   /**
+   * The node of a schema (object or boolean), made once per schema object; a $ref is
+   * compiled where it points, so recursive references share their node.
+   * @param {Schema | boolean} s
+   * @returns {Node}
+   */
+  compile(s) {
+    const node = new Node();
+    if (s === true || s === false) {
+      node.bool = s;
+      return node;
+    }
+    const known = this.nodes.get(s);
+    if (known !== undefined) return known;
+    this.nodes.set(s, node);
+    if (s.$ref !== undefined) node.ref = this.resolve(s.$ref);
+    if (s.type !== undefined) node.types = Array.isArray(s.type) ? s.type : [s.type];
+    if (s.const !== undefined) {
+      node.hasConst = true;
+      node.const = s.const;
+    }
+    if (s.enum !== undefined) node.enum = s.enum;
+    node.minLength = s.minLength;
+    node.maxLength = s.maxLength;
+    if (s.pattern !== undefined) {
+      node.pattern = s.pattern;
+      node.regex = new RegExp(s.pattern, 'u');
+    }
+    node.minimum = s.minimum;
+    node.maximum = s.maximum;
+    node.exclusiveMinimum = s.exclusiveMinimum;
+    node.exclusiveMaximum = s.exclusiveMaximum;
+    node.maxItems = s.maxItems;
+    node.minItems = s.minItems;
+    if (s.items !== undefined) node.items = this.compile(s.items);
+    if (s.contains !== undefined) node.contains = this.compile(s.contains);
+    node.uniqueItems = s.uniqueItems === true;
+    if (s.required !== undefined) node.required = s.required;
+    for (const [k, sub] of Object.entries(s.properties || {})) node.properties.set(k, this.compile(sub));
+    if (s.additionalProperties === false) node.noAdditional = true;
+    else if (s.additionalProperties !== undefined) node.additionalProperties = this.compile(s.additionalProperties);
+    if (s.propertyNames !== undefined) node.propertyNames = this.compile(s.propertyNames);
+    if (s.allOf !== undefined) node.allOf = s.allOf.map((/** @type {Schema} */ x) => this.compile(x));
+    if (s.anyOf !== undefined) node.anyOf = s.anyOf.map((/** @type {Schema} */ x) => this.compile(x));
+    if (s.oneOf !== undefined) node.oneOf = s.oneOf.map((/** @type {Schema} */ x) => this.compile(x));
+    if (s.not !== undefined) node.not = this.compile(s.not);
+    if (s.if !== undefined) node.if = this.compile(s.if);
+    if (s.then !== undefined) node.then = this.compile(s.then);
+    if (s.else !== undefined) node.else = this.compile(s.else);
+    return node;
+  }
+
+  /**
    * The first problem of `value` against the schema, or null when it is valid.
    * @param {unknown} value
    * @returns {string | null}
    */
   problem(value) {
-    return this.check(this.root, value, '$');
+    if (this.check(this.top, value, null) === null) return null;
+    return this.check(this.top, value, '$');
   }
 
   /** @param {string} ref */
   resolve(ref) {
     const hit = this.refs.get(ref);
     if (hit !== undefined) return hit;
-    const found = this.lookup(ref);
+    const found = this.compile(this.lookup(ref));
     this.refs.set(ref, found);
     return found;
   }
@@ -109,116 +253,137 @@ export class Validator {
     return s;
   }
 
-  /** @param {string} p */
-  re(p) {
-    let r = this.regex.get(p);
-    if (!r) {
-      r = new RegExp(p, 'u');
-      this.regex.set(p, r);
-    }
-    return r;
-  }
-
   /**
-   * @param {Schema | boolean} s @param {unknown} v @param {string} at
+   * The first problem of `v` against `s`: a message under the path `at`, or FAIL when
+   * `at` is null (no message wanted); null when valid.
+   * @param {Node} s @param {unknown} v @param {string|null} at
    * @returns {string | null}
    */
   check(s, v, at) {
-    if (s === true) return null;
-    if (s === false) return `${at}: not allowed here`;
-    if (s.$ref !== undefined) {
-      const p = this.check(this.resolve(s.$ref), v, at);
+    if (s.bool !== null) return s.bool ? null : at === null ? FAIL : `${at}: not allowed here`;
+    if (s.ref !== null) {
+      const p = this.check(s.ref, v, at);
       if (p) return p;
     }
-    if (s.type !== undefined) {
-      const types = Array.isArray(s.type) ? s.type : [s.type];
-      if (!types.some((/** @type {string} */ t) => hasType(v, t))) return `${at}: ${shown(v)} is not of type ${types.join(' or ')}`;
+    if (s.types !== null) {
+      let ok = false;
+      for (const t of s.types) {
+        if (hasType(v, t)) {
+          ok = true;
+          break;
+        }
+      }
+      if (!ok) return at === null ? FAIL : `${at}: ${shown(v)} is not of type ${s.types.join(' or ')}`;
     }
-    if (s.const !== undefined && !jsonEqual(s.const, v)) return `${at}: must be ${shown(s.const)}`;
-    if (s.enum !== undefined && !s.enum.some((/** @type {unknown} */ e) => jsonEqual(e, v))) {
-      return `${at}: ${shown(v)} is not one of ${shown(s.enum)}`;
+    if (s.hasConst && !jsonEqual(s.const, v)) return at === null ? FAIL : `${at}: must be ${shown(s.const)}`;
+    if (s.enum !== null) {
+      let ok = false;
+      for (const e of s.enum) {
+        if (jsonEqual(e, v)) {
+          ok = true;
+          break;
+        }
+      }
+      if (!ok) return at === null ? FAIL : `${at}: ${shown(v)} is not one of ${shown(s.enum)}`;
     }
     if (typeof v === 'string') {
-      const n = s.minLength !== undefined || s.maxLength !== undefined ? [...v].length : 0;
-      if (s.minLength !== undefined && n < s.minLength) return `${at}: shorter than ${s.minLength}`;
-      if (s.maxLength !== undefined && n > s.maxLength) return `${at}: longer than ${s.maxLength}`;
-      if (s.pattern !== undefined && !this.re(s.pattern).test(v)) return `${at}: ${shown(v)} does not match ${s.pattern}`;
+      if (s.minLength !== undefined || s.maxLength !== undefined) {
+        // A string of n UTF-16 units holds between n/2 and n code points: count them
+        // only when a bound falls inside that range.
+        const min = s.minLength;
+        const max = s.maxLength;
+        if ((min !== undefined && v.length / 2 < min) || (max !== undefined && v.length > max)) {
+          const n = codePoints(v);
+          if (min !== undefined && n < min) return at === null ? FAIL : `${at}: shorter than ${min}`;
+          if (max !== undefined && n > max) return at === null ? FAIL : `${at}: longer than ${max}`;
+        }
+      }
+      if (s.regex !== null && !s.regex.test(v)) return at === null ? FAIL : `${at}: ${shown(v)} does not match ${s.pattern}`;
     }
     if (typeof v === 'number') {
-      if (s.minimum !== undefined && v < s.minimum) return `${at}: ${v} is less than ${s.minimum}`;
-      if (s.maximum !== undefined && v > s.maximum) return `${at}: ${v} is more than ${s.maximum}`;
-      if (s.exclusiveMinimum !== undefined && v <= s.exclusiveMinimum) return `${at}: ${v} is not more than ${s.exclusiveMinimum}`;
-      if (s.exclusiveMaximum !== undefined && v >= s.exclusiveMaximum) return `${at}: ${v} is not less than ${s.exclusiveMaximum}`;
+      if (s.minimum !== undefined && v < s.minimum) return at === null ? FAIL : `${at}: ${v} is less than ${s.minimum}`;
+      if (s.maximum !== undefined && v > s.maximum) return at === null ? FAIL : `${at}: ${v} is more than ${s.maximum}`;
+      if (s.exclusiveMinimum !== undefined && v <= s.exclusiveMinimum) return at === null ? FAIL : `${at}: ${v} is not more than ${s.exclusiveMinimum}`;
+      if (s.exclusiveMaximum !== undefined && v >= s.exclusiveMaximum) return at === null ? FAIL : `${at}: ${v} is not less than ${s.exclusiveMaximum}`;
     }
     if (Array.isArray(v)) {
-      if (s.maxItems !== undefined && v.length > s.maxItems) return `${at}: more than ${s.maxItems} items`;
-      if (s.minItems !== undefined && v.length < s.minItems) return `${at}: fewer than ${s.minItems} items`;
-      if (s.items !== undefined) {
+      if (s.maxItems !== undefined && v.length > s.maxItems) return at === null ? FAIL : `${at}: more than ${s.maxItems} items`;
+      if (s.minItems !== undefined && v.length < s.minItems) return at === null ? FAIL : `${at}: fewer than ${s.minItems} items`;
+      if (s.items !== null) {
         for (let i = 0; i < v.length; i++) {
-          const p = this.check(s.items, v[i], `${at}[${i}]`);
+          const p = this.check(s.items, v[i], at === null ? null : `${at}[${i}]`);
           if (p) return p;
         }
       }
-      if (s.contains !== undefined && !v.some((x, i) => this.check(s.contains, x, `${at}[${i}]`) === null)) {
-        return `${at}: no item matches what it must contain`;
+      if (s.contains !== null) {
+        let found = false;
+        for (let i = 0; i < v.length && !found; i++) found = this.check(s.contains, v[i], null) === null;
+        if (!found) return at === null ? FAIL : `${at}: no item matches what it must contain`;
       }
-      if (s.uniqueItems === true) {
+      if (s.uniqueItems) {
         const keys = new Set();
         for (const x of v) {
           const key = uniqueKey(x);
-          if (keys.has(key)) return `${at}: items are not unique`;
+          if (keys.has(key)) return at === null ? FAIL : `${at}: items are not unique`;
           keys.add(key);
         }
       }
     }
-    if (typeOf(v) === 'object') {
+    if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
       const o = /** @type {Record<string, unknown>} */ (v);
-      if (s.required !== undefined) {
-        for (const k of s.required) if (!Object.prototype.hasOwnProperty.call(o, k)) return `${at}: '${k}' is a required property`;
+      if (s.required !== null) {
+        for (const k of s.required) if (!Object.prototype.hasOwnProperty.call(o, k)) return at === null ? FAIL : `${at}: '${k}' is a required property`;
       }
-      const props = s.properties || {};
+      const props = s.properties;
       for (const k of Object.keys(o)) {
-        if (Object.prototype.hasOwnProperty.call(props, k)) {
-          const p = this.check(props[k], o[k], `${at}.${k}`);
+        const sub = props.get(k);
+        if (sub !== undefined) {
+          const p = this.check(sub, o[k], at === null ? null : `${at}.${k}`);
           if (p) return p;
-        } else if (s.additionalProperties !== undefined) {
-          if (s.additionalProperties === false) return `${at}: additional property ${shown(k)} is not allowed`;
-          const p = this.check(s.additionalProperties, o[k], `${at}.${k}`);
+        } else if (s.noAdditional) {
+          return at === null ? FAIL : `${at}: additional property ${shown(k)} is not allowed`;
+        } else if (s.additionalProperties !== null) {
+          const p = this.check(s.additionalProperties, o[k], at === null ? null : `${at}.${k}`);
           if (p) return p;
         }
-        if (s.propertyNames !== undefined) {
-          const p = this.check(s.propertyNames, k, `${at} key ${shown(k)}`);
+        if (s.propertyNames !== null) {
+          const p = this.check(s.propertyNames, k, at === null ? null : `${at} key ${shown(k)}`);
           if (p) return p;
         }
       }
     }
-    if (s.allOf !== undefined) {
+    if (s.allOf !== null) {
       for (const sub of s.allOf) {
         const p = this.check(sub, v, at);
         if (p) return p;
       }
     }
-    if (s.anyOf !== undefined) {
-      const problems = [];
+    if (s.anyOf !== null) {
+      let last = null;
+      let matched = false;
       for (const sub of s.anyOf) {
         const p = this.check(sub, v, at);
-        if (!p) break;
-        problems.push(p);
+        if (!p) {
+          matched = true;
+          break;
+        }
+        last = p;
       }
-      if (problems.length === s.anyOf.length) return problems[problems.length - 1] ?? `${at}: matches none of anyOf`;
+      if (!matched) return last ?? (at === null ? FAIL : `${at}: matches none of anyOf`);
     }
-    if (s.oneOf !== undefined) {
-      const n = s.oneOf.filter((/** @type {Schema} */ sub) => this.check(sub, v, at) === null).length;
-      if (n !== 1) return `${at}: must match exactly one of oneOf`;
+    if (s.oneOf !== null) {
+      let n = 0;
+      for (const sub of s.oneOf) if (this.check(sub, v, null) === null) n++;
+      if (n !== 1) return at === null ? FAIL : `${at}: must match exactly one of oneOf`;
     }
-    if (s.not !== undefined && this.check(s.not, v, at) === null) return `${at}: matches what it must not`;
-    if (s.if !== undefined) {
-      if (this.check(s.if, v, at) === null) {
-        if (s.then !== undefined) {
+    if (s.not !== null && this.check(s.not, v, null) === null) return at === null ? FAIL : `${at}: matches what it must not`;
+    if (s.if !== null) {
+      if (this.check(s.if, v, null) === null) {
+        if (s.then !== null) {
           const p = this.check(s.then, v, at);
           if (p) return p;
         }
-      } else if (s.else !== undefined) {
+      } else if (s.else !== null) {
         const p = this.check(s.else, v, at);
         if (p) return p;
       }

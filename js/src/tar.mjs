@@ -40,6 +40,7 @@ const PAX_IGNORED = new Set(['atime', 'ctime', 'comment']);
 /**
  * @typedef {{path: string, isDir: boolean, size: number, mtime: number, mode: number}} Member
  * @typedef {(member: Member, content: AsyncIterable<Uint8Array>) => Promise<void>} Visit
+ *   `content` yields chunks each valid until the next is asked for
  */
 
 /** @param {Uint8Array} b */
@@ -57,6 +58,18 @@ function cstring(f) {
   if (nul < 0) return f;
   for (let i = nul; i < f.length; i++) if (f[i] !== 0) return null;
   return f.subarray(0, nul);
+}
+
+/**
+ * The ustar checksum of a header block: its bytes summed, the checksum field as spaces.
+ * (A small function of its own, so it is optimised apart from the reader's loop.)
+ * @param {Uint8Array} block
+ */
+function headerSum(block) {
+  let sum = 8 * 0x20;
+  for (let i = 0; i < 148; i++) sum += block[i];
+  for (let i = 156; i < BLOCK; i++) sum += block[i];
+  return sum;
 }
 
 /** @param {Uint8Array} b */
@@ -145,9 +158,7 @@ export async function readTar(reader, opts, visit) {
     }
     // checksum
     const stored = octal(block, 148, 156, 'checksum', hdr);
-    let sum = 8 * 0x20;
-    for (let i = 0; i < 148; i++) sum += block[i];
-    for (let i = 156; i < BLOCK; i++) sum += block[i];
+    const sum = headerSum(block);
     if (stored !== sum) throw at(hdr, `bad header checksum (stored ${stored}, computed ${sum})`);
     const spelled = sum.toString(8).padStart(6, '0');
     let spelledOk = block[154] === 0 && block[155] === 0x20 && spelled.length === 6;
@@ -244,8 +255,9 @@ export async function readTar(reader, opts, visit) {
       async *[Symbol.asyncIterator]() {
         while (remaining > 0) {
           if (!live) throw new Error(`content of ${memberName} read after advancing`);
-          // Whatever the decompressor has ready, without copying: the bag reader's
-          // decisions wait for a member's first bytes, so chunking changes nothing.
+          // Whatever the decompressor has ready, without copying (a view valid until
+          // the next chunk is asked for): the bag reader's decisions wait for a
+          // member's first bytes, so chunking changes nothing.
           const data = await reader.readSome(Math.min(remaining, CHUNK));
           if (data.length === 0) {
             throw new InputError(`${source}: truncated tar: stream ended at offset ${offset} inside member ${JSON.stringify(memberName)} (header at offset ${hdr})`);

@@ -1,8 +1,8 @@
 // @ts-check
 /** Small helpers the claim groups share: digests of bytes, text, parsing kept files. */
 import { JsonError } from './errors.mjs';
-import { parseJson } from './json.mjs';
-import { canonicalBytes, bytesEqual } from './jcs.mjs';
+import { jsonText, parseText } from './json.mjs';
+import { canonicalText } from './jcs.mjs';
 
 export const ENC = new TextEncoder();
 export const UTF8 = new TextDecoder('utf-8', { fatal: true });
@@ -32,8 +32,10 @@ export function unhex(h) {
  * @returns {unknown}
  */
 export function loadJson(data, source, canonical) {
-  const value = parseJson(data, source);
-  if (canonical && !bytesEqual(canonicalBytes(value), data)) {
+  const text = jsonText(data, source);
+  const value = parseText(text, source);
+  // Equal texts are equal bytes here (jsonText admits only BOM-less valid UTF-8).
+  if (canonical && canonicalText(value) !== text) {
     throw new JsonError(`${source}: not stored canonical (bytes differ from the JCS form)`);
   }
   return value;

@@ -7,6 +7,10 @@
  * its streaming API, every return code checked; output comes in pieces of at most
  * 128 KiB, counted against maxBytes; the content checksum is zstd's own check; input
  * that ends inside the frame, or goes on after it, is refused.
+ *
+ * A piece is a view of the decoder's memory, valid until the next piece is asked for
+ * (not copying 128 KiB per piece halves the work outside zstd itself): a consumer that
+ * keeps bytes copies them.
  */
 import { InputError } from './errors.mjs';
 import { ZSTD_WASM_BASE64 } from './zstd-wasm.mjs';
@@ -126,9 +130,11 @@ export function checkFrameHeader(h, source) {
 }
 
 /**
- * Decompress the single zstd frame of `chunks`, yielding its content in pieces.
+ * Decompress the single zstd frame of `chunks`, yielding its content in pieces, each
+ * valid until the next is asked for.
  * @param {AsyncIterable<Uint8Array>} chunks the compressed bytes
- * @param {{source: string, maxBytes: number}} opts
+ * @param {{source: string, maxBytes: number, pieceBytes?: number}} opts pieceBytes: the
+ *   largest piece (128 KiB; smaller in tests, to cut documents and headers apart)
  * @returns {AsyncGenerator<Uint8Array>}
  */
 export async function* decompressFrame(chunks, opts) {
@@ -148,7 +154,7 @@ export async function* decompressFrame(chunks, opts) {
   checkFrameHeader(pending, source);
 
   const inPtr = z.malloc(PIECE);
-  const outSize = PIECE;
+  const outSize = opts.pieceBytes ?? PIECE;
   const outPtr = z.malloc(outSize);
   const inStruct = z.malloc(12);
   const outStruct = z.malloc(12);
@@ -185,7 +191,7 @@ export async function* decompressFrame(chunks, opts) {
             if (produced > maxBytes) {
               throw fail(consumed + inPos, `more than max_bytes=${maxBytes} decompressed bytes (the --max-bytes cap; raise it to read a larger bundle)`);
             }
-            yield new Uint8Array(z.memory.buffer).slice(outPtr, outPtr + outPos);
+            yield new Uint8Array(z.memory.buffer, outPtr, outPos);
           }
           if (ret === 0) {
             frameDone = true;

@@ -4,6 +4,10 @@ import { readFileSync } from 'node:fs';
 import { verifyBundle } from '../src/verify.mjs';
 import { nodeServices } from '../src/node.mjs';
 import { decompressFrame } from '../src/zstd.mjs';
+import { ByteReader } from '../src/bytereader.mjs';
+import { readTar } from '../src/tar.mjs';
+import { bagCollector } from '../src/bagread.mjs';
+import { createHash } from 'node:crypto';
 
 const CLEAN = new Uint8Array(readFileSync(new URL('./data/rpt-clean.tar.zst', import.meta.url)));
 
@@ -24,7 +28,7 @@ async function* asAsync(it) {
 
 async function inflate(chunks) {
   const parts = [];
-  for await (const p of decompressFrame(chunks, { source: 't', maxBytes: 2 ** 40 })) parts.push(p);
+  for await (const p of decompressFrame(chunks, { source: 't', maxBytes: 2 ** 40 })) parts.push(p.slice());
   return Buffer.concat(parts);
 }
 
@@ -75,6 +79,32 @@ test('a single-byte change of the archive is refused or fails, unless the tar is
     if (r.verdict === 'verified') {
       // zstd can carry bits that change no output (table descriptions): same tar, same bundle.
       assert.deepEqual(await inflate(asAsync([data])), whole, `byte ${i}`);
+    }
+  }
+});
+
+/** The bag read from CLEAN with zstd pieces of at most `pieceBytes`, plain as JSON. */
+async function readBag(pieceBytes, oneShot) {
+  const { sha256 } = nodeServices();
+  const reader = new ByteReader(decompressFrame(asAsync([CLEAN]), { source: 't', maxBytes: 2 ** 40, pieceBytes }));
+  const sha256OneShot = oneShot ? async (data) => createHash('sha256').update(data).digest('hex') : undefined;
+  const collector = bagCollector('t', sha256, sha256OneShot);
+  await readTar(reader, { source: 't', maxBytes: 2 ** 40 }, collector.visit);
+  await collector.settle();
+  const bag = collector.result();
+  return {
+    files: [...bag.files].map(([k, v]) => [k, v.sha256, v.size]),
+    kept: [...bag.kept].map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+    directories: [...bag.directories],
+  };
+}
+
+test('the bag is the same whatever the size of the pieces zstd reuses, hashed streaming or whole', async () => {
+  const reference = await readBag(undefined, false);
+  assert.ok(reference.kept.length > 5 && reference.files.length > reference.kept.length);
+  for (const pieceBytes of [1, 7, 511, 512, 1000, 4099]) {
+    for (const oneShot of [false, true]) {
+      assert.deepEqual(await readBag(pieceBytes, oneShot), reference, `pieces of ${pieceBytes}, one-shot ${oneShot}`);
     }
   }
 });
