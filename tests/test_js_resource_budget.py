@@ -26,6 +26,8 @@ FAMILIES = {
     "huge_string": hostile.huge_string_bundle,
     "zero_bomb": lambda _clean, out: out.write_bytes(hostile.zero_bomb(10 * 2**30)),
     "member_bomb": lambda _clean, out: out.write_bytes(hostile.member_bomb(2 * 2**30)),
+    # 40,000 names of 3,900 bytes: over the names cap both verifiers share (docs/format.md).
+    "long_names": lambda _clean, out: hostile.long_names_bundle(out, 40_000, 3_900),
 }
 
 
@@ -57,6 +59,8 @@ def test_node_verifier_stays_within_budget(families: dict[str, Path], family: st
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), detail
     assert b'"verdict":"error"' in run.stdout, detail
+    if family == "long_names":
+        assert "member names over 33554432 bytes in all" in stderr, detail
     assert run.peak_bytes < BUDGET_BYTES, detail
     # CPU, not wall: the suite runs beside other work on two cores.
     assert run.cpu < BUDGET_SECONDS, detail

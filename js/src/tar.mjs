@@ -14,6 +14,10 @@ export const BLOCK = 512;
 export const RECORD = 20 * BLOCK;
 export const MAX_PAX_BYTES = 64 * 1024;
 export const MAX_MEMBERS = 2 ** 16;
+// The names of all members together (UTF-8 bytes, without a directory's trailing '/'):
+// the manifest lists every data/ file's name and is one document of at most 32 MiB, so no
+// bundle export writes holds more; the exporter refuses the same (docs/format.md).
+export const MAX_NAMES_TOTAL_BYTES = 32 * 1024 * 1024;
 const CHUNK = 1024 * 1024;
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 const LATIN = new TextDecoder('latin1');
@@ -134,6 +138,7 @@ export async function readTar(reader, opts, visit) {
 
   /** @type {Map<string, string>} */
   const foldedNames = new Map();
+  let namesTotal = 0;
   const dirs = new Set();
   /** @type {string|null} */
   let top = null;
@@ -230,6 +235,11 @@ export async function readTar(reader, opts, visit) {
       throw fail(`collides with ${JSON.stringify(seen)} after NFC and case folding`);
     }
     if (foldedNames.size >= maxMembers) throw fail(`more than max_members=${maxMembers} members (the most a bundle holds, docs/format.md)`);
+    const nameSize = nameBytes.length - (isDir && nameBytes[nameBytes.length - 1] === 0x2f ? 1 : 0);
+    if (namesTotal + nameSize > MAX_NAMES_TOTAL_BYTES) {
+      throw fail(`member names over ${MAX_NAMES_TOTAL_BYTES} bytes in all (the most a bundle holds, docs/format.md)`);
+    }
+    namesTotal += nameSize;
     if (top === null) {
       if (!isDir || name.includes('/')) throw fail('the first member must be the single top-level directory');
       top = name;
