@@ -260,12 +260,15 @@ def key_permissions_warning(path: Path) -> str | None:
     """A warning when the key file is open to group or others, else None.
 
     The key is still usable; ssh-keygen itself would refuse it. Returns None when the
-    file cannot be examined (load_private_key reports that).
+    file cannot be examined or is not a regular file (load_private_key reports that).
     """
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        info = os.stat(path)
     except OSError:
         return None
+    if not stat.S_ISREG(info.st_mode):
+        return None  # not a key file at all: the error that follows says so, alone
+    mode = stat.S_IMODE(info.st_mode)
     if mode & 0o077 == 0:
         return None
     return (
