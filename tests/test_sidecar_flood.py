@@ -323,6 +323,7 @@ def test_verify_of_the_extract_directory_names_the_bag_beside_its_signatures(
     assert (out / f"{bag.name}.sig").is_file()
     done = run_cli("verify", str(out))
     assert done.returncode == 3
-    assert f"verify {bag}" in done.stderr.decode(), done.stderr.decode()
+    said = (done.stdout + done.stderr).decode()
+    assert f"verify {bag}" in said, said
     done = run_cli("verify", str(bag), "--allowed-signers", str(keys.allowed))
     assert done.returncode == 0, done.stdout.decode()
