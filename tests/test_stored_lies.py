@@ -385,3 +385,41 @@ def test_an_oversized_signature_named_is_an_input_error_everywhere(
     assert done.returncode == 3, (command, place, done.returncode, err, done.stdout.decode())
     assert "Traceback" not in err
     assert where in err and str(64 * 1024) in err, err
+
+
+def test_upload_names_every_local_sidecar_it_does_not_store(lies: Lies, tmp_path: Path) -> None:
+    """A sidecar is never silently skipped (SPEC 11.3): upload stores the signatures over
+    this head and names each other one, with why, on stderr and in --json."""
+    from bundler.trust import sshsig
+
+    raw = raw_client(lies.endpoint[1])
+    archive = tmp_path / "u.tar.zst"
+    archive.write_bytes(raw.get_object(Bucket=lies.bucket, Key=lies.clean_key)["Body"].read())
+    bob = _bob(tmp_path)
+    done = run_cli("sign", str(archive), "--key", str(bob))
+    assert done.returncode == 0, done.stderr.decode()
+    first = tmp_path / "u.tar.zst.sig"
+    real = first.read_bytes()
+    first.unlink()
+    key = sshsig.load_private_key(lies.alice, passphrase=None)
+    other_head = sshsig.sign(b'{"another":"head"}', key).encode()
+    junk = b"junk\n"
+    bad = {
+        "u.tar.zst.sig": other_head,  # a valid signature over another head
+        f"u.tar.zst.sig.{hashlib.sha256(junk).hexdigest()}": junk,
+        f"u.tar.zst.sig.{'1' * 64}": b"name and bytes disagree",
+        f"u.tar.zst.sig.{hashlib.sha256(junk).hexdigest().upper()}": junk,
+        "u.tar.zst.sig.bak": junk,
+    }
+    for name, data in bad.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / f"u.tar.zst.sig.{hashlib.sha256(real).hexdigest()}").write_bytes(real)
+    done = _run(lies, "upload", str(archive), f"s3://{lies.bucket}/up", "--json")
+    assert done.returncode == 0, done.stderr.decode()
+    [line] = json_lines(done)
+    skipped = {Path(s["url"]).name: s["reason"] for s in line["skipped_signatures"]}
+    assert set(skipped) == set(bad), skipped
+    err = done.stderr.decode()
+    for name in bad:
+        assert name in err, err
+    assert len(line["signatures"]) == 1  # bob's, the one over this head
