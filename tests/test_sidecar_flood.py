@@ -327,3 +327,29 @@ def test_verify_of_the_extract_directory_names_the_bag_beside_its_signatures(
     assert f"verify {bag}" in said, said
     done = run_cli("verify", str(bag), "--allowed-signers", str(keys.allowed))
     assert done.returncode == 0, done.stdout.decode()
+
+
+@pytest.mark.parametrize(
+    ("text", "once"),
+    [("\x1b[2J", "\\x1b[2J"), ("\u202e", "\\u202e"), ("\r\n", "\\x0d\\x0a"), ("\u200b", "\\u200b")],
+)
+def test_untrusted_text_in_a_signature_reason_is_escaped_once(
+    text: str, once: str, archive: Path, keys: Keys, tmp_path: Path
+) -> None:
+    """Text a signature carries (its namespace) is escaped where it is shown, once: the
+    console and Markdown show ``\\u202e``, never ``\\\\u202e`` nor the raw character."""
+    key = sshsig.load_private_key(keys.mallory, passphrase=None)
+    sig = tmp_path / "odd.sig"
+    sig.write_text(sshsig.sign(_head(archive), key, namespace=f"x{text}FORGED"))
+    outdir = tmp_path / "out"
+    done = run_cli(
+        "verify", str(archive), "--allowed-signers", str(keys.allowed), "--signature",
+        str(sig), "--output-dir", str(outdir),
+    )  # fmt: skip
+    assert done.returncode == 1
+    console = done.stdout.decode()
+    assert f"x{once}FORGED" in console, console
+    assert "\\" + once not in console, console  # never escaped twice
+    assert text not in console
+    for page in outdir.rglob("*.md"):
+        assert text not in page.read_text(encoding="utf-8")  # Markdown escapes for itself
