@@ -14,8 +14,9 @@ import { createReadStream, readFileSync, statSync } from 'node:fs';
 import { verifyBundle, DEFAULT_MAX_BYTES } from './src/verify.mjs';
 import { checkProof, proofLines } from './src/proof.mjs';
 import { humanLines } from './src/record.mjs';
-import { nodeServices } from './src/node.mjs';
+import { localSidecars, nodeServices } from './src/node.mjs';
 import { parseAllowedSigners } from './src/sshsig.mjs';
+import { MAX_SIDECAR_BYTES } from './src/signatures.mjs';
 import { shown } from './src/textsafe.mjs';
 import { TrustError, UsageError } from './src/errors.mjs';
 
@@ -89,6 +90,24 @@ function readSmallFile(path, option) {
   return readFileSync(path);
 }
 
+/**
+ * The signature named with --signature: input, so one that cannot be read or is over
+ * the 64 KiB a signature may hold is an input error (exit 3), as in the Python
+ * verifier, not a usage error.
+ * @param {string} path
+ */
+function readSignatureFile(path) {
+  let st;
+  try {
+    st = statSync(path);
+  } catch (e) {
+    throw new Error(`--signature ${path}: cannot read (${/** @type {any} */ (e).code ?? e})`);
+  }
+  if (!st.isFile()) throw new Error(`--signature ${path}: not a regular file`);
+  if (st.size > MAX_SIDECAR_BYTES) throw new Error(`--signature ${path}: signature of ${st.size} bytes, over the ${MAX_SIDECAR_BYTES} bytes a signature may hold`);
+  return readFileSync(path);
+}
+
 /** @param {string} line */
 function out(line) {
   process.stdout.write(line + '\n');
@@ -133,7 +152,7 @@ async function verifyCommand(/** @type {string[]} */ argv) {
     }
   }
   const sidecars = [];
-  if (opts['--signature'] !== undefined) sidecars.push({ name: opts['--signature'], text: readSmallFile(opts['--signature'], '--signature') });
+  if (opts['--signature'] !== undefined) sidecars.push({ name: opts['--signature'], text: readSignatureFile(opts['--signature']) });
   const json = !!opts['--json'];
   const quiet = !!(opts['-q'] || opts['--quiet']);
   const services = nodeServices();
@@ -149,7 +168,9 @@ async function verifyCommand(/** @type {string[]} */ argv) {
       chunks = createReadStream(source, { highWaterMark: 1 << 20 });
       record = await verifyBundle(chunks, {
         source, ...services, expectBundleDigest, expectReportDigest, strict: !!opts['--strict'], maxBytes,
-        allowedSigners, allowedSignersSource: opts['--allowed-signers'], identity: opts['--identity'] ?? null, sidecars,
+        allowedSigners, allowedSignersSource: opts['--allowed-signers'], identity: opts['--identity'] ?? null,
+        // Every signature present is checked (SPEC 11.3): the one named, else each beside the archive.
+        sidecars: opts['--signature'] !== undefined ? sidecars : localSidecars(source),
       });
     } catch (e) {
       const { errorRecord } = await import('./src/record.mjs');

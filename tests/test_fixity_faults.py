@@ -117,6 +117,7 @@ def test_damage_at_rest_gets_the_outcome_spec_13_names(
         assert (code, summary["counts"]["pass"]) == (0, ARCHIVED), summary["problems"]
 
         rotted, truncated, deleted, stripped = keys[3], keys[50], keys[101], keys[177]
+        replaced = keys[120]
         head = raw.head_object(Bucket=bucket, Key=rotted)
         data = bytearray(raw.get_object(Bucket=bucket, Key=rotted)["Body"].read())
         data[len(data) // 3] ^= 0x01  # one bit, same length, metadata kept: bit rot
@@ -127,12 +128,18 @@ def test_damage_at_rest_gets_the_outcome_spec_13_names(
         raw.delete_object(Bucket=bucket, Key=deleted)
         body = raw.get_object(Bucket=bucket, Key=stripped)["Body"].read()
         raw.put_object(Bucket=bucket, Key=stripped, Body=body)  # same bytes, no metadata
+        # Another bundle's bytes, no metadata: the bytes say what happened, not the
+        # metadata's absence.
+        other = raw.get_object(Bucket=bucket, Key=keys[121])["Body"].read()
+        raw.put_object(Bucket=bucket, Key=replaced, Body=other)
 
+        # An object without sha256 metadata is judged by its bytes (SPEC 6): the same
+        # bytes as the ledger's baseline pass; other bytes are altered at rest.
         expected = {
             rotted: ("fail", "altered at rest"),
             truncated: ("fail", "altered at rest"),
             deleted: ("missing", "gone"),
-            stripped: ("fail", "metadata"),
+            replaced: ("fail", "altered at rest"),
         }
         for level in ("object", "full"):
             proxy.requests.clear()
@@ -148,6 +155,7 @@ def test_damage_at_rest_gets_the_outcome_spec_13_names(
                 "missing": 1,
                 "error": 0,
             }
+            assert stripped not in found  # read, and its bytes are the baseline's
             # A digest mismatch is what the bytes say: read once, never retried.
             assert _gets(proxy, bucket, rotted) == 1
             assert _gets(proxy, bucket, truncated) == 1

@@ -613,13 +613,19 @@ SAME_PROOF: dict[str, Callable[[bytes], bytes]] = {
     "needless escape in a case string": _reencode(
         b'"check_id":"accuracy"', b'"check_id":"accurac\\u0079"'
     ),
+    # The same number (JCS writes 3 for each), so the same proof in both checkers.
+    "leaf_index written 3.0": _reencode(b'"leaf_index":3,', b'"leaf_index":3.0,'),
+    "leaf_index written 3e0": _reencode(b'"leaf_index":3,', b'"leaf_index":3e0,'),
+    "leaf_index written 30e-1": _reencode(b'"leaf_index":3,', b'"leaf_index":30e-1,'),
+    "leaf_index written 0.3e1": _reencode(b'"leaf_index":3,', b'"leaf_index":0.3e1,'),
     "two trailing newlines": lambda d: d + b"\n",
     "no trailing newline": lambda d: d[:-1],
 }
 
 # Section 2 still refuses these, and the proof's counts are JSON integers.
 NOT_A_PROOF: dict[str, Callable[[bytes], bytes]] = {
-    "leaf_index written 3.0": _reencode(b'"leaf_index":3,', b'"leaf_index":3.0,'),
+    "leaf_index written 3.5": _reencode(b'"leaf_index":3,', b'"leaf_index":3.5,'),
+    "leaf_index written true": _reencode(b'"leaf_index":3,', b'"leaf_index":true,'),
     "byte order mark": lambda d: b"\xef\xbb\xbf" + d,
     "duplicate key": _reencode(b'"leaf_index":3,', b'"leaf_index":3,"leaf_index":3,'),
 }
@@ -666,6 +672,40 @@ def test_refused_spellings_are_malformed(name: str, proof_bytes: bytes, tmp_path
     message = done.stderr.decode()
     assert message.startswith("evalbook-bundle: error: malformed proof: ")
     assert str(path) in message
+
+
+NODE_CHECKER = Path(__file__).resolve().parent.parent / "js" / "verify-bundle.mjs"
+
+
+@pytest.mark.parametrize(
+    ("name", "spelling"),
+    [(n, SAME_PROOF[n]) for n in sorted(SAME_PROOF)]
+    + [(n, NOT_A_PROOF[n]) for n in sorted(NOT_A_PROOF)],
+)
+def test_both_checkers_agree_on_every_spelling(
+    name: str,
+    spelling: Callable[[bytes], bytes],
+    signer: Signer,
+    proof_bytes: bytes,
+    tmp_path: Path,
+) -> None:
+    """The second checker (SPEC 15) reads each spelling as this one does: proven, or
+    malformed, never one of each."""
+    path = tmp_path / "proof.json"
+    path.write_bytes(spelling(proof_bytes))
+    expected = 0 if name in SAME_PROOF else 3
+    for extra in ([], ["--allowed-signers", str(signer.allowed)]):
+        ours = _check(path, *extra)
+        theirs = subprocess.run(
+            ["node", str(NODE_CHECKER), "check-proof", str(path), *extra],
+            capture_output=True,
+            timeout=120,
+        )
+        assert (ours.returncode, theirs.returncode) == (expected, expected), (
+            name,
+            ours.stderr.decode(),
+            theirs.stderr.decode(),
+        )
 
 
 @pytest.mark.parametrize("name", sorted(NOT_JSON))

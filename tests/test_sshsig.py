@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from bundler.core.errors import InputError, UsageError
+from bundler.core.errors import BundlerError, InputError, UsageError
 from bundler.trust.sshsig import (
     NAMESPACE,
     PASSPHRASE_ENV,
     SignatureError,
+    check_novalidate,
     fingerprint,
     key_permissions_warning,
     load_private_key,
@@ -418,8 +419,53 @@ def test_parsed_fields(keys: Keys) -> None:
     assert parsed.public_key is not None and len(parsed.public_key) == 32
     assert parsed.signature is not None and len(parsed.signature) == 64
     assert parsed.fingerprint == _keygen_fingerprint(keys.alice)
-    # Accepts the CRLF line ends a Windows checkout may give the file.
-    assert parse_signature(signature.replace("\n", "\r\n"), source="sig") == parsed
+    # CR before the body's line ends is whitespace to ssh-keygen's base64 reader too.
+    header, rest = signature.split("\n", 1)
+    assert parse_signature(header + "\n" + rest.replace("\n", "\r\n"), source="sig") == parsed
+
+
+def _keygen_check_novalidate(message: bytes, signature: str, workdir: Path) -> bool:
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "sig").write_bytes(signature.encode("utf-8"))
+    done = _keygen(
+        "-Y", "check-novalidate", "-n", NAMESPACE, "-s", str(workdir / "sig"), stdin=message
+    )  # fmt: skip
+    return done.returncode == 0
+
+
+def _our_check_novalidate(message: bytes, signature: str) -> bool:
+    try:
+        check_novalidate(message, signature, source="sig")
+    except BundlerError as exc:
+        assert "\n" not in exc.message and exc.message.startswith("sig: ")
+        return False
+    return True
+
+
+LINE_ENDS = {"LF": "\n", "CRLF": "\r\n"}
+
+
+@pytest.mark.parametrize("footer", ["LF", "CRLF", "none"])
+@pytest.mark.parametrize("body", sorted(LINE_ENDS))
+@pytest.mark.parametrize("header", sorted(LINE_ENDS))
+@pytest.mark.parametrize("signer", sorted(SIGNERS))
+def test_line_endings_are_read_as_ssh_keygen_reads_them(
+    keys: Keys, tmp_path: Path, signer: str, header: str, body: str, footer: str
+) -> None:
+    # An auditor checks with ssh-keygen (SPEC 11.3): no spelling of the armor's line ends
+    # may anchor trust here that ssh-keygen refuses, nor the other way round.
+    signature = SIGNERS[signer](keys.alice, MESSAGE, tmp_path / "s")
+    lines = signature.rstrip("\n").split("\n")
+    spelled = (
+        lines[0]
+        + LINE_ENDS[header]
+        + "".join(line + LINE_ENDS[body] for line in lines[1:-1])
+        + lines[-1]
+        + ("" if footer == "none" else LINE_ENDS[footer])
+    )
+    theirs = _keygen_check_novalidate(MESSAGE, spelled, tmp_path / "k")
+    assert _our_check_novalidate(MESSAGE, spelled) == theirs, (header, body, footer, theirs)
+    assert theirs == (header == "LF")  # what ssh-keygen does, so the test cannot pass vacuously
 
 
 def test_corrupt_signatures_are_clear_errors(keys: Keys) -> None:

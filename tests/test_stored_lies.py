@@ -65,6 +65,18 @@ def _sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+# Spellings of the sha256 metadata that are not a digest, from the recorded one.
+MALFORMED_SHA256: dict[str, Callable[[str], str]] = {
+    "garbage": lambda d: "garbage",
+    "uppercase hex": lambda d: "sha256:" + d[7:].upper(),
+    "another algorithm": lambda d: "sha512:" + d[7:],
+    "no prefix": lambda d: d[7:],
+    "63 hex digits": lambda d: d[:-1],
+    "65 hex digits": lambda d: d + "0",
+}
+UNRECORDED = ["no-metadata", *(f"sha256 {n}" for n in sorted(MALFORMED_SHA256))]
+
+
 @pytest.fixture(scope="module")
 def lies(s3_server: Server, tmp_path_factory: pytest.TempPathFactory) -> Lies:
     root = tmp_path_factory.mktemp("lies")
@@ -108,6 +120,15 @@ def lies(s3_server: Server, tmp_path_factory: pytest.TempPathFactory) -> Lies:
         "altered": put(f"l3/reports/bundles/rpt-clean/{clean_hex}.tar.zst", other_bytes, meta),
         "no-metadata": put(f"l4/reports/bundles/rpt-clean/{clean_hex}.tar.zst", clean_bytes, None),
     }
+    # A sha256 value that is not a digest records nothing (SPEC 2): each spelling is
+    # judged as the object with no metadata is, never as one whose claim holds.
+    for n, (name, value) in enumerate(sorted(MALFORMED_SHA256.items())):
+        spelled = value(c["sha256"])
+        urls[f"sha256 {name}"] = put(
+            f"m{n}/reports/bundles/rpt-clean/{clean_hex}.tar.zst",
+            clean_bytes,
+            {**meta, "sha256": spelled},
+        )
     crowded_key = f"l5/reports/bundles/rpt-clean/{clean_hex}.tar.zst"
     urls["crowded"] = put(crowded_key, clean_bytes, meta)
     big = b"x" * (2 * 1024 * 1024)  # the issue's attack: megabytes under a sidecar name
@@ -176,11 +197,12 @@ def test_a_lying_object_fails_every_command_and_nothing_is_written(
     assert _signature_objects(lies, url) == before
 
 
+@pytest.mark.parametrize("lie", UNRECORDED)
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_an_object_without_metadata_is_judged_by_its_bytes(
-    command: str, lies: Lies, tmp_path: Path
+    command: str, lie: str, lies: Lies, tmp_path: Path
 ) -> None:
-    url = lies.urls["no-metadata"]
+    url = lies.urls[lie]
     args, output = COMMANDS[command](lies, url, tmp_path)
     done = _run(lies, *args)
     assert done.returncode == 0, (command, done.stderr.decode())
@@ -192,6 +214,8 @@ def test_an_object_without_metadata_is_judged_by_its_bytes(
             if c["state"] == "unprovable" and c["reason"] == "no_recorded_sha256"
         ]
         assert url in claim["detail"]
+        if lie != "no-metadata":
+            assert "malformed sha256 metadata" in claim["detail"], claim
         keyed = [
             c for c in line["claims"] if c["subject"] == "storage key names the bundle it holds"
         ]
@@ -234,6 +258,33 @@ def test_fixity_with_allowed_signers_passes_a_crowded_bundle(lies: Lies, tmp_pat
         "--ledger", str(tmp_path / "ledger.sqlite"), "--json", "-q",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
+
+
+@pytest.mark.parametrize("lie", UNRECORDED)
+def test_fixity_verifies_an_unrecorded_object_from_its_bytes(
+    lie: str, lies: Lies, tmp_path: Path
+) -> None:
+    """Fixity, like every reader (SPEC 6), reads such an object and verifies it: a pass,
+    saying what cannot be proven, never "altered at rest" unread."""
+    prefix = lies.urls[lie].split("/reports/bundles/")[0]
+    ledger = str(tmp_path / "ledger.sqlite")
+    for n, level in enumerate(("full", "object", "full")):
+        record = tmp_path / f"run{n}.jsonl"
+        done = _run(
+            lies, "fixity", prefix, "--level", level, "--ledger", ledger,
+            "--record", str(record), "--json", "-q",
+        )  # fmt: skip
+        assert done.returncode == 0, (lie, level, done.stdout.decode(), done.stderr.decode())
+        lines = [orjson.loads(x) for x in record.read_bytes().splitlines()]
+        checks = [x for x in lines if x.get("schema") == "evalbook.fixity_check.v1"]
+        assert [c["outcome"] for c in checks] == ["pass"], checks
+        assert checks[0]["bytes_read"] > 0
+        assert "no_recorded_sha256" in checks[0]["detail"], checks[0]
+    anchored = _run(
+        lies, "fixity", prefix, "--level", "full", "--allowed-signers", str(lies.allowed),
+        "--ledger", str(tmp_path / "other.sqlite"), "--json", "-q",
+    )  # fmt: skip
+    assert anchored.returncode == 0, anchored.stdout.decode()
 
 
 @pytest.mark.parametrize("url", ["s3://{bucket}/", "s3://{bucket}/l1/", "s3://{bucket}"])
@@ -288,3 +339,87 @@ def test_an_object_named_like_a_report_directory_is_one_report(lies: Lies) -> No
         f"s3://{lies.bucket}/store", config=StorageConfig(endpoint_url=lies.endpoint[1])
     )
     assert source.list_names("reports", limit=10) == ["rpt-clean"]
+
+
+@pytest.mark.parametrize(
+    "where", ["s3://{bucket}/", "s3://{bucket}", "s3://{bucket}/sigs/", "s3://{bucket}/l1/"]
+)
+@pytest.mark.parametrize("command", ["verify", "audit"])
+def test_a_signature_url_without_a_key_is_a_usage_error(
+    where: str, command: str, lies: Lies, tmp_path: Path
+) -> None:
+    """``--signature`` names one object (SPEC 6): a bucket or prefix is exit 2 naming it,
+    before any request, never a service error and never the "directory" object read."""
+    raw = raw_client(lies.endpoint[1])
+    raw.put_object(Bucket=lies.bucket, Key="sigs/", Body=b"")
+    target = where.format(bucket=lies.bucket)
+    url = f"s3://{lies.bucket}/{lies.clean_key}"
+    done = _run(lies, command, url, "--allowed-signers", str(lies.allowed), "--signature", target)
+    err = done.stderr.decode()
+    assert done.returncode == 2, (command, target, done.returncode, err)
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert repr(target) in err or target in err
+
+
+@pytest.mark.parametrize("size", [64 * 1024 + 1, 200_000])
+@pytest.mark.parametrize("place", ["local", "stored"])
+@pytest.mark.parametrize("command", ["verify", "audit"])
+def test_an_oversized_signature_named_is_an_input_error_everywhere(
+    size: int, place: str, command: str, lies: Lies, tmp_path: Path
+) -> None:
+    """The same input, the same exit code (SPEC 8): a --signature over the 64 KiB a
+    signature may hold is unreadable input (exit 3), in a file as in a bucket."""
+    data = b"x" * size
+    if place == "local":
+        target = tmp_path / "big.sig"
+        target.write_bytes(data)
+        where = str(target)
+    else:
+        raw = raw_client(lies.endpoint[1])
+        key = f"sigs/big-{size}.sig"
+        raw.put_object(Bucket=lies.bucket, Key=key, Body=data)
+        where = f"s3://{lies.bucket}/{key}"
+    url = f"s3://{lies.bucket}/{lies.clean_key}"
+    done = _run(lies, command, url, "--allowed-signers", str(lies.allowed), "--signature", where)
+    err = done.stderr.decode()
+    assert done.returncode == 3, (command, place, done.returncode, err, done.stdout.decode())
+    assert "Traceback" not in err
+    assert where in err and str(64 * 1024) in err, err
+
+
+def test_upload_names_every_local_sidecar_it_does_not_store(lies: Lies, tmp_path: Path) -> None:
+    """A sidecar is never silently skipped (SPEC 11.3): upload stores the signatures over
+    this head and names each other one, with why, on stderr and in --json."""
+    from bundler.trust import sshsig
+
+    raw = raw_client(lies.endpoint[1])
+    archive = tmp_path / "u.tar.zst"
+    archive.write_bytes(raw.get_object(Bucket=lies.bucket, Key=lies.clean_key)["Body"].read())
+    bob = _bob(tmp_path)
+    done = run_cli("sign", str(archive), "--key", str(bob))
+    assert done.returncode == 0, done.stderr.decode()
+    first = tmp_path / "u.tar.zst.sig"
+    real = first.read_bytes()
+    first.unlink()
+    key = sshsig.load_private_key(lies.alice, passphrase=None)
+    other_head = sshsig.sign(b'{"another":"head"}', key).encode()
+    junk = b"junk\n"
+    bad = {
+        "u.tar.zst.sig": other_head,  # a valid signature over another head
+        f"u.tar.zst.sig.{hashlib.sha256(junk).hexdigest()}": junk,
+        f"u.tar.zst.sig.{'1' * 64}": b"name and bytes disagree",
+        f"u.tar.zst.sig.{hashlib.sha256(junk).hexdigest().upper()}": junk,
+        "u.tar.zst.sig.bak": junk,
+    }
+    for name, data in bad.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / f"u.tar.zst.sig.{hashlib.sha256(real).hexdigest()}").write_bytes(real)
+    done = _run(lies, "upload", str(archive), f"s3://{lies.bucket}/up", "--json")
+    assert done.returncode == 0, done.stderr.decode()
+    [line] = json_lines(done)
+    skipped = {Path(s["url"]).name: s["reason"] for s in line["skipped_signatures"]}
+    assert set(skipped) == set(bad), skipped
+    err = done.stderr.decode()
+    for name in bad:
+        assert name in err, err
+    assert len(line["signatures"]) == 1  # bob's, the one over this head

@@ -151,7 +151,8 @@ def existing_input(value: Path, param: str, *, directory_ok: bool = True) -> Pat
             return value
         raise InputError(f"{param}: {value}: is a directory; a file is needed", param=param)
     if not stat.S_ISREG(info.st_mode):
-        raise InputError(f"{param}: {value}: not a regular file or directory", param=param)
+        wanted = "a regular file or directory" if directory_ok else "a regular file"
+        raise InputError(f"{param}: {value}: not {wanted}", param=param)
     return value
 
 

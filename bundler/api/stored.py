@@ -61,7 +61,7 @@ def upload(
     """
     from bundler import storage
     from bundler.api.anchors import raise_unless_verified
-    from bundler.bundles.signatures import good_sidecars, with_sidecars
+    from bundler.bundles.signatures import good_sidecars, left_behind, with_sidecars
     from bundler.bundles.stored_bytes import existing_bundle
     from bundler.bundles.verify import read_and_verify
     from bundler.core.claims import VerifyOptions
@@ -99,6 +99,9 @@ def upload(
         progress=on_chunk,
     )
     info = uploaded.as_dict()
+    skipped = left_behind(options, result.signatures)
+    if skipped:
+        info["skipped_signatures"] = [{"url": where, "reason": why} for where, why in skipped]
     return UploadResult(
         {"schema": "evalbook.upload.v1", **info},
         url=info["url"],

@@ -22,17 +22,24 @@ from pathlib import Path
 from bundler.core.claims import VerifyOptions
 from bundler.core.errors import InputError
 from bundler.core.signatures import (
+    MAX_LISTED,
     MAX_SIDECAR_BYTES,
     MAX_SIDECARS,
     SignatureCheck,
     SignatureSource,
     SignatureState,
+    order_sidecars,
+    too_many,
 )
 from bundler.core.textsafe import shown
 from bundler.trust.proof import read_bounded
 
 SIDECAR_SUFFIX = ".sig"
 _COUNTERSIGNATURE = re.compile(r"\.sig\.[0-9a-f]{64}")
+ODD_NAME = (
+    "not read: named like a signature of this bundle, but neither <archive>.sig nor "
+    "<archive>.sig.<sha256 hex of its bytes, lowercase>"
+)
 
 
 def sidecar_name(base: str, signature: bytes, *, first_free: bool) -> str:
@@ -43,32 +50,75 @@ def sidecar_name(base: str, signature: bytes, *, first_free: bool) -> str:
     return f"{base}{SIDECAR_SUFFIX}.{hashlib.sha256(signature).hexdigest()}"
 
 
-def local_sidecar_paths(location: str) -> list[Path]:
-    """``<location>.sig`` then ``<location>.sig.<hex>`` (name order) that exist beside
-    an archive file or a bag directory; none for anything else."""
+def local_sidecar_paths(location: str) -> tuple[list[Path], int]:
+    """The sidecars beside an archive file or a bag directory to read, and how many
+    more lie there (not read): ``<location>.sig``, then ``<location>.sig.<hex>`` oldest
+    first (``order_sidecars``), at most ``MAX_SIDECARS``; none for anything else.
+
+    The age of a file is its status-change time (then its inode number, for files
+    written within one clock tick), which the file system sets on every write and
+    which, unlike the modification time, no writer can set back; so files added later
+    never push out the signatures already there. Names beginning
+    ``<location>.sig`` that are neither form are listed too (``odd_sidecar_names``)."""
+    base = Path(location.rstrip("/") or location)
+    if not (base.is_file() or base.is_dir()):
+        return [], 0
+    first = base.name + SIDECAR_SUFFIX
+    found: list[tuple[str, tuple[float, ...]]] = []
+    unlisted = 0
+    try:
+        with os.scandir(base.parent) as entries:
+            for entry in entries:
+                name = entry.name
+                if name != first and not (
+                    name.startswith(base.name)
+                    and _COUNTERSIGNATURE.fullmatch(name[len(base.name) :])
+                ):
+                    continue
+                if len(found) >= MAX_LISTED:
+                    unlisted = 1
+                    break
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                    when: tuple[float, ...] = (info.st_ctime_ns, info.st_ino)
+                except OSError:
+                    when = (0, 0)
+                found.append((name, when))
+    except OSError:
+        found = [(first, (0, 0))] if os.path.lexists(base.with_name(first)) else []
+    ordered = order_sidecars(found, first=first)
+    rest = len(ordered) - min(len(ordered), MAX_SIDECARS) + unlisted
+    return [base.with_name(name) for name in ordered[:MAX_SIDECARS]], rest
+
+
+def odd_sidecar_names(location: str) -> list[Path]:
+    """Files beside ``location`` whose names begin ``<name>.sig`` but are neither
+    ``<name>.sig`` nor ``<name>.sig.<64 lowercase hex>`` (``.sig.bak``, upper-case hex):
+    not read, but listed, so that none is silently skipped (at most ``MAX_SIDECARS``)."""
     base = Path(location.rstrip("/") or location)
     if not (base.is_file() or base.is_dir()):
         return []
-    found = []
-    first = base.with_name(base.name + SIDECAR_SUFFIX)
-    if os.path.lexists(first):
-        found.append(first)
+    first = base.name + SIDECAR_SUFFIX
+    odd: list[str] = []
     try:
-        entries = sorted(
-            entry.name
-            for entry in os.scandir(base.parent)
-            if entry.name.startswith(base.name)
-            and _COUNTERSIGNATURE.fullmatch(entry.name[len(base.name) :])
-        )
+        with os.scandir(base.parent) as entries:
+            for entry in entries:
+                name = entry.name
+                if not name.startswith(first) or name == first:
+                    continue
+                if _COUNTERSIGNATURE.fullmatch(name[len(base.name) :]):
+                    continue
+                odd.append(name)
+                if len(odd) >= MAX_SIDECARS:
+                    break
     except OSError:
-        entries = []
-    found += [base.with_name(name) for name in entries]
-    return found
+        return []
+    return [base.with_name(name) for name in sorted(odd)]
 
 
-def _bounded_sources(paths: list[Path]) -> list[SignatureSource]:
+def _bounded_sources(paths: list[Path], rest: int) -> list[SignatureSource]:
     sources = []
-    for path in paths[:MAX_SIDECARS]:
+    for path in paths:
         where = str(path)
         try:
             data = read_bounded(where, limit=MAX_SIDECAR_BYTES, what="signature")
@@ -79,17 +129,9 @@ def _bounded_sources(paths: list[Path]) -> list[SignatureSource]:
             continue
         problem = _name_problem(path.name, data)
         sources.append(SignatureSource(where, data.decode("utf-8", "replace"), problem=problem))
-    if len(paths) > MAX_SIDECARS:
-        rest = len(paths) - MAX_SIDECARS
-        sources.append(
-            SignatureSource(
-                f"{paths[MAX_SIDECARS]} and {rest - 1} more"
-                if rest > 1
-                else str(paths[MAX_SIDECARS]),
-                "",
-                problem=f"more than {MAX_SIDECARS} signatures beside the bundle: {rest} not read",
-            )
-        )
+    if rest:
+        base = str(paths[0]).rpartition(SIDECAR_SUFFIX)[0] if paths else "the bundle"
+        sources.append(SignatureSource(f"{base}{SIDECAR_SUFFIX}.*", "", problem=too_many(rest)))
     return sources
 
 
@@ -106,8 +148,11 @@ def _name_problem(name: str, data: bytes) -> str | None:
 
 
 def local_sidecars(location: str) -> list[SignatureSource]:
-    """The signatures beside a local archive or bag directory, bounded."""
-    return _bounded_sources(local_sidecar_paths(location))
+    """The signatures beside a local archive or bag directory, bounded, then the files
+    named like sidecars that are not (listed as invalid, never read)."""
+    paths, rest = local_sidecar_paths(location)
+    odd = [SignatureSource(str(path), "", problem=ODD_NAME) for path in odd_sidecar_names(location)]
+    return _bounded_sources(paths, rest) + odd
 
 
 def stored_sidecars(
@@ -203,6 +248,13 @@ def good_sidecars(
     return [s for s in options.sidecars if s.where in good and s.problem is None]
 
 
+def left_behind(options: VerifyOptions, checks: Sequence[SignatureCheck]) -> list[tuple[str, str]]:
+    """The sidecars ``good_sidecars`` does not let travel, each with why: named, so that
+    none is silently skipped (SPEC 11.3) by ``upload`` or ``extract``."""
+    kept = {s.where for s in good_sidecars(options, checks)}
+    return [(c.where, c.describe()) for c in checks if not c.embedded and c.where not in kept]
+
+
 def write_beside_bag(directory: Path, sidecars: Sequence[SignatureSource]) -> list[Path]:
     """Beside a bag extracted into ``directory``, not inside it (a tag file the tag
     manifest does not list would make the bag fail): ``<bag>.sig``, ``<bag>.sig.<hex>``,
@@ -229,4 +281,4 @@ def sidecars_beside_bag(directory: Path) -> list[Path]:
         bags = [p for p in directory.iterdir() if p.is_dir() and not p.is_symlink()]
     except OSError:
         return []
-    return local_sidecar_paths(str(bags[0])) if len(bags) == 1 else []
+    return local_sidecar_paths(str(bags[0]))[0] if len(bags) == 1 else []

@@ -38,7 +38,12 @@ def stored_of(stream: Any) -> StoredObject | None:
     if not isinstance(url, str) or not url.startswith("s3://"):
         return None
     recorded = getattr(stream, "expected_sha256", None)
-    return StoredObject(url, recorded if isinstance(recorded, str) else None)
+    why = getattr(stream, "unrecorded", None)
+    return StoredObject(
+        url,
+        recorded if isinstance(recorded, str) else None,
+        why if isinstance(why, str) else None,
+    )
 
 
 def stored_claims(
@@ -56,8 +61,9 @@ def stored_claims(
                 State.UNPROVABLE,
                 path=None,
                 reason=NO_RECORDED_SHA256,
-                detail=f"{stored.url}: no sha256 metadata (copied in by another tool?): "
-                "verified from its bytes, which cannot be shown to be the ones uploaded",
+                detail=f"{stored.url}: {stored.unrecorded or 'no sha256 metadata'} (copied "
+                "in by another tool?): verified from its bytes, which cannot be shown to be "
+                "the ones uploaded",
             )
         )
     named = key_names(parse_s3_url(stored.url).key)

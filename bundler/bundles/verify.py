@@ -207,7 +207,9 @@ def missing_bundle_hint(source: str) -> str:
     except OSError:
         return ""
     bags = [c for c in children if c.is_dir() and (c / "bagit.txt").is_file()]
-    if len(bags) == 1 and len(children) == 1:
+    # extract writes the bag and, beside it, its signatures (<bag>.sig, <bag>.sig.<hex>).
+    others = [c for c in children if c not in bags]
+    if len(bags) == 1 and all(c.name.startswith(bags[0].name + ".sig") for c in others):
         return (
             f"; this directory holds the bag {bags[0].name}/ (what extract wrote): verify {bags[0]}"
         )

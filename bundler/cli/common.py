@@ -256,12 +256,14 @@ def _anchor_options(command: F) -> F:
                 type=click.Path(path_type=Path),
                 help="OpenSSH allowed_signers file: check the head signature.",
             ),
-            click.option("--identity", help="Signer identity to require (with --allowed-signers)."),
+            click.option(
+                "--identity", help="Signer identity to require (needs --allowed-signers)."
+            ),
             click.option(
                 "--signature",
                 help="A signature file or s3:// object to check instead of the bundle's own "
-                "(default: embedded, <archive>.sig and its countersignatures, or those stored "
-                "beside an s3:// bundle).",
+                "(needs --allowed-signers; default: embedded, <archive>.sig and its "
+                "countersignatures, or those stored beside an s3:// bundle).",
             ),
         ]
     ):

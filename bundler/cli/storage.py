@@ -94,6 +94,8 @@ def upload(
         )
     finally:
         line.done()
+    for skipped in stored.to_json().get("skipped_signatures", []):
+        _say(f"warning: {shown(skipped['url'])}: not stored ({shown(skipped['reason'])})\n")
     if as_json:
         _emit_json(stored.to_json())
     else:

@@ -260,6 +260,7 @@ class StoredObject:
 
     url: str
     recorded_sha256: str | None
+    unrecorded: str | None = None  # why nothing is recorded: missing or malformed metadata
 
 
 @dataclass(frozen=True)

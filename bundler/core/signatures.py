@@ -10,6 +10,7 @@ checking itself is ``bundler.trust.signatures.check_signatures``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
@@ -18,10 +19,32 @@ from typing import Any, Final
 # can add a sidecar, so each is read only up to this size and only this many are read.
 MAX_SIDECAR_BYTES: Final = 64 * 1024
 MAX_SIDECARS: Final = 64
+# Names beside a bundle looked at before the rest are counted but not even listed.
+MAX_LISTED: Final = 4096
 
 EMBEDDED_WHERE: Final = "bundle-head.json.sig"
 
 NOT_ANCHORED: Final = "not anchored: pass --allowed-signers to check who"
+
+
+def order_sidecars(found: Iterable[tuple[str, tuple[float, ...]]], *, first: str) -> list[str]:
+    """The order sidecars are read in, and so which ``MAX_SIDECARS`` are read when more
+    lie beside a bundle (SPEC 6): ``first`` (``<archive>.sig``), then oldest first by
+    what the store recorded when each was written (S3's ``LastModified``; locally the
+    status-change time, then the inode number for files written within one clock
+    tick), then by name. A countersignature's name is chosen by whoever writes it (the
+    SHA-256 of bytes of their choosing); the store's record is not, so a flood of names
+    added later never pushes out the signatures already there."""
+    ordered = sorted(found, key=lambda item: (item[0] != first, item[1], item[0]))
+    return [name for name, _ in ordered]
+
+
+def too_many(rest: int) -> str:
+    """Why the sidecars past ``MAX_SIDECARS`` are listed as not verifying."""
+    return (
+        f"more than {MAX_SIDECARS} signatures beside the bundle: {rest} not read "
+        "(the oldest are read, so none added later displaces them)"
+    )
 
 
 class SignatureState(StrEnum):

@@ -238,46 +238,38 @@ def _check_stored(task: Task, settings: Settings, base: Result) -> Result:
             "<prefix>/reports/bundles/<report_id>/<bundle-digest-hex>.tar.zst",
         )
     config = settings.storage_config
-    try:
-        with storage.open_verified(storage.parse_s3_url(url), config=config) as stream:
-            # A replaced object (new metadata to match) fails below, where the bytes are
-            # compared with the ledger's baseline after they are read.
-            from bundler.bundles.signatures import stored_sidecars
+    # An object without (well-formed) sha256 metadata is judged by its bytes like any
+    # other (SPEC 6): the key names its bundle, the verifier reads it, and the ledger's
+    # baseline holds what it hashed to; only "the bytes recorded at upload" is unprovable.
+    with storage.open_verified(
+        storage.parse_s3_url(url), config=config, unrecorded_ok=True
+    ) as stream:
+        # A replaced object (new metadata to match) fails below, where the bytes are
+        # compared with the ledger's baseline after they are read.
+        from bundler.bundles.signatures import stored_sidecars
 
-            signatures = (
-                stored_sidecars(url, config=config)
-                if settings.allowed_signers is not None and settings.level == "full"
-                else []
-            )
-            hashing = _Hashing(stream)
-            try:
-                verification = _verify(url, hashing, settings, signatures)
-                hashing.drain()
-            except storage.AlteredAtRest as exc:
-                # Raised at the end of the object, by the read that reached it: every
-                # byte was read, and hashes to ``observed``.
-                read = max(hashing.count, stream.size)
-                return replace(
-                    base,
-                    outcome="fail",
-                    detail=exc.message,
-                    bytes_read=read,
-                    size=read,
-                    sha256=exc.observed,
-                )
-    except StorageError as exc:
-        if exc.kind == "unverifiable":
-            # The metadata cannot go without the object being rewritten: altered at rest
-            # (or never stored as upload stores a bundle). The object is there to be
-            # read, so this is the bundle's failure, not the checker's.
-            recorded = task.recorded_sha256 or "no SHA-256 yet"
+        signatures = (
+            stored_sidecars(url, config=config)
+            if settings.allowed_signers is not None and settings.level == "full"
+            else []
+        )
+        hashing = _Hashing(stream)
+        try:
+            verification = _verify(url, hashing, settings, signatures)
+            hashing.drain()
+        except storage.AlteredAtRest as exc:
+            # Raised at the end of the object, by the read that reached it: every
+            # byte was read, and hashes to ``observed``.
+            read = max(hashing.count, stream.size)
             return replace(
                 base,
                 outcome="fail",
-                detail=f"{url}: altered at rest: the object's sha256 metadata is missing or "
-                f"invalid ({exc.message}); the ledger recorded {recorded}",
+                detail=exc.message,
+                bytes_read=read,
+                size=read,
+                sha256=exc.observed,
             )
-        raise
+        unrecorded = stream.unrecorded
     result = _judge(task, settings, base, url, hashing.sha256, hashing.count, verification)
     named = storage.key_names(task.key)
     if (
@@ -292,6 +284,12 @@ def _check_stored(task: Task, settings: Settings, base: Result) -> Result:
             detail=f"{url}: altered at rest: the key names bundle {named[1]} of {named[0]}, "
             f"but the archive holds bundle {verification.bundle_digest} of "
             f"{verification.report_id}",
+        )
+    if result.outcome == "pass" and unrecorded is not None:
+        return replace(
+            result,
+            detail=f"{result.detail}; {unrecorded}: the bytes cannot be shown to be the ones "
+            "recorded at upload (no_recorded_sha256)",
         )
     return result
 

@@ -41,7 +41,6 @@ from bundler.storage.layout import (
     META_BUNDLE_DIGEST,
     META_REPORT_DIGEST,
     META_REPORT_ID,
-    META_SHA256,
     S3Location,
 )
 from bundler.storage.objects import (
@@ -51,6 +50,7 @@ from bundler.storage.objects import (
     _get,
     _head_precise,
     _open_reader,
+    recorded_sha256,
 )
 from bundler.storage.signatures import _read_signatures
 
@@ -75,7 +75,8 @@ class VerifiedStream(io.BufferedReader):
         self.url = url
         self.size = size
         self.metadata = dict(metadata)
-        self.expected_sha256 = self.metadata.get(META_SHA256)
+        # Only a well-formed digest is a recorded one: a malformed value records nothing.
+        self.expected_sha256, self.unrecorded = recorded_sha256(self.metadata)
 
     @property
     def verified(self) -> bool:

@@ -70,16 +70,28 @@ def parse_s3_url(url: str) -> S3Location:
     return S3Location(bucket, key)
 
 
-def stored_bundle_location(url: str) -> S3Location:
-    """``parse_s3_url`` for a URL that must name one object: a URL with no key
-    (``s3://bucket/``, ``s3://bucket/prefix/``) is a UsageError (exit 2) naming it."""
+def object_location(url: str, *, what: str, want: str) -> S3Location:
+    """``parse_s3_url`` for a URL that must name one object (``what``, spelled like
+    ``want``): a URL with no key (``s3://bucket``, ``s3://bucket/``,
+    ``s3://bucket/prefix/``) is a UsageError (exit 2) naming it, before any request."""
     loc = parse_s3_url(url)
     if not loc.key or loc.key.endswith("/"):
-        raise UsageError(
-            f"{url!r}: names a bucket or prefix, not a stored bundle "
-            "(want s3://bucket/<prefix>/reports/bundles/<report_id>/<digest>.tar.zst)"
-        )
+        raise UsageError(f"{url!r}: names a bucket or prefix, not {what} (want {want})")
     return loc
+
+
+def stored_bundle_location(url: str) -> S3Location:
+    """``object_location`` for a stored bundle."""
+    return object_location(
+        url,
+        what="a stored bundle",
+        want="s3://bucket/<prefix>/reports/bundles/<report_id>/<digest>.tar.zst",
+    )
+
+
+def signature_location(url: str) -> S3Location:
+    """``object_location`` for a signature named by URL (``--signature s3://...``)."""
+    return object_location(url, what="a signature object", want="s3://bucket/<key>.sig")
 
 
 def _normalise_prefix(prefix: str) -> str:

@@ -235,24 +235,32 @@ def _head_precise(conn: _Conn, loc: S3Location, action: str) -> dict[str, Any] |
     return answer
 
 
-def _expected_sha256(conn: _Conn, loc: S3Location, answer: Mapping[str, Any]) -> str:
-    meta = {k.lower(): v for k, v in answer.get("Metadata", {}).items()}
+def recorded_sha256(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The SHA-256 an object's ``sha256`` metadata records, or None and why not.
+
+    The one place that reads that metadata (SPEC 2, 6): only ``sha256:`` and 64
+    lowercase hex digits is a recorded digest; a value missing or spelled any other way
+    records nothing, so the claim that the bytes are the ones uploaded is unprovable,
+    never silently dropped."""
+    meta = {str(k).lower(): v for k, v in metadata.items()}
     value = meta.get(META_SHA256)
+    if value is None:
+        return None, "no sha256 metadata"
+    if not isinstance(value, str) or _SHA256_META_RE.match(value) is None:
+        return None, f"malformed sha256 metadata '{str(value)[:80]}' (not a digest)"
+    return value, None
+
+
+def _expected_sha256(conn: _Conn, loc: S3Location, answer: Mapping[str, Any]) -> str:
+    value, why = recorded_sha256(answer.get("Metadata", {}))
     if value is None:
         raise conn.fail(
             loc.url,
             "verifying",
-            detail="no sha256 metadata; the object cannot be verified",
+            detail=f"{why}; the object cannot be verified",
             kind="unverifiable",
         )
-    if _SHA256_META_RE.match(value) is None:
-        raise conn.fail(
-            loc.url,
-            "verifying",
-            detail=f"malformed sha256 metadata {value!r}",
-            kind="unverifiable",
-        )
-    return str(value)
+    return value
 
 
 def _open_reader(

@@ -18,7 +18,13 @@ import botocore.exceptions as bexc
 
 from bundler.core.digests import PREFIX as DIGEST_PREFIX
 from bundler.core.errors import InputError
-from bundler.core.signatures import MAX_SIDECAR_BYTES, MAX_SIDECARS
+from bundler.core.signatures import (
+    MAX_LISTED,
+    MAX_SIDECAR_BYTES,
+    MAX_SIDECARS,
+    order_sidecars,
+    too_many,
+)
 from bundler.storage.config import _DENIED_CODES, StorageConfig, _Conn, _connect, _error_code
 from bundler.storage.layout import (
     _COUNTERSIGNATURE_RE,
@@ -27,6 +33,7 @@ from bundler.storage.layout import (
     SIDECAR_SUFFIX,
     S3Location,
     parse_s3_url,
+    signature_location,
 )
 from bundler.storage.objects import AlteredAtRest, _get, _head_precise, _open_reader
 from bundler.storage.retention import _retention
@@ -120,26 +127,34 @@ class StoredSignature:
 
 
 def _signature_object_keys(conn: _Conn, archive: S3Location) -> tuple[list[str], int]:
-    """The signature keys beside ``archive``, ``<key>.sig`` first, at most
-    ``MAX_SIGNATURES`` of them, and whether more lie there (1) or not (0). Listing
-    stops at the first key over the bound. Without permission to list, only
-    ``<key>.sig`` is tried."""
+    """The signature keys beside ``archive`` to read: ``<key>.sig`` first, then the
+    countersignatures oldest first, at most ``MAX_SIGNATURES`` in all, and how many
+    more lie there (not read).
+
+    Which ones are read is never up to whoever writes beside the archive: a
+    countersignature's name is the SHA-256 of bytes its writer chooses, so name order
+    can be bought with a few thousand tries, but the time the service records for a
+    write (``LastModified``) cannot be set by the writer. Objects added later
+    therefore never push out signatures already there (``order_sidecars``). Listing
+    stops after ``MAX_LISTED`` keys. Without permission to list, only ``<key>.sig`` is
+    tried."""
     first = archive.key + SIDECAR_SUFFIX
     pattern = re.compile(re.escape(first) + r"(\.[0-9a-f]{64})?\Z")
     paginator = conn.client.get_paginator("list_objects_v2")
-    keys: list[str] = []
-    more = 0
+    listed: list[tuple[str, tuple[float, ...]]] = []
+    unlisted = 0
     try:
         for page in paginator.paginate(Bucket=archive.bucket, Prefix=first):
             for item in page.get("Contents", []):
                 key = str(item.get("Key", ""))
                 if pattern.match(key) is None:
                     continue
-                if len(keys) >= MAX_SIGNATURES:
-                    more = 1
+                if len(listed) >= MAX_LISTED:
+                    unlisted = 1
                     break
-                keys.append(key)
-            if more:
+                when = item.get("LastModified")
+                listed.append((key, (when.timestamp() if isinstance(when, datetime) else 0.0,)))
+            if unlisted:
                 break
     except bexc.ClientError as exc:
         code, _, status = _error_code(exc)
@@ -148,7 +163,8 @@ def _signature_object_keys(conn: _Conn, archive: S3Location) -> tuple[list[str],
         raise conn.fail(archive.url, "listing its signatures", exc) from exc
     except bexc.BotoCoreError as exc:
         raise conn.fail(archive.url, "listing its signatures", exc) from exc
-    return sorted(keys, key=lambda k: (k != first, k)), more
+    ordered = order_sidecars(listed, first=first)
+    return ordered[:MAX_SIGNATURES], len(ordered) - min(len(ordered), MAX_SIGNATURES) + unlisted
 
 
 def _read_signature_object(conn: _Conn, loc: S3Location) -> StoredSignature | None:
@@ -185,9 +201,7 @@ def _read_signatures(conn: _Conn, archive: S3Location) -> list[StoredSignature]:
         if signature is not None:
             found.append(signature)
     if more:
-        refused = (
-            f"more than {MAX_SIGNATURES} signatures stored beside the bundle: the rest are not read"
-        )
+        refused = too_many(more)
         key = archive.key + SIDECAR_SUFFIX + ".*"
         found.append(StoredSignature(archive.bucket, key, b"", "", None, refused=refused))
     return found
@@ -211,14 +225,19 @@ def stored_signatures(archive: S3Location | str, *, config: StorageConfig) -> li
 def read_signature(url: str, *, config: StorageConfig) -> StoredSignature:
     """The one signature object at ``url`` (for ``--signature s3://...``).
 
-    Raises InputError when it is absent or oversized, AlteredAtRest (exit 1) when its
+    Raises UsageError for a URL that names no object (``s3://bucket/``), InputError
+    when it is absent or over ``MAX_SIDECAR_BYTES``, AlteredAtRest (exit 1) when its
     bytes do not match its recorded SHA-256, StorageError when the service fails.
     """
-    loc = parse_s3_url(url)
+    loc = signature_location(url)
     conn = _connect(config)
     signature = _read_signature_object(conn, loc)
     if signature is None:
         raise InputError(f"{loc.url}: no such signature object")
+    if signature.refused is not None:
+        # The one the user named is input that cannot be read, as a local file over the
+        # cap is (exit 3); not a neighbour that may be listed and passed over.
+        raise InputError(f"{loc.url}: {signature.refused}")
     if signature.problem is not None:
         raise _altered(signature)
     return signature

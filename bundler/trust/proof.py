@@ -12,7 +12,8 @@ refuses (``InputError``, exit 3) before any hash is computed:
   ``MAX_PROOF_VALUES``, before it is parsed (a proof is one case and about 1 KB besides);
 - what section 2 refuses (duplicate keys, NaN, lone surrogates, nesting over 64...), a
   schema-invalid proof, and what JSON Schema cannot say: ``leaf_index`` and
-  ``tree_size`` are JSON integers (``3.0`` and ``true`` are not), ``tree_size`` at most
+  ``tree_size`` are whole numbers (``3.0`` and ``3e0`` are ``3``, as JCS writes them;
+  ``3.5`` and ``true`` are not), ``tree_size`` at most
   ``MAX_TREE_SIZE``, every hash 64 lowercase hex digits, the case id a string,
   ``case_bytes`` canonical base64 of a JSON document.
 
@@ -186,7 +187,11 @@ def _check_size(data: bytes, source: str, what: str) -> None:
 
 
 def _integer(value: Any, name: str, maximum: int, source: str) -> int:
-    # JSON Schema's "integer" admits 3.0; the proof's counts are written as integers.
+    # A number is read as JCS writes it (SPEC 11.4: any formatting of the same JSON is
+    # the same proof): 3.0 and 3e0 are 3, as the JavaScript checker reads them; 3.5 and
+    # true are not integers.
+    if type(value) is float and value.is_integer() and abs(value) <= 2**53 - 1:
+        value = int(value)
     if type(value) is not int or not 0 <= value <= maximum:
         raise _malformed(
             f"{source}: {name} must be an integer from 0 to {maximum}, "

@@ -25,6 +25,7 @@ from bundler.trust.head import HEAD_FILE, HEAD_SIG_FILE
 GROUP = 2  # signatures are claims about the bundle (group 2)
 EMBEDDED_SUBJECT = "embedded signature verifies over bundle-head.json"
 ANCHOR_SUBJECT = "signature"
+LISTED_IN_DETAIL = 5  # signatures named in the one-line reason none is allowed
 
 
 def _reason(exc: BundlerError, where: str) -> str:
@@ -160,5 +161,10 @@ def signature_claims(
 def _none_allowed(checks: Sequence[SignatureCheck]) -> str:
     if not checks:
         return "no signature: neither bundle-head.json.sig nor a sidecar"
-    listing = "; ".join(f"{c.where}: {c.describe()}" for c in checks)
-    return f"none of {len(checks)} signature(s) verifies by an allowed signer: {listing}"
+    # One line an auditor can read: the first few, then how many more (each is listed
+    # in full in the record's signatures).
+    shown_checks = checks[:LISTED_IN_DETAIL]
+    listing = "; ".join(f"{c.where}: {c.describe()}" for c in shown_checks)
+    rest = len(checks) - len(shown_checks)
+    more = f"; and {rest} more (see the signatures listed)" if rest else ""
+    return f"none of {len(checks)} signature(s) verifies by an allowed signer: {listing}{more}"

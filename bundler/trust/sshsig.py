@@ -65,6 +65,10 @@ ACCEPTED_HASH_ALGORITHMS = ("sha512", "sha256")
 KEY_TYPE = "ssh-ed25519"
 
 ARMOR_BEGIN = "-----BEGIN SSH SIGNATURE-----"
+ARMOR_HEADER_RULE = (
+    "SSH signature header line must end with a plain line feed, as ssh-keygen reads it "
+    "(not CRLF, not followed by other text)"
+)
 ARMOR_END = "-----END SSH SIGNATURE-----"
 ARMOR_WIDTH = 70  # ssh-keygen's line width for the base64 body
 
@@ -98,6 +102,12 @@ _KEY_TYPES = frozenset(
     }
 )
 _WHITESPACE = " \t\r\n"
+
+
+def _quoted(value: object) -> str:
+    """A value read from a signature, in quotes but not escaped: text from a signature
+    is escaped once, where it is shown (``textsafe.shown``), never here as well."""
+    return f"'{value}'"
 
 
 class SignatureError(BundlerError):
@@ -250,12 +260,15 @@ def key_permissions_warning(path: Path) -> str | None:
     """A warning when the key file is open to group or others, else None.
 
     The key is still usable; ssh-keygen itself would refuse it. Returns None when the
-    file cannot be examined (load_private_key reports that).
+    file cannot be examined or is not a regular file (load_private_key reports that).
     """
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        info = os.stat(path)
     except OSError:
         return None
+    if not stat.S_ISREG(info.st_mode):
+        return None  # not a key file at all: the error that follows says so, alone
+    mode = stat.S_IMODE(info.st_mode)
     if mode & 0o077 == 0:
         return None
     return (
@@ -327,12 +340,12 @@ def _dearmor(text: str, source: str) -> bytes:
     if not text.startswith(ARMOR_BEGIN):
         raise InputError(f"{source}: not an SSH signature (missing {ARMOR_BEGIN})")
     rest = text[len(ARMOR_BEGIN) :]
-    if rest.startswith("\r\n"):
-        rest = rest[2:]
-    elif rest.startswith("\n"):
-        rest = rest[1:]
-    else:
-        raise InputError(f"{source}: SSH signature header is not followed by a line break")
+    # ssh-keygen reads the header with its LF ("-----BEGIN SSH SIGNATURE-----\n"): a
+    # header ending in CRLF is one it refuses ("missing header"), and so do we, so that
+    # no signature anchors trust here that the auditor's ssh-keygen path rejects.
+    if not rest.startswith("\n"):
+        raise InputError(f"{source}: {ARMOR_HEADER_RULE}")
+    rest = rest[1:]
     # Like ssh-keygen, the footer is the first END line; we also refuse anything but
     # whitespace after it, so a signature file carries nothing unsigned-looking.
     end = rest.find("\n" + ARMOR_END)
@@ -380,7 +393,7 @@ def parse_signature(text: str, *, source: str) -> Signature:
     if key_type == KEY_TYPE:
         if signature_algorithm != KEY_TYPE:
             raise InputError(
-                f"{what}: signature type {signature_algorithm!r} does not match key type {KEY_TYPE}"
+                f"{what}: signature type {_quoted(signature_algorithm)} does not match key type {KEY_TYPE}"
             )
         signature = sig_reader.string("ed25519 signature")
         sig_reader.end()
@@ -724,11 +737,11 @@ def check_novalidate(
         )
     if parsed.namespace != namespace:
         raise SignatureError(
-            f"{source}: signature is for namespace {parsed.namespace!r}, not {namespace!r}"
+            f"{source}: signature is for namespace {_quoted(parsed.namespace)}, not {_quoted(namespace)}"
         )
     if parsed.hash_algorithm not in ACCEPTED_HASH_ALGORITHMS:
         raise SignatureError(
-            f"{source}: hash algorithm {parsed.hash_algorithm!r} is not sha512 or sha256"
+            f"{source}: hash algorithm {_quoted(parsed.hash_algorithm)} is not sha512 or sha256"
         )
     try:
         public_key = Ed25519PublicKey.from_public_bytes(parsed.public_key)

@@ -5,9 +5,11 @@
  * The only module of src/ that imports node: modules.
  */
 import { createHash, webcrypto } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, readSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { validators } from './schema.mjs';
+import { COUNTERSIGNATURE, MAX_LISTED, MAX_SIDECAR_BYTES, MAX_SIDECARS, ODD_NAME, orderSidecars, tooMany } from './signatures.mjs';
 
 export const SCHEMA_NAMES = ['bundle', 'eb-bundle', 'report-body', 'envelope', 'suite', 'scorer', 'dataset-manifest', 'check-result', 'case', 'evidence-manifest', 'case-proof'];
 
@@ -55,4 +57,93 @@ export function schemaValidators() {
 /** Everything verifyBundle needs from Node. */
 export function nodeServices() {
   return { sha256, sha512, verifyEd25519, validators: schemaValidators() };
+}
+
+/**
+ * The signatures beside a local archive (SPEC 11.3, 6), as the Python verifier finds
+ * them: <archive>.sig, then <archive>.sig.<sha256 hex of its bytes> oldest first (by
+ * status-change time, which no writer can set back), at most MAX_SIDECARS read, each
+ * at most MAX_SIDECAR_BYTES, opened without following a link or blocking. Whatever
+ * cannot be read, one too many, a name its bytes do not hash to, or a name like a
+ * sidecar's that is neither form, comes back with its `problem`: listed, never
+ * silently skipped, never an error that blocks the bundle.
+ * @param {string} archive
+ * @returns {{name: string, text: Uint8Array, problem: string|null}[]}
+ */
+export function localSidecars(archive) {
+  const dir = dirname(archive);
+  const base = basename(archive);
+  const first = `${base}.sig`;
+  /** @type {{name: string, time: bigint[]}[]} */
+  const found = [];
+  /** @type {string[]} */
+  const odd = [];
+  let unlisted = 0;
+  let names;
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  for (const name of names) {
+    if (!name.startsWith(first)) continue;
+    if (name !== first && !COUNTERSIGNATURE.test(name.slice(base.length))) {
+      if (odd.length < MAX_SIDECARS) odd.push(name);
+      continue;
+    }
+    if (found.length >= MAX_LISTED) {
+      unlisted = 1;
+      continue;
+    }
+    /** @type {bigint[]} */
+    let time = [0n, 0n];
+    try {
+      const st = lstatSync(join(dir, name), { bigint: true });
+      time = [st.ctimeNs, st.ino];
+    } catch {
+      time = [0n, 0n];
+    }
+    found.push({ name, time });
+  }
+  const ordered = orderSidecars(found, first);
+  const rest = ordered.length - Math.min(ordered.length, MAX_SIDECARS) + unlisted;
+  /** @type {{name: string, text: Uint8Array, problem: string|null}[]} */
+  const out = ordered.slice(0, MAX_SIDECARS).map((name) => readSidecar(join(dir, name), name.slice(base.length)));
+  if (rest) out.push({ name: join(dir, `${first}.*`), text: new Uint8Array(0), problem: tooMany(rest) });
+  for (const name of odd.sort()) out.push({ name: join(dir, name), text: new Uint8Array(0), problem: ODD_NAME });
+  return out;
+}
+
+/** @param {string} path @param {string} suffix */
+function readSidecar(path, suffix) {
+  const empty = new Uint8Array(0);
+  let fd;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    return { name: path, text: empty, problem: `cannot read (${/** @type {any} */ (e).code ?? e})` };
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) return { name: path, text: empty, problem: 'not a regular file' };
+    const buffer = new Uint8Array(MAX_SIDECAR_BYTES + 1);
+    let size = 0;
+    for (;;) {
+      const n = readSync(fd, buffer, size, buffer.length - size, null);
+      if (n === 0) break;
+      size += n;
+      if (size > MAX_SIDECAR_BYTES) return { name: path, text: empty, problem: `over the ${MAX_SIDECAR_BYTES}-byte cap for a signature (not read)` };
+    }
+    const text = buffer.slice(0, size);
+    const named = COUNTERSIGNATURE.exec(suffix);
+    if (named) {
+      const actual = createHash('sha256').update(text).digest('hex');
+      if (actual !== named[1]) return { name: path, text: empty, problem: `altered: its name records SHA-256 ${named[1]}, its bytes hash to ${actual}` };
+    }
+    return { name: path, text, problem: null };
+  } catch (e) {
+    return { name: path, text: empty, problem: `cannot read (${/** @type {any} */ (e).code ?? e})` };
+  } finally {
+    closeSync(fd);
+  }
 }

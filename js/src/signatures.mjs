@@ -12,6 +12,42 @@ import { HEAD_FILE, HEAD_SIG_FILE } from './bagit.mjs';
 import { checkSignature, matchSigner, parseAllowedSigners } from './sshsig.mjs';
 import { UTF8 } from './util.mjs';
 
+/** Bounds on what lies beside a bundle (SPEC 6), as the Python verifier's. */
+export const MAX_SIDECAR_BYTES = 64 * 1024;
+export const MAX_SIDECARS = 64;
+export const MAX_LISTED = 4096;
+export const COUNTERSIGNATURE = /^\.sig\.([0-9a-f]{64})$/;
+export const ODD_NAME = 'not read: named like a signature of this bundle, but neither <archive>.sig nor <archive>.sig.<sha256 hex of its bytes, lowercase>';
+
+/**
+ * The order sidecars are read in, and so which MAX_SIDECARS are read when more lie
+ * beside a bundle: `first` (<archive>.sig), then oldest first by what the file system
+ * recorded for each write (status-change time, then inode number for one clock tick;
+ * no writer can set them back), then by name. A countersignature's name is chosen by
+ * its writer, so name order alone would let a flood of names added later push out the
+ * signatures already there.
+ * @param {{name: string, time: bigint[]}[]} found @param {string} first
+ */
+export function orderSidecars(found, first) {
+  /** @param {bigint[]} a @param {bigint[]} b */
+  const older = (a, b) => {
+    for (let i = 0; i < Math.max(a.length, b.length); i++) {
+      const x = a[i] ?? 0n;
+      const y = b[i] ?? 0n;
+      if (x !== y) return x < y ? -1 : 1;
+    }
+    return 0;
+  };
+  return [...found]
+    .sort((a, b) => Number(a.name !== first) - Number(b.name !== first) || older(a.time, b.time) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    .map((f) => f.name);
+}
+
+/** Why the sidecars past MAX_SIDECARS are listed as not verifying. @param {number} rest */
+export function tooMany(rest) {
+  return `more than ${MAX_SIDECARS} signatures beside the bundle: ${rest} not read (the oldest are read, so none added later displaces them)`;
+}
+
 /**
  * @param {import('./verifyctx.mjs').Ctx} ctx
  * @param {import('./verify.mjs').VerifyOptions} options
@@ -20,11 +56,13 @@ import { UTF8 } from './util.mjs';
 export async function signatureClaims(ctx, options) {
   const { claims, bag } = ctx;
   const head = bag.kept.get(HEAD_FILE);
-  /** @type {{where: string, text: string|null, embedded: boolean}[]} */
+  /** @type {{where: string, text: string|null, embedded: boolean, problem?: string|null}[]} */
   const present = [];
   const embedded = bag.kept.get(HEAD_SIG_FILE);
   if (embedded !== undefined) present.push({ where: HEAD_SIG_FILE, text: decode(embedded), embedded: true });
-  for (const s of options.sidecars ?? []) present.push({ where: s.name, text: decode(s.text), embedded: false });
+  for (const s of options.sidecars ?? []) {
+    present.push({ where: s.name, text: s.problem ? '' : decode(s.text), embedded: false, problem: s.problem ?? null });
+  }
   /** @type {{where: string, state: string, detail: string|null}[]} */
   const signatures = [];
   let allowed = null;
@@ -41,6 +79,12 @@ export async function signatureClaims(ctx, options) {
     if (head === undefined) {
       if (sig.embedded) claims.failed(2, `signature ${sig.where}`, 'bundle-head.json is missing, nothing to check the signature against', { path: sig.where });
       signatures.push({ where: sig.where, state: 'not checked', detail: 'bundle-head.json is missing' });
+      continue;
+    }
+    if (sig.problem) {
+      // Refused before any check (too large, one too many, altered, an odd name):
+      // listed, never silently skipped, and a sidecar fails nothing by itself.
+      signatures.push({ where: sig.where, state: 'does not verify', detail: `${sig.where}: ${sig.problem}` });
       continue;
     }
     let checked;

@@ -125,9 +125,10 @@ function parseKeyBlob(blob, what) {
 export function parseSignature(text, source) {
   if (!text.startsWith(BEGIN)) throw new TrustError(`${source}: not an SSH signature (missing ${BEGIN})`);
   let rest = text.slice(BEGIN.length);
-  if (rest.startsWith('\r\n')) rest = rest.slice(2);
-  else if (rest.startsWith('\n')) rest = rest.slice(1);
-  else throw new TrustError(`${source}: SSH signature header is not followed by a line break`);
+  // ssh-keygen reads the header with its LF: one ending in CRLF is refused there
+  // ("missing header"), so it is refused here too (SPEC 11.3, the auditor's path).
+  if (!rest.startsWith('\n')) throw new TrustError(`${source}: SSH signature header line must end with a plain line feed, as ssh-keygen reads it (not CRLF, not followed by other text)`);
+  rest = rest.slice(1);
   const end = rest.indexOf('\n' + END);
   if (end < 0) throw new TrustError(`${source}: SSH signature has no ${END} line`);
   const trailer = rest.slice(end + 1 + END.length);

@@ -35,7 +35,7 @@ export const EB_SCHEMA = 'evalbook.eval_banana_bundle.v1';
  *   sha512: (data: Uint8Array) => Promise<Uint8Array>,
  *   expectBundleDigest?: string|null, expectReportDigest?: string|null, strict?: boolean,
  *   maxBytes?: number, allowedSigners?: string|null, allowedSignersSource?: string, identity?: string|null,
- *   sidecars?: {name: string, text: Uint8Array}[], now?: () => string, tool?: {name: string, version: string},
+ *   sidecars?: {name: string, text: Uint8Array, problem?: string|null}[], now?: () => string, tool?: {name: string, version: string},
  *   progress?: (bytes: number) => void,
  * }} VerifyOptions
  */

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { verifyBundle } from '../src/verify.mjs';
 import { checkProof } from '../src/proof.mjs';
 import { nodeServices } from '../src/node.mjs';
-import { parseAllowedSigners, matchPatternList } from '../src/sshsig.mjs';
+import { parseAllowedSigners, parseSignature, matchPatternList } from '../src/sshsig.mjs';
 
 const data = (n) => new Uint8Array(readFileSync(new URL(`./data/${n}`, import.meta.url)));
 const ALLOWED = new TextDecoder().decode(data('allowed_signers'));
@@ -43,4 +43,18 @@ test('allowed_signers lines as ssh-keygen reads them', () => {
   assert.throws(() => parseAllowedSigners('# nothing\n', 'f'), /no signers/);
   assert.equal(matchPatternList('alice@example.org', '*@example.org,!bob@*'), true);
   assert.equal(matchPatternList('bob@example.org', '*@example.org,!bob@*'), false);
+});
+
+test('armor line ends as ssh-keygen reads them: a CRLF header is refused, CR in the body is whitespace', () => {
+  const proof = JSON.parse(new TextDecoder().decode(data('proof.json')));
+  const sig = proof.head_signature;
+  assert.equal(typeof sig, 'string');
+  const [header, ...rest] = sig.split('\n');
+  const good = parseSignature(sig, 's');
+  for (const footer of ['\n', '\r\n', '']) {
+    const body = rest.join('\n').replace(/\n+$/, '');
+    assert.deepEqual(parseSignature(`${header}\n${body.replace(/\n/g, '\r\n')}${footer}`, 's').publicKeyBlob, good.publicKeyBlob);
+    assert.throws(() => parseSignature(`${header}\r\n${body}${footer}`, 's'), /plain line feed, as ssh-keygen reads it/);
+    assert.throws(() => parseSignature(`${header}\r\n${body.replace(/\n/g, '\r\n')}${footer}`, 's'), /plain line feed/);
+  }
 });
