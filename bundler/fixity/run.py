@@ -30,6 +30,7 @@ from bundler.core.version import TOOL_NAME, __version__
 from bundler.fixity import ledger as ledger_file
 from bundler.fixity.check import Result, Settings, Task, missing, now_iso
 from bundler.fixity.execute import HelperPool, execute
+from bundler.fixity.interrupts import Interrupts
 from bundler.fixity.ledger import Event, Ledger
 from bundler.fixity.record import CHECK_SCHEMA, FOOTER_SCHEMA, RUN_SCHEMA, RecordWriter
 from bundler.fixity.select import Candidate, Selection, list_source, select
@@ -145,7 +146,10 @@ def _settings(config: FixityConfig, source: str) -> Settings:
 
 
 class _Run:
-    """What one run accumulates while results come in."""
+    """What one run accumulates while results come in, and the one writer of its
+    evidence: each batch goes to the ledger, then to the record, then into the counts
+    the summary and the footer report, with SIGINT and SIGTERM held back meanwhile, so
+    an interrupted run's record, ledger and summary hold the same checks (SPEC 13.1)."""
 
     def __init__(
         self,
@@ -155,7 +159,9 @@ class _Run:
         record: RecordWriter | None,
         total: int,
         on_progress: Callable[[Progress], None] | None,
+        interrupts: Interrupts,
     ) -> None:
+        self.interrupts = interrupts
         self.source = source
         self.run_id = run_id
         self.ledger = ledger
@@ -170,22 +176,24 @@ class _Run:
         self._streak_open = True
 
     def take(self, results: list[Result]) -> None:
-        self.ledger.record(self.source, self.run_id, [_event(r) for r in results])
-        for r in results:
-            self.counts[r.outcome] += 1
-            self.checked.add(r.key)
-            self.progress.checked += 1
-            self.progress.bytes_read += r.bytes_read
-            self.storage_errors += r.storage_error
-            if r.outcome != "pass":
-                self.progress.not_passed += 1
-                self.problems.append(
-                    {"key": shown(r.key), "outcome": r.outcome, "detail": shown(r.detail)}
-                )
-            if self.record is not None:
-                self.record.write(_check_line(r))
-        if self.on_progress is not None:
-            self.on_progress(self.progress)
+        events = [_event(r) for r in results]
+        lines = [_check_line(r) for r in results] if self.record is not None else []
+        with self.interrupts.held():
+            self.ledger.record(self.source, self.run_id, events)
+            for line in lines:
+                assert self.record is not None
+                self.record.write(line)
+            for r in results:
+                self.counts[r.outcome] += 1
+                self.checked.add(r.key)
+                self.progress.checked += 1
+                self.progress.bytes_read += r.bytes_read
+                self.storage_errors += r.storage_error
+                if r.outcome != "pass":
+                    self.progress.not_passed += 1
+                    self.problems.append({"key": r.key, "outcome": r.outcome, "detail": r.detail})
+            if self.on_progress is not None:
+                self.on_progress(self.progress)
         self._watch_streak(results)
 
     def _watch_streak(self, results: list[Result]) -> None:
@@ -228,54 +236,68 @@ def run_fixity(
     helpers: HelperPool | None = None
     record: RecordWriter | None = None
     ledger: Ledger | None = None
+    interrupts = Interrupts()
+    run: _Run | None = None
     try:
-        # Helpers start now, so their interpreters are up (and warm) by the time the
-        # listing is done and the first batch is ready.
-        if config.workers > 1 and config.scheduler is None:
-            helpers = HelperPool(settings, config.workers - 1)
-        listed = list(list_source(source, settings.endpoint_url))
-        # The run can start: only now is anything written.
-        ledger = Ledger(config.ledger, tool_version=__version__)
-        chosen = select(
-            listed, ledger.known(source), config.selection, config.level, datetime.now(UTC)
-        )
-        record = RecordWriter(config.record) if config.record or config.upload_record else None
-        selection = config.selection.describe()
-        ledger.start_run(run_id, source, config.level, orjson.dumps(selection).decode(), started)
-        if record is not None:
-            record.write(
-                {
-                    "schema": RUN_SCHEMA,
-                    "run_id": run_id,
-                    "tool": {"name": TOOL_NAME, "version": __version__},
-                    "source": source,
-                    "level": config.level,
-                    "selection": selection,
-                    "started": started,
-                    "selected": len(chosen),
-                }
-            )
-        run = _Run(source, run_id, ledger, record, len(chosen), on_progress)
-        interrupted = None
+        interrupts.__enter__()
         try:
-            gone = [c for c in chosen if c.gone]
-            if gone:
-                run.take([missing(_task(c, config.level), settings) for c in gone])
-            present = [_task(c, config.level) for c in chosen if not c.gone]
-            if present:
-                execute(
-                    present,
-                    settings,
-                    run.take,
-                    workers=config.workers,
-                    scheduler=config.scheduler,
-                    helpers=helpers,
+            with interrupts.opened():
+                # Helpers start now, so their interpreters are up (and warm) by the time
+                # the listing is done and the first batch is ready.
+                if config.workers > 1 and config.scheduler is None:
+                    helpers = HelperPool(settings, config.workers - 1)
+                listed = list(list_source(source, settings.endpoint_url))
+                # The run can start: only now is anything written.
+                ledger = Ledger(config.ledger, tool_version=__version__)
+                chosen = select(
+                    listed, ledger.known(source), config.selection, config.level, datetime.now(UTC)
                 )
+                record = (
+                    RecordWriter(config.record) if config.record or config.upload_record else None
+                )
+                selection = config.selection.describe()
+                with interrupts.held():
+                    ledger.start_run(
+                        run_id, source, config.level, orjson.dumps(selection).decode(), started
+                    )
+                    if record is not None:
+                        record.write(
+                            {
+                                "schema": RUN_SCHEMA,
+                                "run_id": run_id,
+                                "tool": {"name": TOOL_NAME, "version": __version__},
+                                "source": source,
+                                "level": config.level,
+                                "selection": selection,
+                                "started": started,
+                                "selected": len(chosen),
+                            }
+                        )
+                    run = _Run(source, run_id, ledger, record, len(chosen), on_progress, interrupts)
+                gone = [c for c in chosen if c.gone]
+                if gone:
+                    run.take([missing(_task(c, config.level), settings) for c in gone])
+                present = [_task(c, config.level) for c in chosen if not c.gone]
+                if present:
+                    execute(
+                        present,
+                        settings,
+                        run.take,
+                        workers=config.workers,
+                        scheduler=config.scheduler,
+                        helpers=helpers,
+                    )
         except KeyboardInterrupt as exc:
-            signum = getattr(exc, "signum", None) or getattr(exc.__cause__, "signum", None)
-            interrupted = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
-            if helpers is not None:
-                helpers.kill()
+            if run is None:
+                raise  # before any check: nothing to summarise, nothing kept
+            if interrupts.pending is None:  # raised by a handler the gate did not set
+                signum = getattr(exc, "signum", None) or getattr(exc.__cause__, "signum", None)
+                interrupts.pending = signal.SIGTERM if signum == signal.SIGTERM else signal.SIGINT
+        assert ledger is not None
+        # Checking is over: what follows closes the evidence, and a signal now only
+        # marks the run interrupted (it cannot cut the footer or the ledger's run row).
+        if interrupts.pending is not None and helpers is not None:
+            helpers.kill()
         finished = now_iso()
         now = datetime.now(UTC)
         shares = ledger.shares(
@@ -284,6 +306,9 @@ def run_fixity(
             [(name, _iso(now - timedelta(days=days))) for name, days in SHARE_WINDOWS],
             [item.key for item in listed],
         )
+        open_now = ledger.open_failures(source)
+        found = {f.key: f.found for f in open_now}
+        problems = [_problem(p, found) for p in run.problems]
         carried = [
             {
                 "key": shown(f.key),
@@ -292,9 +317,10 @@ def run_fixity(
                 "run_id": f.run_id,
                 "detail": shown(f.detail),
             }
-            for f in ledger.open_failures(source)
+            for f in open_now
             if f.key not in run.checked
         ]
+        interrupted = interrupts.name
         record_bytes: bytes | None = None
         chain_sha = file_sha = None
         if record is not None:
@@ -324,6 +350,7 @@ def run_fixity(
             helpers.close()
         if ledger is not None:
             ledger.close()
+        interrupts.__exit__(None, None, None)
     signature_path = None
     record_url = None
     if record is not None and (signer is not None or config.upload_record):
@@ -346,7 +373,7 @@ def run_fixity(
         listed=len(listed),
         counts=run.counts,
         bytes_read=run.progress.bytes_read,
-        problems=run.problems,
+        problems=problems,
         carried=carried,
         shares=shares,
         ledger=str(config.ledger),
@@ -453,6 +480,15 @@ def _task(c: Candidate, level: str) -> Task:
         level=level,
         in_layout=c.in_layout,
     )
+
+
+def _problem(p: dict[str, str], found: dict[str, str]) -> dict[str, str]:
+    """A check of this run that did not pass, as the summary shows it: a failure with
+    the time it was first found (by this run or an earlier one, SPEC 13.1)."""
+    shown_p = {"key": shown(p["key"]), "outcome": p["outcome"], "detail": shown(p["detail"])}
+    if p["outcome"] in ledger_file.OPEN_VERDICTS and p["key"] in found:
+        shown_p["found"] = found[p["key"]]
+    return shown_p
 
 
 def _event(r: Result) -> Event:
