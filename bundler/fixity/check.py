@@ -25,7 +25,6 @@ from bundler import storage
 from bundler.core.digests import PREFIX as DIGEST_PREFIX
 from bundler.core.errors import BundlerError, StorageError
 from bundler.core.limits import DEFAULT_MAX_BYTES
-from bundler.core.textsafe import shown
 
 CHUNK = 1024 * 1024
 FIXITY_NAMESPACE = "evalbook-fixity-v1"
@@ -87,7 +86,10 @@ class Settings:
 
 @dataclass(frozen=True)
 class Result:
-    """The outcome of one check: pass, fail, missing or error, with a one-line reason."""
+    """The outcome of one check: pass, fail, missing or error, with a one-line reason.
+
+    ``key`` and ``detail`` are as they are (a name that is not UTF-8 included); they are
+    escaped once, where they are shown."""
 
     key: str
     outcome: str
@@ -116,7 +118,7 @@ def died(task: Task, settings: Settings, why: str) -> Result:
     return Result(
         task.key,
         "error",
-        shown(f"{settings.location(task.key)}: the process checking it died ({why})"),
+        f"{settings.location(task.key)}: the process checking it died ({why})",
         settings.level,
         now_iso(),
         0.0,
@@ -353,7 +355,7 @@ def _judge(
         return replace(
             found,
             outcome="fail",
-            detail=shown(_named(where, verification.error or "the archive cannot be read")),
+            detail=_named(where, verification.error or "the archive cannot be read"),
         )
     if (
         task.recorded_bundle_digest is not None
@@ -372,7 +374,7 @@ def _judge(
             first.detail or f"{first.subject}: expected {first.expected}, observed {first.observed}"
         )
         more = f" (and {len(failures) - 1} more failed claims)" if len(failures) > 1 else ""
-        return replace(found, outcome="fail", detail=shown(f"{reason}{more}"))
+        return replace(found, outcome="fail", detail=f"{reason}{more}")
     counts = verification.counts()
     return replace(
         found,

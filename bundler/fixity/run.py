@@ -392,10 +392,10 @@ class Retirement:
     """A bundle the keeper retired on purpose (``fixity --retire KEY --reason TEXT``)."""
 
     source: str
-    key: str
+    key: str  # as the summary shows it
     outcome: str  # what it was retired from: fail or missing
     found: str
-    reason: str
+    reason: str  # as the keeper gave it
     time: str
     run_id: str
     ledger: str
@@ -423,10 +423,13 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
     # Refused before the ledger is opened for writing (which would bring an older one
     # forward): a refusal changes no byte.
     known = ledger_file.verdicts(ledger_path, source)
-    exact = key if key in known else next((k for k in known if shown(k) == key), key)
-    if known.get(exact) not in ledger_file.OPEN_VERDICTS:
+    # KEY is matched as the summary shows it, and only so: ``shown`` is one-to-one, so
+    # exactly one key shows as KEY; a raw name that happens to spell another key's
+    # escape (the text "bad\\udcff" beside the byte 0xff) never stands for it.
+    exact = next((k for k in known if shown(k) == key), None)
+    if exact is None or known.get(exact) not in ledger_file.OPEN_VERDICTS:
         state = (
-            "not in the ledger" if exact not in known else f"its latest outcome is {known[exact]}"
+            "not in the ledger" if exact is None else f"its latest outcome is {known[exact]}"
         )
         raise InputError(
             f"--retire: {key}: nothing to retire under {source} ({state}); only a bundle "
@@ -436,7 +439,8 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
     try:
         time_now = now_iso()
         run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(4)
-        failure = ledger.retire(source, exact, shown(reason), time_now, run_id)
+        # The reason is kept as the keeper gave it (escaped only where shown).
+        failure = ledger.retire(source, exact, reason, time_now, run_id)
     finally:
         ledger.close()
     return Retirement(
@@ -444,11 +448,21 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
         key=shown(exact),
         outcome=failure.outcome,
         found=failure.found,
-        reason=shown(reason),
+        reason=_json_text(reason),
         time=time_now,
         run_id=run_id,
         ledger=str(ledger_path),
     )
+
+
+def _json_text(text: str) -> str:
+    """``text`` as it is, unless it holds bytes that are not UTF-8 (a JSON string cannot):
+    then escaped, as shown."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return shown(text)
+    return text
 
 
 def _iso(moment: datetime) -> str:
@@ -497,7 +511,7 @@ def _event(r: Result) -> Event:
         time=r.time,
         level=r.level,
         outcome=r.outcome,
-        detail=shown(r.detail),  # a name that is not UTF-8 is escaped, as everywhere shown
+        detail=r.detail,  # kept as it is; escaped once, where it is shown
         size=r.size,
         sha256=r.sha256,
         bundle_digest=r.bundle_digest,
