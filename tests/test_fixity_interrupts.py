@@ -167,8 +167,19 @@ def test_the_cli_interrupted_at_many_moments_keeps_the_evidence_whole(
     for attempt, (events, jitter) in enumerate([(1, 0.0), (3, 0.013), (8, 0.031), (20, 0.007)]):
         ledger, record = tmp_path / f"l{attempt}.sqlite", tmp_path / f"r{attempt}.jsonl"
         proc = subprocess.Popen(
-            [*CLI, "fixity", str(big), "--ledger", str(ledger), "--workers", workers]
-            + ["--record", str(record), "--json", "-q"],
+            [
+                *CLI,
+                "fixity",
+                str(big),
+                "--ledger",
+                str(ledger),
+                "--workers",
+                workers,
+                "--record",
+                str(record),
+                "--json",
+                "-q",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )

@@ -300,9 +300,9 @@ def test_a_name_that_is_not_utf8_is_checked_shown_escaped_and_kept_as_bytes(
     human = run_cli("fixity", str(root), "--ledger", str(ledger), "--workers", "1")
     assert human.returncode == 1 and b"Traceback" not in human.stderr
     # With the time it was found (SPEC 13.1), then the key, escaped.
-    assert re.search(
-        rb"\n  - fail since [0-9T:.-]+Z: \\udcff\\udcfe\.tar\.zst: ", human.stdout
-    ), human.stdout
+    assert re.search(rb"\n  - fail since [0-9T:.-]+Z: \\udcff\\udcfe\.tar\.zst: ", human.stdout), (
+        human.stdout
+    )
     code, summary, _ = _fixity(str(root), "--ledger", str(ledger))
     (problem,) = summary["problems"]
     assert problem["key"] == "\\udcff\\udcfe.tar.zst"
@@ -622,7 +622,9 @@ def test_every_failure_keeps_its_verdict_whatever_came_before(
     ledger.record("s", "r2", [event(key, again, "full", outcome, "d2", size=5, sha256=sha256)])
     failures = ledger.open_failures("s")
     ledger.close()
-    assert [(f.key, f.outcome, f.found, f.run_id) for f in failures] == [(key, outcome, found, "r1")]
+    assert [(f.key, f.outcome, f.found, f.run_id) for f in failures] == [
+        (key, outcome, found, "r1")
+    ]
 
 
 def _corrupt_named(root: Path, good: Path, name: bytes) -> None:
@@ -657,7 +659,9 @@ def test_retire_takes_the_key_as_shown_and_never_a_lookalike(
     }
     for target, other in ((name, lookalike), (lookalike, name)):
         as_shown = shown(target.decode("utf-8", "surrogateescape"))
-        done = run_cli("fixity", str(root), "--ledger", ledger, "--retire", as_shown, "--reason", "r")
+        done = run_cli(
+            "fixity", str(root), "--ledger", ledger, "--retire", as_shown, "--reason", "r"
+        )
         assert done.returncode == 0, done.stderr
         with contextlib.closing(sqlite3.connect(ledger)) as conn:
             conn.text_factory = bytes
@@ -673,21 +677,29 @@ def test_a_failure_checked_again_shows_when_it_was_found(tmp_path: Path, good: P
     _flip(root / "b01.tar.zst")
     (root / "gone.tar.zst").write_bytes((root / "b00.tar.zst").read_bytes())
     code, first, _ = _fixity(str(root), "--ledger", ledger)
+    assert code == 1
     (root / "gone.tar.zst").unlink()
     code, second, _ = _fixity(str(root), "--ledger", ledger)
+    assert code == 1
     found = {p["key"]: p.get("found") for p in second["problems"]}
     assert set(found) == {"b01.tar.zst", "gone.tar.zst"} and all(found.values())
     # Still the time the first run found the failure; the missing one, this run's.
     first_found = {p["key"]: p["found"] for p in first["problems"]}
     assert found["b01.tar.zst"] == first_found["b01.tar.zst"]
-    code, third, _ = _fixity(str(root), "--ledger", ledger, "--older-than", "30d", "--limit", "1")
+    _, third, _ = _fixity(str(root), "--ledger", ledger, "--older-than", "30d", "--limit", "1")
     (problem,) = third["problems"]
     assert problem["found"] == found[problem["key"]]
     human = run_cli("fixity", str(root), "--ledger", ledger, "--workers", "1")
     assert f"  - fail since {found['b01.tar.zst']}: b01.tar.zst: ".encode() in human.stdout
 
 
-REASONS = ["two\nlines", "bidi \u202e here", "esc \x1b[31m red", "back\\slash \\x0a", "tab\tand émoji 🙂"]
+REASONS = [
+    "two\nlines",
+    "bidi \u202e here",
+    "esc \x1b[31m red",
+    "back\\slash \\x0a",
+    "tab\tand émoji 🙂",
+]
 
 
 @pytest.mark.parametrize("reason", REASONS, ids=repr)
@@ -700,21 +712,37 @@ def test_the_retire_reason_is_kept_as_given_and_escaped_only_when_shown(
     _flip(root / "b00.tar.zst")
     ledger = str(tmp_path / "l.sqlite")
     assert _fixity(str(root), "--ledger", ledger)[0] == 1
-    done = run_cli("fixity", str(root), "--ledger", ledger, "--retire", "b00.tar.zst", "--reason", reason, "--json")
+    done = run_cli(
+        "fixity",
+        str(root),
+        "--ledger",
+        ledger,
+        "--retire",
+        "b00.tar.zst",
+        "--reason",
+        reason,
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     assert orjson.loads(done.stdout)["reason"] == reason
     with contextlib.closing(sqlite3.connect(ledger)) as conn:
         kept = conn.execute("SELECT detail FROM events WHERE outcome = 'retired'").fetchone()[0]
-        verdict = conn.execute("SELECT verdict_detail FROM bundles WHERE verdict = 'retired'").fetchone()[0]
+        verdict = conn.execute(
+            "SELECT verdict_detail FROM bundles WHERE verdict = 'retired'"
+        ).fetchone()[0]
     assert kept == verdict == reason
     _flip(root / "b01.tar.zst")
     assert _fixity(str(root), "--ledger", ledger)[0] == 1
-    human = run_cli("fixity", str(root), "--ledger", ledger, "--retire", "b01.tar.zst", "--reason", reason)
+    human = run_cli(
+        "fixity", str(root), "--ledger", ledger, "--retire", "b01.tar.zst", "--reason", reason
+    )
     assert human.returncode == 0
     assert f"Reason:      {shown(reason)}\n".encode() in human.stdout
 
 
-@pytest.mark.parametrize("name", [b"rot\xfe\xfd", "rot\u202e".encode(), b"rot\\x", b"rot\x1b"], ids=repr)
+@pytest.mark.parametrize(
+    "name", [b"rot\xfe\xfd", "rot\u202e".encode(), b"rot\\x", b"rot\x1b"], ids=repr
+)
 def test_a_detail_names_the_file_escaped_once_like_its_key(
     tmp_path: Path, good: Path, name: bytes
 ) -> None:
@@ -725,13 +753,15 @@ def test_a_detail_names_the_file_escaped_once_like_its_key(
     _corrupt_named(root, good, name + b".tar.zst")
     ledger = str(tmp_path / "l.sqlite")
     path = os.fsdecode(os.path.join(os.fsencode(root), name + b".tar.zst"))
-    for run in range(2):  # checked now, then checked again (and carried)
+    for _ in range(2):  # checked now, then checked again
         code, summary, _ = _fixity(str(root), "--ledger", ledger)
+        assert code == 1
         (problem,) = summary["problems"]
         assert problem["key"] == shown(os.path.basename(path))
         assert problem["detail"].startswith(shown(path) + ": "), problem["detail"]
     others = next(k for k in range(2) if group_of(os.path.basename(path), 2) != k)
     code, summary, _ = _fixity(str(root), "--ledger", ledger, "--sample", f"{others}/2")
+    assert code == 1
     (carried,) = summary["carried"]
     assert carried["detail"].startswith(shown(path) + ": "), carried["detail"]
 
@@ -760,7 +790,14 @@ def test_retire_refuses_options_it_would_ignore(
     assert _fixity(str(root), "--ledger", str(ledger))[0] == 1
     before = ledger.read_bytes()
     done = run_cli(
-        "fixity", str(root), "--ledger", str(ledger), "--retire", "b00.tar.zst", "--reason", "x",
+        "fixity",
+        str(root),
+        "--ledger",
+        str(ledger),
+        "--retire",
+        "b00.tar.zst",
+        "--reason",
+        "x",
         *unused,
     )
     assert done.returncode == 2 and unused[0].encode() in done.stderr, done.stderr

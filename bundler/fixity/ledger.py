@@ -401,12 +401,12 @@ class Ledger:
             "FROM bundles WHERE source = ?",
             (source,),
         )
-        return {
-            py_key(row[0]): KnownBundle(
-                py_key(row[0]), *row[1:11], None if row[11] is None else py_key(row[11]), *row[12:]
-            )
-            for row in rows
-        }
+        known = {}
+        for row in rows:
+            values = list(row)
+            values[11] = None if values[11] is None else py_key(values[11])  # verdict_detail
+            known[py_key(row[0])] = KnownBundle(py_key(row[0]), *values[1:])
+        return known
 
     def open_failures(self, source: str) -> list[OpenFailure]:
         """Every bundle of ``source`` whose verdict is fail or missing, oldest found first."""

@@ -428,9 +428,7 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
     # escape (the text "bad\\udcff" beside the byte 0xff) never stands for it.
     exact = next((k for k in known if shown(k) == key), None)
     if exact is None or known.get(exact) not in ledger_file.OPEN_VERDICTS:
-        state = (
-            "not in the ledger" if exact is None else f"its latest outcome is {known[exact]}"
-        )
+        state = "not in the ledger" if exact is None else f"its latest outcome is {known[exact]}"
         raise InputError(
             f"--retire: {key}: nothing to retire under {source} ({state}); only a bundle "
             "whose latest outcome is fail or missing can be retired"
