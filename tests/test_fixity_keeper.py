@@ -803,3 +803,56 @@ def test_retire_refuses_options_it_would_ignore(
     assert done.returncode == 2 and unused[0].encode() in done.stderr, done.stderr
     assert done.stderr.count(b"\n") == 1 and done.stdout == b""
     assert ledger.read_bytes() == before and not (tmp_path / "r.jsonl").exists()
+
+
+def _flip_other(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _flip_other_keep_mtime(path: Path) -> None:
+    info = path.stat()
+    _flip_other(path)
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))  # ctime still moves
+
+
+# What can happen to a retired bundle's key, and whether it then holds other bytes.
+AFTER_RETIRING = {
+    "untouched": (lambda p: None, False),
+    "same bytes written again": (lambda p: p.write_bytes(p.read_bytes()), False),
+    "another byte flipped, same size": (_flip_other, True),
+    "flipped, mtime set back": (_flip_other_keep_mtime, True),
+}
+
+
+@pytest.mark.parametrize("change", sorted(AFTER_RETIRING))
+@pytest.mark.parametrize("selection", [(), ("--older-than", "30d")])
+def test_a_retired_bundle_is_checked_again_once_it_holds_other_bytes(
+    tmp_path: Path, good: Path, change: str, selection: tuple[str, ...]
+) -> None:
+    root = _archive(tmp_path / "a", good, 2)
+    ledger = str(tmp_path / "l.sqlite")
+    assert _fixity(str(root), "--ledger", ledger)[0] == 0
+    victim = root / "b00.tar.zst"
+    _flip(victim)
+    assert _fixity(str(root), "--ledger", ledger)[0] == 1
+    done = run_cli(
+        "fixity", str(root), "--ledger", ledger, "--retire", victim.name, "--reason", "r"
+    )
+    assert done.returncode == 0, done.stderr
+    size = victim.stat().st_size
+    time.sleep(0.01)
+    make, other_bytes = AFTER_RETIRING[change]
+    make(victim)
+    assert victim.stat().st_size == size
+    code, summary, _ = _fixity(str(root), "--ledger", ledger, *selection)
+    if other_bytes:
+        # Checked again, full (first sight), and its failure is a new one.
+        assert code == 1 and [p["key"] for p in summary["problems"]] == [victim.name]
+    else:
+        assert code == 0 and summary["problems"] == [] and summary["carried"] == []
+        assert summary["checked"] == (0 if selection else 1)  # the other bundle only
+    # The next run agrees: still retired, or still failing (carried or re-checked).
+    code, summary, _ = _fixity(str(root), "--ledger", ledger, *selection)
+    assert code == (1 if other_bytes else 0)

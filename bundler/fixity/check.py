@@ -139,6 +139,31 @@ def missing(task: Task, settings: Settings) -> Result:
     )
 
 
+def held_sha256(key: str, settings: Settings) -> str:
+    """The SHA-256 of the bytes ``key`` holds now, read once and nothing verified: to
+    tell whether a retired bundle still holds the bytes it was retired with. OSError or
+    StorageError when they cannot be read."""
+    sha = hashlib.sha256()
+    where = settings.location(key)
+    if settings.is_s3:
+        loc = storage.parse_s3_url(where)
+        try:
+            client = storage.make_client(settings.storage_config)
+            body = client.get_object(Bucket=loc.bucket, Key=loc.key)["Body"]
+            while data := body.read(CHUNK):
+                sha.update(data)
+        except Exception as exc:  # botocore's errors, at the storage boundary
+            raise StorageError(f"{where}: reading failed: {exc}") from exc
+    else:
+        fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as raw:
+            if not stat.S_ISREG(os.fstat(raw.fileno()).st_mode):
+                raise OSError(f"{where}: not a regular file")
+            while data := raw.read(CHUNK):
+                sha.update(data)
+    return DIGEST_PREFIX + sha.hexdigest()
+
+
 class _Hashing(io.RawIOBase):
     """A raw stream that hashes and counts what passes through it."""
 

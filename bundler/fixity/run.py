@@ -24,11 +24,11 @@ from typing import Any
 import orjson
 
 from bundler import storage
-from bundler.core.errors import InputError, StorageError, UsageError
+from bundler.core.errors import BundlerError, InputError, StorageError, UsageError
 from bundler.core.textsafe import shown
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.fixity import ledger as ledger_file
-from bundler.fixity.check import Result, Settings, Task, missing, now_iso
+from bundler.fixity.check import Result, Settings, Task, held_sha256, missing, now_iso
 from bundler.fixity.execute import HelperPool, execute
 from bundler.fixity.interrupts import Interrupts
 from bundler.fixity.ledger import Event, Ledger
@@ -250,7 +250,12 @@ def run_fixity(
                 # The run can start: only now is anything written.
                 ledger = Ledger(config.ledger, tool_version=__version__)
                 chosen = select(
-                    listed, ledger.known(source), config.selection, config.level, datetime.now(UTC)
+                    listed,
+                    ledger.known(source),
+                    config.selection,
+                    config.level,
+                    datetime.now(UTC),
+                    _same_bytes(settings),
                 )
                 record = (
                     RecordWriter(config.record) if config.record or config.upload_record else None
@@ -492,6 +497,21 @@ def _task(c: Candidate, level: str) -> Task:
         level=level,
         in_layout=c.in_layout,
     )
+
+
+def _same_bytes(settings: Settings) -> Callable[[Candidate], bool]:
+    """Whether a retired bundle written since it was retired still holds the bytes it
+    was retired with (then it stays retired, SPEC 13.1); bytes that cannot be read are
+    taken for other bytes, so the check says what is wrong."""
+
+    def same(c: Candidate) -> bool:
+        assert c.known is not None
+        try:
+            return held_sha256(c.key, settings) == c.known.retired_sha256
+        except (OSError, BundlerError):
+            return False
+
+    return same
 
 
 def _problem(p: dict[str, str], found: dict[str, str]) -> dict[str, str]:
