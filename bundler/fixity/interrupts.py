@@ -50,7 +50,10 @@ class Interrupts:
 
     def __exit__(self, *exc: object) -> None:
         for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
+            # Unless the handler that was delivered to replaced the gate itself (the
+            # CLI ignores a second SIGTERM once the first one started the cleanup).
+            if signal.getsignal(signum) == self._on_signal:
+                signal.signal(signum, previous)
         self._previous.clear()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
