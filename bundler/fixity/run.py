@@ -5,8 +5,9 @@ Nothing is created before the run can start: the ledger is inspected read-only, 
 source listed and the options checked first, and only then are the ledger and the
 record written. Results come back to this process, which alone writes the ledger, one
 transaction per batch, so a run killed at any point loses at most the batches in
-flight. SIGINT and SIGTERM (KeyboardInterrupt here) stop the checking; the summary of
-what was checked so far is still returned, marked interrupted.
+flight. SIGINT and SIGTERM (KeyboardInterrupt here) stop the checking, never the writing
+of a batch's evidence (``interrupts``); the summary of what was checked so far is still
+returned, marked interrupted, and the record holds exactly those checks.
 """
 
 from __future__ import annotations
