@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -89,8 +90,9 @@ def test_local_pass_then_rot_truncation_and_deletion(
     assert human.returncode == 1
     text = human.stdout.decode()
     assert "5 pass, 2 fail, 1 missing, 0 error" in text
-    assert "fail: shelf-0/bundle-000.tar.zst:" in text
-    assert "missing: shelf-2/bundle-002.tar.zst:" in text
+    # Each with the time it was found (SPEC 13.1).
+    assert re.search(r"  - fail since [0-9T:.-]+Z: shelf-0/bundle-000\.tar\.zst: ", text)
+    assert re.search(r"  - missing since [0-9T:.-]+Z: shelf-2/bundle-002\.tar\.zst: ", text)
     assert "within 30/90/365 days" in text
 
 

@@ -31,6 +31,7 @@ from faulty_proxy import FaultyProxy, no_corruption
 
 from bundler.core.schemas import validator_for
 from bundler.evalbook.export import ExportConfig, ExportResult, export_bundle
+from bundler.fixity.select import group_of
 from bundler.storage import StorageConfig, parse_s3_url, upload_bundle
 
 ARCHIVED = 200  # bundles in the archive: every run checks them all
@@ -514,3 +515,41 @@ def test_the_same_storage_error_for_the_first_checks_stops_the_run(
     assert b"the first 10 checks all ended in the same storage error" in done.stderr
     assert b"access denied" in done.stderr
     assert len(_ledger_events(ledger)) == 10  # not one error per bundle
+
+
+@pytest.mark.s3
+def test_every_kind_of_stored_failure_is_carried_by_the_next_run(
+    s3_server: Any, raw: Any, bucket: str, many: list[tuple[Path, ExportResult]], tmp_path: Path
+) -> None:
+    """Each kind of key a failure can have (outside the layout at each depth, a layout
+    name that is not the bundle's, a stored object without sha256 metadata whose bytes
+    are damaged) keeps its verdict, and a later run that checks none of them still
+    lists each with its found time and exits 1 (SPEC 13.1)."""
+    keys = _store(many[:3], s3_server.endpoint, bucket)
+    source = many[0][0].read_bytes()
+    head = raw.head_object(Bucket=bucket, Key=keys[0])
+    failing = {
+        "archive/reports/bundles/stray.tar.zst": (source, head["Metadata"]),
+        "archive/reports/bundles/rpt-clean/sub/x.tar.zst": (source, head["Metadata"]),
+        f"archive/reports/bundles/rpt-clean/{'a' * 64}.tar.zst": (source, head["Metadata"]),
+        # Damaged, and with no metadata at all: fails whatever the metadata rule.
+        keys[1]: (source[: len(source) // 2], {}),
+    }
+    for key, (body, metadata) in failing.items():
+        raw.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata)
+    prefix = f"s3://{bucket}/archive"
+    ledger = str(tmp_path / "l.sqlite")
+    endpoint = ["--endpoint-url", s3_server.endpoint]
+    code, first, _ = _fixity(prefix, "--ledger", ledger, *endpoint, "--level", "object")
+    assert code == 1 and {p["key"] for p in first["problems"]} == set(failing)
+    found = {p["key"]: p["found"] for p in first["problems"]}
+    # A group of --sample that holds none of the failures: they are carried.
+    n = 64
+    groups = {group_of(k, n) for k in failing}
+    k = next(g for g in range(n) if g not in groups)
+    code, second, _ = _fixity(prefix, "--ledger", ledger, *endpoint, "--sample", f"{k}/{n}")
+    assert code == 1 and second["problems"] == []
+    assert {c["key"]: c["found"] for c in second["carried"]} == found
+    with contextlib.closing(sqlite3.connect(ledger)) as conn:
+        verdicts = dict(conn.execute("SELECT key, verdict FROM bundles"))
+    assert all(verdicts[key] == "fail" for key in failing), verdicts

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -298,7 +299,10 @@ def test_a_name_that_is_not_utf8_is_checked_shown_escaped_and_kept_as_bytes(
     _flip(Path(os.fsdecode(os.path.join(os.fsencode(root), raw_names[1]))))
     human = run_cli("fixity", str(root), "--ledger", str(ledger), "--workers", "1")
     assert human.returncode == 1 and b"Traceback" not in human.stderr
-    assert b"  - fail: \\udcff\\udcfe.tar.zst: " in human.stdout, human.stdout
+    # With the time it was found (SPEC 13.1), then the key, escaped.
+    assert re.search(rb"\n  - fail since [0-9T:.-]+Z: \\udcff\\udcfe\.tar\.zst: ", human.stdout), (
+        human.stdout
+    )
     code, summary, _ = _fixity(str(root), "--ledger", str(ledger))
     (problem,) = summary["problems"]
     assert problem["key"] == "\\udcff\\udcfe.tar.zst"
@@ -341,7 +345,47 @@ def _ours_then(sql: str) -> Any:
     return make
 
 
+def _written_then(sql: str) -> Any:
+    """A ledger as a run of this tool leaves it (version 2, WAL mode), then ``sql``."""
+
+    def make(path: Path) -> None:
+        ledger_file.Ledger(path, tool_version="0").close()
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.executescript(sql)
+
+    return make
+
+
 NOT_LEDGERS = {
+    # Objects a ledger never holds, each kind: a trigger would run inside this tool's
+    # own transactions and could undo a verdict.
+    "trigger undoing a verdict": (
+        _written_then(
+            "CREATE TRIGGER t1 AFTER UPDATE ON bundles WHEN new.verdict IN ('fail','missing') "
+            "BEGIN UPDATE bundles SET verdict = 'pass' WHERE rowid = new.rowid; END;"
+        ),
+        "trigger 't1'",
+    ),
+    "trigger dropping events": (
+        _written_then(
+            "CREATE TRIGGER t2 BEFORE INSERT ON events WHEN new.outcome = 'fail' "
+            "BEGIN SELECT RAISE(IGNORE); END;"
+        ),
+        "trigger 't2'",
+    ),
+    "trigger on runs (version 1)": (
+        _ours_then("CREATE TRIGGER t3 AFTER INSERT ON runs BEGIN SELECT 1; END;"),
+        "trigger 't3'",
+    ),
+    "extra index": (_written_then("CREATE INDEX mine ON events (outcome);"), "index 'mine'"),
+    "index dropped": (_written_then("DROP INDEX bundles_open;"), "'bundles_open' is missing"),
+    "extra view": (_written_then("CREATE VIEW v AS SELECT 1;"), "view 'v'"),
+    # A ledger a run wrote (WAL mode), refused: no -wal or -shm appears beside it.
+    "written, then newer": (_written_then("PRAGMA user_version = 3;"), "newer"),
+    "written, then negative version": (_written_then("PRAGMA user_version = -1;"), "version -1"),
+    "written, then extra table": (_written_then("CREATE TABLE notes (x);"), "notes"),
+    "written, then foreign id": (_written_then("PRAGMA application_id = 7;"), "application id"),
+    "written, then extra column": (_written_then("ALTER TABLE runs ADD COLUMN x;"), "runs"),
     "foreign bundles table": (_foreign("CREATE TABLE bundles (id INTEGER, name TEXT);"), "bundles"),
     "foreign application": (
         _foreign("CREATE TABLE t (x); PRAGMA application_id = 1234; PRAGMA user_version = 2;"),
@@ -373,18 +417,9 @@ def test_a_ledger_not_this_tools_is_refused_without_a_byte_changed(
     make(ledger)
     before = sorted(os.listdir(tmp_path))
     data = ledger.read_bytes()
-    for extra in ((), ("--retire", "b00.tar.zst", "--reason", "x")):
-        done = run_cli(
-            "fixity",
-            str(root),
-            "--ledger",
-            str(ledger),
-            "--record",
-            str(tmp_path / "r.jsonl"),
-            "--workers",
-            "1",
-            *extra,
-        )
+    run = ("--record", str(tmp_path / "r.jsonl"), "--workers", "1")
+    for extra in (run, ("--retire", "b00.tar.zst", "--reason", "x")):
+        done = run_cli("fixity", str(root), "--ledger", str(ledger), *extra)
         assert done.returncode == 3, (kind, done.stderr)
         assert done.stderr.count(b"\n") == 1 and str(ledger).encode() in done.stderr
         assert words.encode() in done.stderr, done.stderr
@@ -546,3 +581,278 @@ def test_sigkill_leaves_no_helper_and_no_temporary_file(tmp_path: Path, good: Pa
     # The ledger and its own journal files; no record, no hidden temporary file.
     left = sorted(os.listdir(tmp_path))
     assert set(left) <= LEDGER_FILES, left
+
+
+# ------------------------------------------------ failure memory, retiring, display
+
+
+@pytest.mark.parametrize("key", ["b.tar.zst", "p/reports/bundles/stray.tar.zst", "\udcff.tar.zst"])
+@pytest.mark.parametrize("sha256", [None, "sha256:" + "ab" * 32])
+@pytest.mark.parametrize("outcome", ["fail", "missing"])
+@pytest.mark.parametrize("before", ["never", "error", "pass"])
+def test_every_failure_keeps_its_verdict_whatever_came_before(
+    tmp_path: Path, key: str, sha256: str | None, outcome: str, before: str
+) -> None:
+    """A fail or missing is the bundle's verdict, found now, whether its check read bytes
+    (sha256) or not, whatever the row held before: nothing, only errors, or a pass."""
+    ledger = ledger_file.Ledger(tmp_path / "l.sqlite", tool_version="0")
+    event = ledger_file.Event
+    if before == "error":
+        ledger.record("s", "r0", [event(key, "2026-01-01T00:00:00.000000Z", "full", "error", "x")])
+    elif before == "pass":
+        ledger.record(
+            "s",
+            "r0",
+            [
+                event(
+                    key,
+                    "2026-01-01T00:00:00.000000Z",
+                    "full",
+                    "pass",
+                    "ok",
+                    size=5,
+                    sha256="sha256:" + "cd" * 32,
+                    baseline=True,
+                )
+            ],
+        )
+    found = "2026-02-01T00:00:00.000000Z"
+    ledger.record("s", "r1", [event(key, found, "full", outcome, "d", size=5, sha256=sha256)])
+    again = "2026-03-01T00:00:00.000000Z"
+    ledger.record("s", "r2", [event(key, again, "full", outcome, "d2", size=5, sha256=sha256)])
+    failures = ledger.open_failures("s")
+    ledger.close()
+    assert [(f.key, f.outcome, f.found, f.run_id) for f in failures] == [
+        (key, outcome, found, "r1")
+    ]
+
+
+def _corrupt_named(root: Path, good: Path, name: bytes) -> None:
+    path = os.path.join(os.fsencode(root), name)
+    shutil.copyfile(good, path)
+    _flip(Path(os.fsdecode(path)))
+
+
+# A name and, beside it, a file whose ASCII name spells that name's escape.
+LOOKALIKES = [b"bad\xff", "bad\u202e".encode(), b"bad\x1b", b"bad\n", b"bad\\"]
+
+
+@pytest.mark.parametrize("raw", LOOKALIKES, ids=repr)
+def test_retire_takes_the_key_as_shown_and_never_a_lookalike(
+    tmp_path: Path, good: Path, raw: bytes
+) -> None:
+    from bundler.core.textsafe import shown
+
+    root = tmp_path / "a"
+    root.mkdir()
+    name = raw + b".tar.zst"
+    text = name.decode("utf-8", "surrogateescape")
+    lookalike = shown(text).encode("ascii")
+    assert lookalike != name
+    _corrupt_named(root, good, name)
+    _corrupt_named(root, good, lookalike)
+    ledger = str(tmp_path / "l.sqlite")
+    code, summary, _ = _fixity(str(root), "--ledger", ledger)
+    assert code == 1 and {p["key"] for p in summary["problems"]} == {
+        shown(text),
+        shown(lookalike.decode()),
+    }
+    for target, other in ((name, lookalike), (lookalike, name)):
+        as_shown = shown(target.decode("utf-8", "surrogateescape"))
+        done = run_cli(
+            "fixity", str(root), "--ledger", ledger, "--retire", as_shown, "--reason", "r"
+        )
+        assert done.returncode == 0, done.stderr
+        with contextlib.closing(sqlite3.connect(ledger)) as conn:
+            conn.text_factory = bytes
+            verdicts = dict(conn.execute("SELECT key, verdict FROM bundles"))
+        assert verdicts[target] == b"retired"
+        if target == name:
+            assert verdicts[other] == b"fail"
+
+
+def test_a_failure_checked_again_shows_when_it_was_found(tmp_path: Path, good: Path) -> None:
+    root = _archive(tmp_path / "a", good, 3)
+    ledger = str(tmp_path / "l.sqlite")
+    _flip(root / "b01.tar.zst")
+    (root / "gone.tar.zst").write_bytes((root / "b00.tar.zst").read_bytes())
+    code, first, _ = _fixity(str(root), "--ledger", ledger)
+    assert code == 1
+    (root / "gone.tar.zst").unlink()
+    code, second, _ = _fixity(str(root), "--ledger", ledger)
+    assert code == 1
+    found = {p["key"]: p.get("found") for p in second["problems"]}
+    assert set(found) == {"b01.tar.zst", "gone.tar.zst"} and all(found.values())
+    # Still the time the first run found the failure; the missing one, this run's.
+    first_found = {p["key"]: p["found"] for p in first["problems"]}
+    assert found["b01.tar.zst"] == first_found["b01.tar.zst"]
+    _, third, _ = _fixity(str(root), "--ledger", ledger, "--older-than", "30d", "--limit", "1")
+    (problem,) = third["problems"]
+    assert problem["found"] == found[problem["key"]]
+    human = run_cli("fixity", str(root), "--ledger", ledger, "--workers", "1")
+    assert f"  - fail since {found['b01.tar.zst']}: b01.tar.zst: ".encode() in human.stdout
+
+
+REASONS = [
+    "two\nlines",
+    "bidi \u202e here",
+    "esc \x1b[31m red",
+    "back\\slash \\x0a",
+    "tab\tand émoji 🙂",
+]
+
+
+@pytest.mark.parametrize("reason", REASONS, ids=repr)
+def test_the_retire_reason_is_kept_as_given_and_escaped_only_when_shown(
+    tmp_path: Path, good: Path, reason: str
+) -> None:
+    from bundler.core.textsafe import shown
+
+    root = _archive(tmp_path / "a", good, 2)
+    _flip(root / "b00.tar.zst")
+    ledger = str(tmp_path / "l.sqlite")
+    assert _fixity(str(root), "--ledger", ledger)[0] == 1
+    done = run_cli(
+        "fixity",
+        str(root),
+        "--ledger",
+        ledger,
+        "--retire",
+        "b00.tar.zst",
+        "--reason",
+        reason,
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout)["reason"] == reason
+    with contextlib.closing(sqlite3.connect(ledger)) as conn:
+        kept = conn.execute("SELECT detail FROM events WHERE outcome = 'retired'").fetchone()[0]
+        verdict = conn.execute(
+            "SELECT verdict_detail FROM bundles WHERE verdict = 'retired'"
+        ).fetchone()[0]
+    assert kept == verdict == reason
+    _flip(root / "b01.tar.zst")
+    assert _fixity(str(root), "--ledger", ledger)[0] == 1
+    human = run_cli(
+        "fixity", str(root), "--ledger", ledger, "--retire", "b01.tar.zst", "--reason", reason
+    )
+    assert human.returncode == 0
+    assert f"Reason:      {shown(reason)}\n".encode() in human.stdout
+
+
+@pytest.mark.parametrize(
+    "name", [b"rot\xfe\xfd", "rot\u202e".encode(), b"rot\\x", b"rot\x1b"], ids=repr
+)
+def test_a_detail_names_the_file_escaped_once_like_its_key(
+    tmp_path: Path, good: Path, name: bytes
+) -> None:
+    from bundler.core.textsafe import shown
+
+    root = tmp_path / "a"
+    root.mkdir()
+    _corrupt_named(root, good, name + b".tar.zst")
+    ledger = str(tmp_path / "l.sqlite")
+    path = os.fsdecode(os.path.join(os.fsencode(root), name + b".tar.zst"))
+    for _ in range(2):  # checked now, then checked again
+        code, summary, _ = _fixity(str(root), "--ledger", ledger)
+        assert code == 1
+        (problem,) = summary["problems"]
+        assert problem["key"] == shown(os.path.basename(path))
+        assert problem["detail"].startswith(shown(path) + ": "), problem["detail"]
+    others = next(k for k in range(2) if group_of(os.path.basename(path), 2) != k)
+    code, summary, _ = _fixity(str(root), "--ledger", ledger, "--sample", f"{others}/2")
+    assert code == 1
+    (carried,) = summary["carried"]
+    assert carried["detail"].startswith(shown(path) + ": "), carried["detail"]
+
+
+@pytest.mark.parametrize(
+    "unused",
+    [
+        ("--sample", "0/3"),
+        ("--record", "r.jsonl"),
+        ("--level", "object"),
+        ("--older-than", "1d"),
+        ("--limit", "1"),
+        ("--limit-bytes", "9"),
+        ("--workers", "2"),
+        ("--scheduler", "tcp://127.0.0.1:1"),
+        ("--upload-record",),
+        ("--endpoint-url", "http://127.0.0.1:1"),
+    ],
+)
+def test_retire_refuses_options_it_would_ignore(
+    tmp_path: Path, good: Path, unused: tuple[str, ...]
+) -> None:
+    root = _archive(tmp_path / "a", good, 1)
+    _flip(root / "b00.tar.zst")
+    ledger = tmp_path / "l.sqlite"
+    assert _fixity(str(root), "--ledger", str(ledger))[0] == 1
+    before = ledger.read_bytes()
+    done = run_cli(
+        "fixity",
+        str(root),
+        "--ledger",
+        str(ledger),
+        "--retire",
+        "b00.tar.zst",
+        "--reason",
+        "x",
+        *unused,
+    )
+    assert done.returncode == 2 and unused[0].encode() in done.stderr, done.stderr
+    assert done.stderr.count(b"\n") == 1 and done.stdout == b""
+    assert ledger.read_bytes() == before and not (tmp_path / "r.jsonl").exists()
+
+
+def _flip_other(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _flip_other_keep_mtime(path: Path) -> None:
+    info = path.stat()
+    _flip_other(path)
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))  # ctime still moves
+
+
+# What can happen to a retired bundle's key, and whether it then holds other bytes.
+AFTER_RETIRING = {
+    "untouched": (lambda p: None, False),
+    "same bytes written again": (lambda p: p.write_bytes(p.read_bytes()), False),
+    "another byte flipped, same size": (_flip_other, True),
+    "flipped, mtime set back": (_flip_other_keep_mtime, True),
+}
+
+
+@pytest.mark.parametrize("change", sorted(AFTER_RETIRING))
+@pytest.mark.parametrize("selection", [(), ("--older-than", "30d")])
+def test_a_retired_bundle_is_checked_again_once_it_holds_other_bytes(
+    tmp_path: Path, good: Path, change: str, selection: tuple[str, ...]
+) -> None:
+    root = _archive(tmp_path / "a", good, 2)
+    ledger = str(tmp_path / "l.sqlite")
+    assert _fixity(str(root), "--ledger", ledger)[0] == 0
+    victim = root / "b00.tar.zst"
+    _flip(victim)
+    assert _fixity(str(root), "--ledger", ledger)[0] == 1
+    done = run_cli(
+        "fixity", str(root), "--ledger", ledger, "--retire", victim.name, "--reason", "r"
+    )
+    assert done.returncode == 0, done.stderr
+    size = victim.stat().st_size
+    time.sleep(0.01)
+    make, other_bytes = AFTER_RETIRING[change]
+    make(victim)
+    assert victim.stat().st_size == size
+    code, summary, _ = _fixity(str(root), "--ledger", ledger, *selection)
+    if other_bytes:
+        # Checked again, full (first sight), and its failure is a new one.
+        assert code == 1 and [p["key"] for p in summary["problems"]] == [victim.name]
+    else:
+        assert code == 0 and summary["problems"] == [] and summary["carried"] == []
+        assert summary["checked"] == (0 if selection else 1)  # the other bundle only
+    # The next run agrees: still retired, or still failing (carried or re-checked).
+    code, summary, _ = _fixity(str(root), "--ledger", ledger, *selection)
+    assert code == (1 if other_bytes else 0)

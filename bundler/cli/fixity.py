@@ -31,8 +31,9 @@ that is killed loses only the checks in flight. A failure is carried into every 
 summary, and the exit code, until a check passes the bundle or the keeper retires it
 with --retire KEY --reason TEXT. Exit 0 when every check passed and no failure is
 open, 1 when any failed or is missing, 5 when storage kept some from being checked, 3
-when the run cannot start (a ledger this tool did not write, bad source) or a bundle
-could not be read; 130 or 143 after SIGINT or SIGTERM, with the summary so far.
+when the run cannot start (a ledger this tool did not write, bad source) or a check
+ended in an error other than storage's; 130 or 143 after SIGINT or SIGTERM, with the
+summary so far.
 """
 
 
@@ -147,6 +148,7 @@ def fixity(
     from bundler.cli.export import _warn_key
 
     if retire is not None or reason is not None:
+        _refuse_unused_with_retire()
         _retire(source, ledger, retire, reason, as_json=as_json, quiet=quiet)
         return
 
@@ -193,6 +195,24 @@ def fixity(
     sys.exit(summary.exit_code)
 
 
+# What --retire uses; every other option given with it would be ignored, so it is refused.
+_RETIRE_USES = frozenset({"source", "ledger", "retire", "reason", "as_json", "quiet"})
+
+
+def _refuse_unused_with_retire() -> None:
+    ctx = click.get_current_context()
+    for param in ctx.command.params:
+        if param.name in _RETIRE_USES or param.name is None:
+            continue
+        # Only what the command line says: an environment variable is not a request.
+        if ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
+            option = max(param.opts, key=len)
+            raise UsageError(
+                f"{option}: --retire checks nothing, so it takes only --ledger, --reason, "
+                "--json and --quiet"
+            )
+
+
 def _retire(
     source: str,
     ledger: Path,
@@ -212,7 +232,7 @@ def _retire(
     elif not quiet:
         sys.stdout.write(
             f"Retired:     {done.key} ({done.outcome} since {done.found})\n"
-            f"Reason:      {done.reason}\n"
+            f"Reason:      {shown(done.reason)}\n"
             f"Ledger:      {shown(done.ledger)}\n"
         )
 
@@ -226,7 +246,8 @@ def _summary_text(summary: object) -> str:
     lines = [
         f"Source:      {shown(summary.source)}",
         f"Run:         {summary.run_id} (level {summary.level})",
-        f"Checked:     {checked} of {summary.listed} listed now: {counts['pass']} pass, "
+        # Not "of": a bundle the ledger knew that is gone is checked (missing), not listed.
+        f"Checked:     {checked} (listed now: {summary.listed}): {counts['pass']} pass, "
         f"{counts['fail']} fail, {counts['missing']} missing, {counts['error']} error",
         f"Bytes read:  {summary.bytes_read}",
         f"Wall time:   {summary.wall_seconds:.2f} s",
@@ -245,7 +266,8 @@ def _summary_text(summary: object) -> str:
         lines.append(f"Not passed:  {len(summary.problems)}")
         lines += [
             # Keys and details in a summary are already escaped (``shown``) once.
-            f"  - {p['outcome']}: {p['key']}: {p['detail']}"
+            f"  - {p['outcome']}{' since ' + p['found'] if 'found' in p else ''}: "
+            f"{p['key']}: {p['detail']}"
             for p in summary.problems
         ]
     if summary.carried:

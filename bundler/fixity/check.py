@@ -25,7 +25,6 @@ from bundler import storage
 from bundler.core.digests import PREFIX as DIGEST_PREFIX
 from bundler.core.errors import BundlerError, StorageError
 from bundler.core.limits import DEFAULT_MAX_BYTES
-from bundler.core.textsafe import shown
 
 CHUNK = 1024 * 1024
 FIXITY_NAMESPACE = "evalbook-fixity-v1"
@@ -87,7 +86,10 @@ class Settings:
 
 @dataclass(frozen=True)
 class Result:
-    """The outcome of one check: pass, fail, missing or error, with a one-line reason."""
+    """The outcome of one check: pass, fail, missing or error, with a one-line reason.
+
+    ``key`` and ``detail`` are as they are (a name that is not UTF-8 included); they are
+    escaped once, where they are shown."""
 
     key: str
     outcome: str
@@ -116,7 +118,7 @@ def died(task: Task, settings: Settings, why: str) -> Result:
     return Result(
         task.key,
         "error",
-        shown(f"{settings.location(task.key)}: the process checking it died ({why})"),
+        f"{settings.location(task.key)}: the process checking it died ({why})",
         settings.level,
         now_iso(),
         0.0,
@@ -135,6 +137,31 @@ def missing(task: Task, settings: Settings) -> Result:
         now_iso(),
         0.0,
     )
+
+
+def held_sha256(key: str, settings: Settings) -> str:
+    """The SHA-256 of the bytes ``key`` holds now, read once and nothing verified: to
+    tell whether a retired bundle still holds the bytes it was retired with. OSError or
+    StorageError when they cannot be read."""
+    sha = hashlib.sha256()
+    where = settings.location(key)
+    if settings.is_s3:
+        loc = storage.parse_s3_url(where)
+        try:
+            client = storage.make_client(settings.storage_config)
+            body = client.get_object(Bucket=loc.bucket, Key=loc.key)["Body"]
+            while data := body.read(CHUNK):
+                sha.update(data)
+        except Exception as exc:  # botocore's errors, at the storage boundary
+            raise StorageError(f"{where}: reading failed: {exc}") from exc
+    else:
+        fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as raw:
+            if not stat.S_ISREG(os.fstat(raw.fileno()).st_mode):
+                raise OSError(f"{where}: not a regular file")
+            while data := raw.read(CHUNK):
+                sha.update(data)
+    return DIGEST_PREFIX + sha.hexdigest()
 
 
 class _Hashing(io.RawIOBase):
@@ -351,7 +378,7 @@ def _judge(
         return replace(
             found,
             outcome="fail",
-            detail=shown(_named(where, verification.error or "the archive cannot be read")),
+            detail=_named(where, verification.error or "the archive cannot be read"),
         )
     if (
         task.recorded_bundle_digest is not None
@@ -370,7 +397,7 @@ def _judge(
             first.detail or f"{first.subject}: expected {first.expected}, observed {first.observed}"
         )
         more = f" (and {len(failures) - 1} more failed claims)" if len(failures) > 1 else ""
-        return replace(found, outcome="fail", detail=shown(f"{reason}{more}"))
+        return replace(found, outcome="fail", detail=f"{reason}{more}")
     counts = verification.counts()
     return replace(
         found,

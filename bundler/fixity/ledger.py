@@ -17,8 +17,9 @@ refused without one byte changed. The schema version is ``PRAGMA user_version`` 
 file is marked with ``PRAGMA application_id``; ``Ledger`` brings a version 1 ledger
 forward on its first write.
 
-Keys are text; a local file name that is not UTF-8 (``surrogateescape`` in Python) is
-stored as a BLOB of its exact bytes.
+Keys, details and the keeper's reasons are kept as they are: text, or, for a local file
+name that is not UTF-8 (``surrogateescape`` in Python) and a detail naming one, a BLOB
+of the exact bytes. They are escaped once, where they are shown, never in the ledger.
 """
 
 from __future__ import annotations
@@ -159,10 +160,14 @@ _V2_COLUMNS = {
     "runs": _V1_COLUMNS["runs"],
 }
 _COLUMNS_BY_VERSION = {1: (_V1_COLUMNS, 0), 2: (_V2_COLUMNS, APPLICATION_ID)}
+# The indexes each version has; a ledger holds no trigger, view or other index.
+_V1_INDEXES = ("events_by_bundle", "events_by_run")
+_INDEXES_BY_VERSION = {1: _V1_INDEXES, 2: (*_V1_INDEXES, "bundles_open")}
 
 
 def db_key(key: str) -> str | bytes:
-    """A key as the ledger stores it: text, or the exact bytes of a name that is not UTF-8."""
+    """A key (or a detail, a reason) as the ledger stores it: text, or the exact bytes of
+    a name that is not UTF-8."""
     try:
         key.encode("utf-8")
     except UnicodeEncodeError:
@@ -259,9 +264,7 @@ def inspect(path: Path) -> int | None:
     if info.st_size == 0:
         return 0  # what sqlite makes first of a new ledger: one a run killed at once left
     try:
-        # Read-only, by URI: nothing is created, converted or journaled.
-        uri = "file:" + _uri_path(path) + "?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+        conn = _read_only(path)
     except sqlite3.Error as exc:
         raise _refuse(where, f"cannot open it ({exc})") from exc
     try:
@@ -270,6 +273,16 @@ def inspect(path: Path) -> int | None:
         raise _refuse(where, f"not a readable SQLite database ({exc})") from exc
     finally:
         conn.close()
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """A connection that changes nothing beside ``path`` either: read-only, by URI, and,
+    while no write-ahead log is beside it (every write of a finished run is then in
+    the file itself), ``immutable``, so SQLite creates no ``-wal`` or ``-shm`` file for
+    a ledger that may yet be refused. A log left by a killed run is read as it is."""
+    wal = os.path.lexists(f"{path}-wal")
+    uri = "file:" + _uri_path(path) + ("?mode=ro" if wal else "?mode=ro&immutable=1")
+    return sqlite3.connect(uri, uri=True, isolation_level=None)
 
 
 def _uri_path(path: Path) -> str:
@@ -285,11 +298,12 @@ def _inspect(conn: sqlite3.Connection, where: str) -> int:
         raise _refuse(where, f"corrupt (quick_check: {first[:200]})")
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-    objects = {
-        str(name): str(kind)
+    schema = [
+        (str(kind), str(name))
         for kind, name in conn.execute("SELECT type, name FROM sqlite_master")
-        if kind in ("table", "view") and not str(name).startswith("sqlite_")
-    }
+        if not str(name).startswith("sqlite_")
+    ]
+    objects = {name: kind for kind, name in schema if kind in ("table", "view")}
     if version > SCHEMA_VERSION and app_id in (0, APPLICATION_ID):
         raise InputError(
             f"{where}: ledger schema version {version} is newer than this tool's "
@@ -312,9 +326,19 @@ def _inspect(conn: sqlite3.Connection, where: str) -> int:
         found = [str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")]
         if found != names:
             raise _refuse(where, f"table {table!r} is not this tool's (columns {found})")
-    extra = sorted(set(objects) - set(columns))
+    # Every other object is foreign: a trigger would run inside this tool's own
+    # transactions (and could undo a verdict), an index or a view is none of ours.
+    ours = {("table", name) for name in columns} | {
+        ("index", name) for name in _INDEXES_BY_VERSION[version]
+    }
+    extra = sorted(set(schema) - ours)
     if extra:
-        raise _refuse(where, f"holds {objects[extra[0]]} {extra[0]!r}, which a ledger never has")
+        kind, name = extra[0]
+        raise _refuse(where, f"holds {kind} {name!r}, which a ledger never has")
+    missing = sorted(ours - set(schema))
+    if missing:
+        kind, name = missing[0]
+        raise _refuse(where, f"{kind} {name!r} is missing")
     return version
 
 
@@ -322,8 +346,7 @@ def verdicts(path: Path, source: str) -> dict[str, str | None]:
     """Each bundle's verdict under ``source`` (a version 1 ledger: its last outcome),
     read without changing the file; for refusing a ``--retire`` before anything is
     written. The ledger must have passed ``inspect``."""
-    uri = "file:" + _uri_path(path) + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    conn = _read_only(path)
     try:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         column = "verdict" if version >= 2 else "last_outcome"
@@ -378,7 +401,12 @@ class Ledger:
             "FROM bundles WHERE source = ?",
             (source,),
         )
-        return {py_key(row[0]): KnownBundle(py_key(row[0]), *row[1:]) for row in rows}
+        known = {}
+        for row in rows:
+            values = list(row)
+            values[11] = None if values[11] is None else py_key(values[11])  # verdict_detail
+            known[py_key(row[0])] = KnownBundle(py_key(row[0]), *values[1:])
+        return known
 
     def open_failures(self, source: str) -> list[OpenFailure]:
         """Every bundle of ``source`` whose verdict is fail or missing, oldest found first."""
@@ -387,7 +415,7 @@ class Ledger:
             "WHERE source = ? AND verdict IN ('fail', 'missing') ORDER BY verdict_since, key",
             (source,),
         )
-        return [OpenFailure(py_key(r[0]), r[1], r[2], r[3] or "", r[4]) for r in rows]
+        return [OpenFailure(py_key(r[0]), r[1], r[2], py_key(r[3] or ""), r[4]) for r in rows]
 
     def start_run(self, run_id: str, source: str, level: str, selection: str, started: str) -> None:
         with self._conn:
@@ -450,19 +478,22 @@ class Ledger:
         )
         if ev.outcome in CONCLUSIVE:
             # The time it was found stays while the verdict does not change; a retired
-            # bundle stays retired while it holds the bytes it was retired with.
+            # bundle stays retired while it holds the bytes it was retired with. ``IS``,
+            # never ``=``: a bundle with no verdict yet (only errors before, or a key
+            # whose failure read no bytes, sha256 NULL) must not make the guard NULL,
+            # which would drop the verdict and forget the failure.
             self._conn.execute(
                 "UPDATE bundles SET "
                 "verdict_since = CASE WHEN verdict IS ? THEN verdict_since ELSE ? END, "
                 "verdict_run = CASE WHEN verdict IS ? THEN verdict_run ELSE ? END, "
                 "verdict_detail = ?, verdict = ? WHERE source = ? AND key = ? AND NOT ("
-                "verdict = 'retired' AND ? != 'pass' AND (? = 'missing' OR retired_sha256 IS ?))",
+                "verdict IS 'retired' AND ? != 'pass' AND (? = 'missing' OR retired_sha256 IS ?))",
                 (
                     ev.outcome,
                     ev.time,
                     ev.outcome,
                     run_id,
-                    ev.detail,
+                    db_key(ev.detail),
                     ev.outcome,
                     source,
                     key,
@@ -480,7 +511,7 @@ class Ledger:
                 ev.time,
                 ev.level,
                 ev.outcome,
-                ev.detail,
+                db_key(ev.detail),
                 self.tool_version,
                 run_id,
                 ev.size,
@@ -515,7 +546,7 @@ class Ledger:
                 "WHERE source = ? AND key = ?",
                 (
                     time,
-                    reason,
+                    db_key(reason),
                     run_id,
                     observed[0] if observed else None,
                     observed[1] if observed and row[0] == "fail" else None,
@@ -526,9 +557,18 @@ class Ledger:
             self._conn.execute(
                 "INSERT INTO events (source, key, time, level, outcome, detail, tool_version, "
                 "run_id, size, bytes_read, sha256) VALUES (?,?,?,?,?,?,?,?,NULL,0,NULL)",
-                (source, db_key(key), time, "object", RETIRED, reason, self.tool_version, run_id),
+                (
+                    source,
+                    db_key(key),
+                    time,
+                    "object",
+                    RETIRED,
+                    db_key(reason),
+                    self.tool_version,
+                    run_id,
+                ),
             )
-        return OpenFailure(key, str(row[0]), str(row[1]), str(row[2] or ""), row[3])
+        return OpenFailure(key, str(row[0]), str(row[1]), py_key(row[2] or ""), row[3])
 
     def shares(
         self, source: str, level: str, cutoffs: Iterable[tuple[str, str]], keys: Iterable[str]

@@ -82,11 +82,12 @@ class RecordWriter:
 
     def write(self, line: dict[str, Any]) -> None:
         data = orjson.dumps(line) + b"\n"
-        self._sha.update(data)
+        # Written, then hashed: the chain digest never covers a line the file lacks.
         if self._lines is not None:
             self._lines.append(data)
         else:
             self._fh.write(data)
+        self._sha.update(data)
 
     @property
     def sha256(self) -> str:

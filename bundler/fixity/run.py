@@ -5,8 +5,9 @@ Nothing is created before the run can start: the ledger is inspected read-only, 
 source listed and the options checked first, and only then are the ledger and the
 record written. Results come back to this process, which alone writes the ledger, one
 transaction per batch, so a run killed at any point loses at most the batches in
-flight. SIGINT and SIGTERM (KeyboardInterrupt here) stop the checking; the summary of
-what was checked so far is still returned, marked interrupted.
+flight. SIGINT and SIGTERM (KeyboardInterrupt here) stop the checking, never the writing
+of a batch's evidence (``interrupts``); the summary of what was checked so far is still
+returned, marked interrupted, and the record holds exactly those checks.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from typing import Any
 import orjson
 
 from bundler import storage
-from bundler.core.errors import InputError, StorageError, UsageError
+from bundler.core.errors import BundlerError, InputError, StorageError, UsageError
 from bundler.core.textsafe import shown
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.fixity import ledger as ledger_file
-from bundler.fixity.check import Result, Settings, Task, missing, now_iso
+from bundler.fixity.check import Result, Settings, Task, held_sha256, missing, now_iso
 from bundler.fixity.execute import HelperPool, execute
+from bundler.fixity.interrupts import Interrupts
 from bundler.fixity.ledger import Event, Ledger
 from bundler.fixity.record import CHECK_SCHEMA, FOOTER_SCHEMA, RUN_SCHEMA, RecordWriter
 from bundler.fixity.select import Candidate, Selection, list_source, select
@@ -145,7 +147,10 @@ def _settings(config: FixityConfig, source: str) -> Settings:
 
 
 class _Run:
-    """What one run accumulates while results come in."""
+    """What one run accumulates while results come in, and the one writer of its
+    evidence: each batch goes to the ledger, then to the record, then into the counts
+    the summary and the footer report, with SIGINT and SIGTERM held back meanwhile, so
+    an interrupted run's record, ledger and summary hold the same checks (SPEC 13.1)."""
 
     def __init__(
         self,
@@ -155,7 +160,9 @@ class _Run:
         record: RecordWriter | None,
         total: int,
         on_progress: Callable[[Progress], None] | None,
+        interrupts: Interrupts,
     ) -> None:
+        self.interrupts = interrupts
         self.source = source
         self.run_id = run_id
         self.ledger = ledger
@@ -170,22 +177,24 @@ class _Run:
         self._streak_open = True
 
     def take(self, results: list[Result]) -> None:
-        self.ledger.record(self.source, self.run_id, [_event(r) for r in results])
-        for r in results:
-            self.counts[r.outcome] += 1
-            self.checked.add(r.key)
-            self.progress.checked += 1
-            self.progress.bytes_read += r.bytes_read
-            self.storage_errors += r.storage_error
-            if r.outcome != "pass":
-                self.progress.not_passed += 1
-                self.problems.append(
-                    {"key": shown(r.key), "outcome": r.outcome, "detail": shown(r.detail)}
-                )
-            if self.record is not None:
-                self.record.write(_check_line(r))
-        if self.on_progress is not None:
-            self.on_progress(self.progress)
+        events = [_event(r) for r in results]
+        lines = [_check_line(r) for r in results] if self.record is not None else []
+        with self.interrupts.held():
+            self.ledger.record(self.source, self.run_id, events)
+            for line in lines:
+                assert self.record is not None
+                self.record.write(line)
+            for r in results:
+                self.counts[r.outcome] += 1
+                self.checked.add(r.key)
+                self.progress.checked += 1
+                self.progress.bytes_read += r.bytes_read
+                self.storage_errors += r.storage_error
+                if r.outcome != "pass":
+                    self.progress.not_passed += 1
+                    self.problems.append({"key": r.key, "outcome": r.outcome, "detail": r.detail})
+            if self.on_progress is not None:
+                self.on_progress(self.progress)
         self._watch_streak(results)
 
     def _watch_streak(self, results: list[Result]) -> None:
@@ -228,54 +237,73 @@ def run_fixity(
     helpers: HelperPool | None = None
     record: RecordWriter | None = None
     ledger: Ledger | None = None
+    interrupts = Interrupts()
+    run: _Run | None = None
     try:
-        # Helpers start now, so their interpreters are up (and warm) by the time the
-        # listing is done and the first batch is ready.
-        if config.workers > 1 and config.scheduler is None:
-            helpers = HelperPool(settings, config.workers - 1)
-        listed = list(list_source(source, settings.endpoint_url))
-        # The run can start: only now is anything written.
-        ledger = Ledger(config.ledger, tool_version=__version__)
-        chosen = select(
-            listed, ledger.known(source), config.selection, config.level, datetime.now(UTC)
-        )
-        record = RecordWriter(config.record) if config.record or config.upload_record else None
-        selection = config.selection.describe()
-        ledger.start_run(run_id, source, config.level, orjson.dumps(selection).decode(), started)
-        if record is not None:
-            record.write(
-                {
-                    "schema": RUN_SCHEMA,
-                    "run_id": run_id,
-                    "tool": {"name": TOOL_NAME, "version": __version__},
-                    "source": source,
-                    "level": config.level,
-                    "selection": selection,
-                    "started": started,
-                    "selected": len(chosen),
-                }
-            )
-        run = _Run(source, run_id, ledger, record, len(chosen), on_progress)
-        interrupted = None
+        interrupts.__enter__()
         try:
-            gone = [c for c in chosen if c.gone]
-            if gone:
-                run.take([missing(_task(c, config.level), settings) for c in gone])
-            present = [_task(c, config.level) for c in chosen if not c.gone]
-            if present:
-                execute(
-                    present,
-                    settings,
-                    run.take,
-                    workers=config.workers,
-                    scheduler=config.scheduler,
-                    helpers=helpers,
+            with interrupts.opened():
+                # Helpers start now, so their interpreters are up (and warm) by the time
+                # the listing is done and the first batch is ready.
+                if config.workers > 1 and config.scheduler is None:
+                    helpers = HelperPool(settings, config.workers - 1)
+                listed = list(list_source(source, settings.endpoint_url))
+                # The run can start: only now is anything written.
+                ledger = Ledger(config.ledger, tool_version=__version__)
+                chosen = select(
+                    listed,
+                    ledger.known(source),
+                    config.selection,
+                    config.level,
+                    datetime.now(UTC),
+                    _same_bytes(settings),
                 )
+                record = (
+                    RecordWriter(config.record) if config.record or config.upload_record else None
+                )
+                selection = config.selection.describe()
+                with interrupts.held():
+                    ledger.start_run(
+                        run_id, source, config.level, orjson.dumps(selection).decode(), started
+                    )
+                    if record is not None:
+                        record.write(
+                            {
+                                "schema": RUN_SCHEMA,
+                                "run_id": run_id,
+                                "tool": {"name": TOOL_NAME, "version": __version__},
+                                "source": source,
+                                "level": config.level,
+                                "selection": selection,
+                                "started": started,
+                                "selected": len(chosen),
+                            }
+                        )
+                    run = _Run(source, run_id, ledger, record, len(chosen), on_progress, interrupts)
+                gone = [c for c in chosen if c.gone]
+                if gone:
+                    run.take([missing(_task(c, config.level), settings) for c in gone])
+                present = [_task(c, config.level) for c in chosen if not c.gone]
+                if present:
+                    execute(
+                        present,
+                        settings,
+                        run.take,
+                        workers=config.workers,
+                        scheduler=config.scheduler,
+                        helpers=helpers,
+                    )
         except KeyboardInterrupt as exc:
-            signum = getattr(exc, "signum", None) or getattr(exc.__cause__, "signum", None)
-            interrupted = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
-            if helpers is not None:
-                helpers.kill()
+            if run is None:
+                raise  # before any check: nothing to summarise, nothing kept
+            if interrupts.pending is None:  # raised by a handler the gate did not set
+                signum = getattr(exc, "signum", None) or getattr(exc.__cause__, "signum", None)
+                interrupts.pending = signal.SIGTERM if signum == signal.SIGTERM else signal.SIGINT
+        assert ledger is not None
+        # Checking is over: what follows closes the evidence, and a signal now only
+        # marks the run interrupted (it cannot cut the footer or the ledger's run row).
+        if interrupts.pending is not None and helpers is not None:
+            helpers.kill()
         finished = now_iso()
         now = datetime.now(UTC)
         shares = ledger.shares(
@@ -284,6 +312,9 @@ def run_fixity(
             [(name, _iso(now - timedelta(days=days))) for name, days in SHARE_WINDOWS],
             [item.key for item in listed],
         )
+        open_now = ledger.open_failures(source)
+        found = {f.key: f.found for f in open_now}
+        problems = [_problem(p, found) for p in run.problems]
         carried = [
             {
                 "key": shown(f.key),
@@ -292,9 +323,10 @@ def run_fixity(
                 "run_id": f.run_id,
                 "detail": shown(f.detail),
             }
-            for f in ledger.open_failures(source)
+            for f in open_now
             if f.key not in run.checked
         ]
+        interrupted = interrupts.name
         record_bytes: bytes | None = None
         chain_sha = file_sha = None
         if record is not None:
@@ -324,6 +356,7 @@ def run_fixity(
             helpers.close()
         if ledger is not None:
             ledger.close()
+        interrupts.__exit__(None, None, None)
     signature_path = None
     record_url = None
     if record is not None and (signer is not None or config.upload_record):
@@ -346,7 +379,7 @@ def run_fixity(
         listed=len(listed),
         counts=run.counts,
         bytes_read=run.progress.bytes_read,
-        problems=run.problems,
+        problems=problems,
         carried=carried,
         shares=shares,
         ledger=str(config.ledger),
@@ -365,10 +398,10 @@ class Retirement:
     """A bundle the keeper retired on purpose (``fixity --retire KEY --reason TEXT``)."""
 
     source: str
-    key: str
+    key: str  # as the summary shows it
     outcome: str  # what it was retired from: fail or missing
     found: str
-    reason: str
+    reason: str  # as the keeper gave it
     time: str
     run_id: str
     ledger: str
@@ -396,11 +429,12 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
     # Refused before the ledger is opened for writing (which would bring an older one
     # forward): a refusal changes no byte.
     known = ledger_file.verdicts(ledger_path, source)
-    exact = key if key in known else next((k for k in known if shown(k) == key), key)
-    if known.get(exact) not in ledger_file.OPEN_VERDICTS:
-        state = (
-            "not in the ledger" if exact not in known else f"its latest outcome is {known[exact]}"
-        )
+    # KEY is matched as the summary shows it, and only so: ``shown`` is one-to-one, so
+    # exactly one key shows as KEY; a raw name that happens to spell another key's
+    # escape (the text "bad\\udcff" beside the byte 0xff) never stands for it.
+    exact = next((k for k in known if shown(k) == key), None)
+    if exact is None or known.get(exact) not in ledger_file.OPEN_VERDICTS:
+        state = "not in the ledger" if exact is None else f"its latest outcome is {known[exact]}"
         raise InputError(
             f"--retire: {key}: nothing to retire under {source} ({state}); only a bundle "
             "whose latest outcome is fail or missing can be retired"
@@ -409,7 +443,8 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
     try:
         time_now = now_iso()
         run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(4)
-        failure = ledger.retire(source, exact, shown(reason), time_now, run_id)
+        # The reason is kept as the keeper gave it (escaped only where shown).
+        failure = ledger.retire(source, exact, reason, time_now, run_id)
     finally:
         ledger.close()
     return Retirement(
@@ -417,11 +452,21 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
         key=shown(exact),
         outcome=failure.outcome,
         found=failure.found,
-        reason=shown(reason),
+        reason=_json_text(reason),
         time=time_now,
         run_id=run_id,
         ledger=str(ledger_path),
     )
+
+
+def _json_text(text: str) -> str:
+    """``text`` as it is, unless it holds bytes that are not UTF-8 (a JSON string cannot):
+    then escaped, as shown."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return shown(text)
+    return text
 
 
 def _iso(moment: datetime) -> str:
@@ -455,13 +500,37 @@ def _task(c: Candidate, level: str) -> Task:
     )
 
 
+def _same_bytes(settings: Settings) -> Callable[[Candidate], bool]:
+    """Whether a retired bundle written since it was retired still holds the bytes it
+    was retired with (then it stays retired, SPEC 13.1); bytes that cannot be read are
+    taken for other bytes, so the check says what is wrong."""
+
+    def same(c: Candidate) -> bool:
+        assert c.known is not None
+        try:
+            return held_sha256(c.key, settings) == c.known.retired_sha256
+        except (OSError, BundlerError):
+            return False
+
+    return same
+
+
+def _problem(p: dict[str, str], found: dict[str, str]) -> dict[str, str]:
+    """A check of this run that did not pass, as the summary shows it: a failure with
+    the time it was first found (by this run or an earlier one, SPEC 13.1)."""
+    shown_p = {"key": shown(p["key"]), "outcome": p["outcome"], "detail": shown(p["detail"])}
+    if p["outcome"] in ledger_file.OPEN_VERDICTS and p["key"] in found:
+        shown_p["found"] = found[p["key"]]
+    return shown_p
+
+
 def _event(r: Result) -> Event:
     return Event(
         key=r.key,
         time=r.time,
         level=r.level,
         outcome=r.outcome,
-        detail=shown(r.detail),  # a name that is not UTF-8 is escaped, as everywhere shown
+        detail=r.detail,  # kept as it is; escaped once, where it is shown
         size=r.size,
         sha256=r.sha256,
         bundle_digest=r.bundle_digest,

@@ -8,9 +8,9 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from bundler import storage
 from bundler.core.errors import InputError, UsageError
@@ -29,6 +29,9 @@ class Listed:
     key: str
     size: int
     in_layout: bool = True  # s3://: the key follows <prefix>/reports/bundles/<id>/<hex>.tar.zst
+    # When its bytes may last have changed (a local file's later of mtime and ctime, an
+    # object's LastModified), in the ledger's time format; None when unknown.
+    changed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,8 @@ def list_source(source: str, endpoint_url: str | None) -> Iterator[Listed]:
         storage.check_archive_prefix(loc)
         config = storage.StorageConfig(endpoint_url=endpoint_url)
         for listed in storage.list_archive_objects(loc, config=config):
-            yield Listed(listed.key, listed.size, listed.in_layout)
+            changed = None if listed.last_modified is None else _iso(listed.last_modified)
+            yield Listed(listed.key, listed.size, listed.in_layout, changed)
         return
     try:
         info = os.stat(source, follow_symlinks=False)
@@ -110,7 +114,15 @@ def _walk(root: str, relative: str) -> Iterator[Listed]:
         if entry.is_dir(follow_symlinks=False):
             yield from _walk(root, name)
         elif entry.is_file(follow_symlinks=False) and entry.name.endswith(ARCHIVE_SUFFIX):
-            yield Listed(name, entry.stat(follow_symlinks=False).st_size)
+            info = entry.stat(follow_symlinks=False)
+            # ctime too: a write that set mtime back still moves it.
+            ns = max(info.st_mtime_ns, info.st_ctime_ns)
+            changed = _iso(datetime.fromtimestamp(ns / 1e9, UTC))
+            yield Listed(name, info.st_size, changed=changed)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True)
@@ -122,23 +134,31 @@ class Candidate:
     known: KnownBundle | None
     gone: bool
     in_layout: bool = True
+    changed: str | None = None  # see Listed
 
     @property
     def first_sight(self) -> bool:
-        """No check has passed it yet, or it was retired and now holds other bytes (its
-        size changed): checked at level full, and its digests become the baseline only
+        """No check has passed it yet, or it was retired and (being selected) now holds
+        other bytes: checked at level full, and its digests become the baseline only
         when that check passes (SPEC 13.1)."""
         k = self.known
-        return k is None or not k.has_baseline or (k.verdict == RETIRED and not self.retired)
+        return k is None or not k.has_baseline or k.verdict == RETIRED
 
-    @property
-    def retired(self) -> bool:
-        """Retired by the keeper and, as far as the listing shows, still the bytes it was
-        retired with (the size they had; gone, when it was retired missing)."""
+    def still_retired(self, same_bytes: Callable[[Candidate], bool] | None) -> bool:
+        """Retired by the keeper and still holding the bytes it was retired with: gone,
+        when it was retired missing; else the size they had and, when the key was
+        written since it was retired, the SHA-256 they had (``same_bytes`` reads them;
+        without it, a write since is taken for other bytes)."""
         k = self.known
         if k is None or k.verdict != RETIRED:
             return False
-        return self.gone or (k.retired_size is not None and k.retired_size == self.size)
+        if self.gone:
+            return True
+        if k.retired_size is None or k.retired_size != self.size:
+            return False
+        if self.changed is None or k.verdict_since is None or self.changed <= k.verdict_since:
+            return True
+        return same_bytes is not None and same_bytes(self)
 
     @property
     def due_first(self) -> bool:
@@ -151,14 +171,15 @@ def select(
     selection: Selection,
     level: str,
     now: datetime,
+    same_bytes: Callable[[Candidate], bool] | None = None,
 ) -> list[Candidate]:
     """The bundles to check: those whose latest outcome is fail, missing or error
     first (whatever ``--older-than`` says), then the oldest checked (never checked
     first of all). A retired bundle that still holds the bytes it was retired with is
-    not checked."""
+    not checked (``same_bytes`` tells, for one written since it was retired)."""
     present = {item.key for item in listed}
     candidates = [
-        Candidate(item.key, item.size, known.get(item.key), False, item.in_layout)
+        Candidate(item.key, item.size, known.get(item.key), False, item.in_layout, item.changed)
         for item in listed
     ]
     candidates += [
@@ -166,7 +187,7 @@ def select(
         for key, row in sorted(known.items())
         if key not in present
     ]
-    candidates = [c for c in candidates if not c.retired]
+    candidates = [c for c in candidates if not c.still_retired(same_bytes)]
     if selection.sample is not None:
         k, n = selection.sample
         candidates = [c for c in candidates if group_of(c.key, n) == k]

@@ -141,6 +141,7 @@ class ListedObject:
     key: str
     size: int
     in_layout: bool
+    last_modified: datetime | None = None  # when the object was last written
 
 
 def list_archive_objects(
@@ -168,7 +169,9 @@ def list_archive_objects(
                     continue
                 match = layout.match(key)
                 in_layout = match is not None and _IDENTIFIER_RE.match(match.group(1)) is not None
-                yield ListedObject(key, int(item.get("Size", 0)), in_layout)
+                yield ListedObject(
+                    key, int(item.get("Size", 0)), in_layout, item.get("LastModified")
+                )
     except (bexc.ClientError, bexc.BotoCoreError) as exc:
         raise conn.fail(url, "listing", exc) from exc
 
