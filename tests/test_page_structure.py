@@ -86,7 +86,10 @@ def _plant(value: str) -> list[tuple[str, dict[str, Any]]]:
     eb["source"] = value
     eb["summary"]["checks"][1]["check_id"] = value
     eb["claims"][0]["subject"] = value
-    v = records.verification(source=value, report_id=value)
+    # An eval-banana report id is the run's id, free text; an EvalBook report id is an
+    # identifier by the bundle's schema, so a record holding another is refused.
+    eb["report_id"] = value
+    v = records.verification(source=value)
     v["envelope"]["superseded_by"] = value
     v["claims"][2]["detail"] = value
     v["claims"][1]["path"] = value
