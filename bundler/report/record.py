@@ -325,6 +325,8 @@ def _anchor_contradictions(
         ]
         if not match:
             yield f"/anchor/{key}", f"says {want}, but no claim {subject!r} checked it"
+        elif head["verdict"] == "verified" and not any(s == "proven" for *_, s in match):
+            yield f"/anchor/{key}", f"says {want}, but its claim {subject!r} is not proven"
         elif observed_key is not None and any(
             state == "proven" and observed != head[observed_key] for _, observed, state in match
         ):
@@ -455,7 +457,12 @@ class AuditFacts(Facts):
         if head["verdict"] != "error" and head["verdict"] != verdict:
             yield "/verdict", f"says {head['verdict']}, but the fields give {verdict}"
         verification = head.get("verification")
+        yield from _audit_anchor_contradictions(head, verification)
         if isinstance(verification, Mapping):
+            yield from (
+                (f"/verification{pointer}", rule)
+                for pointer, rule in _format_contradictions(verification, _VERIFICATION_FORMATS)
+            )
             failed = verification["counts"]["failed"]
             verdict = verification["verdict"]
             if (verdict == "verified" and failed) or (verdict == "failed" and not failed):
@@ -463,6 +470,47 @@ class AuditFacts(Facts):
                     "/verification/verdict",
                     f"says {verdict} with {failed} failed claim(s)",
                 )
+
+
+def _audit_anchor_contradictions(
+    head: Mapping[str, Any], verification: Any
+) -> Iterator[tuple[str, str]]:
+    """An audit's anchor against the verification it rests on: the trust statement of
+    the audit page is the verification's, and a verified result met its anchor."""
+    anchor = head.get("anchor")
+    if not isinstance(anchor, Mapping):
+        return
+    stated = [anchor[k] for k in ("expected_bundle_digest", "expected_report_digest", "signer")]
+    if anchor["self_consistent_only"] != (not any(stated)):
+        yield (
+            "/anchor/self_consistent_only",
+            f"says {str(anchor['self_consistent_only']).lower()}, but the anchor "
+            + ("names" if any(stated) else "names no") + " expected digest or signer",
+        )
+    if not isinstance(verification, Mapping):
+        return
+    if "signatures" in verification and anchor["signer"] != _signer_of(
+        verification["signatures"]
+    ):
+        yield (
+            "/anchor/signer",
+            f"says {anchor['signer']!r}, but the verification's verified signatures give "
+            f"{_signer_of(verification['signatures'])!r}",
+        )
+    if verification["verdict"] != "verified":
+        return
+    for key, observed in (
+        ("expected_bundle_digest", "bundle_digest"),
+        ("expected_report_digest", "report_digest"),
+    ):
+        if anchor[key] is not None and anchor[key] != verification[observed]:
+            yield (
+                f"/anchor/{key}",
+                f"says {anchor[key]}, but the verified bundle's {observed} is "
+                f"{verification[observed]}",
+            )
+    if verification["anchor"] != anchor["description"]:
+        yield "/verification/anchor", "differs from /anchor/description"
 
 
 def _field_disagreements(f: Mapping[str, Any]) -> int:
