@@ -411,6 +411,22 @@ def _consistent_audit(r: dict[str, Any]) -> None:
         failed = v["counts"]["failed"]
         if v["verdict"] != "error":
             v["verdict"] = "failed" if failed else "verified"
+        _consistent_formats(v)
+    anchor = r["anchor"]
+    if isinstance(v, dict):
+        if "signatures" in v:
+            anchor["signer"] = rec._signer_of(v["signatures"])
+        if v["verdict"] == "verified":
+            for key, observed in (
+                ("expected_bundle_digest", "bundle_digest"),
+                ("expected_report_digest", "report_digest"),
+            ):
+                if anchor[key] is not None:
+                    anchor[key] = v[observed]
+        v["anchor"] = anchor["description"]
+    anchor["self_consistent_only"] = not (
+        anchor["expected_bundle_digest"] or anchor["expected_report_digest"] or anchor["signer"]
+    )
 
 
 def _consistent_fixity(r: dict[str, Any]) -> None:
