@@ -276,10 +276,20 @@ def _consistent_anchor(r: dict[str, Any]) -> None:
             if anchor[key] is not None:
                 anchor[key] = r[observed]
             if anchor[key] is not None:
-                r["claims"].append(claim("proven", 2, "bundle", subject=subject,
-                                         expected=anchor[key], observed=anchor[key]))
+                r["claims"].append(
+                    claim(
+                        "proven",
+                        2,
+                        "bundle",
+                        subject=subject,
+                        expected=anchor[key],
+                        observed=anchor[key],
+                    )
+                )
         if signer is not None:
-            r["claims"].append(claim("proven", 2, "bundle", subject=SIGNER_SUBJECT, expected=None, observed=signer))
+            r["claims"].append(
+                claim("proven", 2, "bundle", subject=SIGNER_SUBJECT, expected=None, observed=signer)
+            )
     anchor["self_consistent_only"] = not (
         anchor["expected_bundle_digest"] or anchor["expected_report_digest"] or signer
     )

@@ -205,7 +205,10 @@ def _put(record: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 SPELLED = [
     (("tool", "version"), ["", "x", "1.0 beta", "<b>1</b>", "1.0\u202e"]),
     (("report_id",), ["", " rpt", "rpt x", "-rpt", "rpt\u200b", "a" * 129]),
-    (("report_issued_at",), ["x", "2026-13-01T00:00:00Z", "2026-01-01 00:00:00Z", "2026-01-01T00:00:00+01:00"]),
+    (
+        ("report_issued_at",),
+        ["x", "2026-13-01T00:00:00Z", "2026-01-01 00:00:00Z", "2026-01-01T00:00:00+01:00"],
+    ),
     (("envelope", "superseded_at"), ["x", "yesterday", "2026-01-01T25:00:00Z"]),
 ]
 
@@ -395,30 +398,55 @@ FIXITY_EDITS: list[tuple[str, str, Callable[[dict[str, Any]], None]]] = [
         (f"counts {o} above the problems", f"/counts/{o}", lambda r, o=o: _more(r, o))
         for o in ("fail", "missing", "error")
     ],
-    ("all passed beside a failure", "/counts/fail", lambda r: r.update(
-        counts={"pass": 2, "fail": 0, "missing": 0, "error": 0})),
-    ("a problem listed twice", "/counts/fail", lambda r: r["problems"].append(
-        dict(r["problems"][0]))),
-    ("a key listed twice", "/problems/1/key", lambda r: (
-        r["problems"].append(_problem(r["problems"][0]["key"], "missing")),
-        r["counts"].update(missing=1, **{"pass": r["counts"]["pass"] - 1}))),
+    (
+        "all passed beside a failure",
+        "/counts/fail",
+        lambda r: r.update(counts={"pass": 2, "fail": 0, "missing": 0, "error": 0}),
+    ),
+    (
+        "a problem listed twice",
+        "/counts/fail",
+        lambda r: r["problems"].append(dict(r["problems"][0])),
+    ),
+    (
+        "a key listed twice",
+        "/problems/1/key",
+        lambda r: (
+            r["problems"].append(_problem(r["problems"][0]["key"], "missing")),
+            r["counts"].update(missing=1, **{"pass": r["counts"]["pass"] - 1}),
+        ),
+    ),
     *[
-        (f"interrupted {sig} exit {code}", "/exit_code", lambda r, s=sig, c=code: r.update(
-            interrupted=s, exit_code=c))
+        (
+            f"interrupted {sig} exit {code}",
+            "/exit_code",
+            lambda r, s=sig, c=code: r.update(interrupted=s, exit_code=c),
+        )
         for sig, code in [("SIGTERM", 0), ("SIGTERM", 1), ("SIGTERM", 130), ("SIGINT", 143)]
     ],
-    ("interrupted by an unknown signal", "/interrupted", lambda r: r.update(
-        interrupted="SIGKILL")),
+    ("interrupted by an unknown signal", "/interrupted", lambda r: r.update(interrupted="SIGKILL")),
     ("exit 0 beside a failure", "/exit_code", lambda r: r.update(exit_code=0)),
     ("exit 3 beside a failure", "/exit_code", lambda r: r.update(exit_code=3)),
-    ("30d above 90d", "/shares/90d", lambda r: r.update(
-        shares={"30d": 0.9, "90d": 0.5, "365d": 1.0})),
-    ("90d above 365d", "/shares/365d", lambda r: r.update(
-        shares={"30d": 0.1, "90d": 0.9, "365d": 0.5})),
-    ("a share above one", "/shares/365d", lambda r: r.update(
-        shares={"30d": 0.1, "90d": 0.5, "365d": 1.5})),
-    ("a negative share", "/shares/30d", lambda r: r.update(
-        shares={"30d": -0.1, "90d": 0.5, "365d": 1.0})),
+    (
+        "30d above 90d",
+        "/shares/90d",
+        lambda r: r.update(shares={"30d": 0.9, "90d": 0.5, "365d": 1.0}),
+    ),
+    (
+        "90d above 365d",
+        "/shares/365d",
+        lambda r: r.update(shares={"30d": 0.1, "90d": 0.9, "365d": 0.5}),
+    ),
+    (
+        "a share above one",
+        "/shares/365d",
+        lambda r: r.update(shares={"30d": 0.1, "90d": 0.5, "365d": 1.5}),
+    ),
+    (
+        "a negative share",
+        "/shares/30d",
+        lambda r: r.update(shares={"30d": -0.1, "90d": 0.5, "365d": 1.0}),
+    ),
 ]
 
 
@@ -427,7 +455,9 @@ def _more(r: dict[str, Any], outcome: str) -> None:
     r["counts"]["pass"] -= 1
 
 
-@pytest.mark.parametrize(("what", "pointer", "edit"), FIXITY_EDITS, ids=[e[0] for e in FIXITY_EDITS])
+@pytest.mark.parametrize(
+    ("what", "pointer", "edit"), FIXITY_EDITS, ids=[e[0] for e in FIXITY_EDITS]
+)
 def test_a_fixity_summary_its_problems_contradict_is_refused(
     tmp_path: Path, what: str, pointer: str, edit: Callable[[dict[str, Any]], None]
 ) -> None:
@@ -457,8 +487,13 @@ def test_every_exit_code_the_items_give_renders(
         problems=[_problem(f"b{i}.tar.zst", o) for i, o in enumerate(outcomes)],
         counts={"pass": 1, **{o: outcomes.count(o) for o in ("fail", "missing", "error")}},
         carried=[
-            {"key": "old.tar.zst", "outcome": "fail", "found": "2026-11-01T00:00:00.000000Z",
-             "run_id": "r", "detail": "x"}
+            {
+                "key": "old.tar.zst",
+                "outcome": "fail",
+                "found": "2026-11-01T00:00:00.000000Z",
+                "run_id": "r",
+                "detail": "x",
+            }
         ][:carried],
         interrupted=interrupted,
         exit_code=code,
@@ -500,8 +535,10 @@ def test_anchored_records_the_tool_writes_render_and_name_their_anchor(
     args: list[str] = []
     if anchor == "digests":
         args = [
-            "--expect-bundle-digest", plain["bundle_digest"],
-            "--expect-report-digest", plain["report_digest"],
+            "--expect-bundle-digest",
+            plain["bundle_digest"],
+            "--expect-report-digest",
+            plain["report_digest"],
         ]
     elif anchor == "signer":
         args = ["--allowed-signers", str(allowed)]

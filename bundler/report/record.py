@@ -68,7 +68,9 @@ _ALL_STREAMED = frozenset(k for keys in STREAMED.values() for k in keys)
 
 
 def _refuse(source: str, pointer: str, rule: str) -> InputError:
-    return InputError(f"{source}: {pointer}: {rule} (SPEC 14: a record must be schema-valid and must not contradict itself)")
+    return InputError(
+        f"{source}: {pointer}: {rule} (SPEC 14: a record must be schema-valid and must not contradict itself)"
+    )
 
 
 def _int(value: Any) -> int | None:
@@ -235,7 +237,9 @@ _SUMMARY_KEYS = frozenset(
 )
 
 
-def _exit_contradiction(head: Mapping[str, Any], allowed: tuple[int, ...]) -> Iterator[tuple[str, str]]:
+def _exit_contradiction(
+    head: Mapping[str, Any], allowed: tuple[int, ...]
+) -> Iterator[tuple[str, str]]:
     exit_code = head.get("exit_code")
     if exit_code is not None and exit_code not in allowed:
         yield (
@@ -295,7 +299,8 @@ def _anchor_contradictions(
         yield (
             "/anchor/self_consistent_only",
             f"says {str(anchor['self_consistent_only']).lower()}, but the anchor "
-            + ("names" if any(stated) else "names no") + " expected digest or signer",
+            + ("names" if any(stated) else "names no")
+            + " expected digest or signer",
         )
     if "signatures" in head and anchor["signer"] != _signer_of(head["signatures"]):
         yield (
@@ -485,13 +490,12 @@ def _audit_anchor_contradictions(
         yield (
             "/anchor/self_consistent_only",
             f"says {str(anchor['self_consistent_only']).lower()}, but the anchor "
-            + ("names" if any(stated) else "names no") + " expected digest or signer",
+            + ("names" if any(stated) else "names no")
+            + " expected digest or signer",
         )
     if not isinstance(verification, Mapping):
         return
-    if "signatures" in verification and anchor["signer"] != _signer_of(
-        verification["signatures"]
-    ):
+    if "signatures" in verification and anchor["signer"] != _signer_of(verification["signatures"]):
         yield (
             "/anchor/signer",
             f"says {anchor['signer']!r}, but the verification's verified signatures give "
