@@ -8,8 +8,12 @@ import copy
 from collections import Counter
 from typing import Any
 
+from bundler.core.claims import SIGNER_SUBJECT
 from bundler.evalbanana.results import recompute_totals
 from bundler.evalbanana.run import CheckStatus
+from bundler.evalbook.audit import Derived, Field
+from bundler.evalbook.auditor import comparison_of, disagreement_count
+from bundler.report import record as rec
 
 D = "sha256:" + "1" * 64
 
@@ -105,15 +109,17 @@ def eb_verification() -> dict[str, Any]:
     )
 
 
-def field(name: str, outcome: str, value: Any = 1) -> dict[str, Any]:
+def field(name: str, outcome: str, value: Any = 1, derived_value: Any = None) -> dict[str, Any]:
     derived = None if outcome == "not_rederivable" else {"value": value}
+    if outcome == "disagree":
+        derived = {"value": derived_value}
     reason = "because" if outcome in ("not_rederivable", "informational") else None
     return {
         "field": name,
         "outcome": outcome,
         "issued": [{"document": "body.json", "value": value}],
         "derived": derived,
-        "comparison": "exact",
+        "comparison": comparison_of(Field(name)).value,
         "reason": reason,
     }
 
@@ -123,7 +129,7 @@ def audit(**over: Any) -> dict[str, Any]:
         "check_id": "acc",
         "required": True,
         "fields": [
-            field("status", "disagree", "pass"),
+            field("status", "disagree", "pass", "fail"),
             field("coverage", "agree", {"expected": 10, "executed": 7, "missing": 3}),
             field("score", "agree", 0.7),
             field("aggregation", "agree", {"rule": "pass_rate", "threshold": 0.8}),
@@ -233,6 +239,62 @@ def fixity(**over: Any) -> dict[str, Any]:
 # ---- making any record agree with itself -----------------------------------------------
 
 
+_GOOD_TEXT = {
+    ("tool", "version"): "0.1.0",
+    ("report_id",): "rpt-x",
+    ("report_issued_at",): "2026-11-01T00:00:00Z",
+    ("envelope", "superseded_at"): "2026-11-02T00:00:00Z",
+}
+
+
+def _consistent_formats(r: dict[str, Any]) -> None:
+    for path, pattern, _rule, bundle_schema in rec._VERIFICATION_FORMATS:
+        if bundle_schema is not None and r.get("bundle_schema") != bundle_schema:
+            continue
+        holder = r
+        for key in path[:-1]:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        if not isinstance(holder, dict):
+            continue
+        value = holder.get(path[-1])
+        if value is not None and not (isinstance(value, str) and pattern.fullmatch(value)):
+            holder[path[-1]] = _GOOD_TEXT[path]
+
+
+def _consistent_anchor(r: dict[str, Any]) -> None:
+    anchor = r["anchor"]
+    signer = rec._signer_of(r.get("signatures", []))
+    anchor["signer"] = signer
+    r["claims"] = [c for c in r["claims"] if c["subject"] not in rec._ANCHOR_SUBJECTS]
+    if r["verdict"] == "error":
+        pass
+    else:
+        for key, subject, observed in (
+            ("expected_bundle_digest", rec.EXPECT_BUNDLE_SUBJECT, "bundle_digest"),
+            ("expected_report_digest", rec.EXPECT_REPORT_SUBJECT, "report_digest"),
+        ):
+            if anchor[key] is not None:
+                anchor[key] = r[observed]
+            if anchor[key] is not None:
+                r["claims"].append(
+                    claim(
+                        "proven",
+                        2,
+                        "bundle",
+                        subject=subject,
+                        expected=anchor[key],
+                        observed=anchor[key],
+                    )
+                )
+        if signer is not None:
+            r["claims"].append(
+                claim("proven", 2, "bundle", subject=SIGNER_SUBJECT, expected=None, observed=signer)
+            )
+    anchor["self_consistent_only"] = not (
+        anchor["expected_bundle_digest"] or anchor["expected_report_digest"] or signer
+    )
+
+
 def _consistent_verification(r: dict[str, Any]) -> None:
     if r["verdict"] == "error":
         r["claims"] = []
@@ -240,14 +302,22 @@ def _consistent_verification(r: dict[str, Any]) -> None:
         r["error"] = r["error"] or "unreadable"
     else:
         r["error"] = None
+    _consistent_anchor(r)
+    _consistent_formats(r)
     for c in r["claims"]:
         if c["state"] == "unprovable" and c["reason"] is None:
             c["reason"] = "case_limit"
+        if c["state"] == "proven" and c["expected"] is not None and c["observed"] is not None:
+            c["observed"] = c["expected"]
     states = Counter(c["state"] for c in r["claims"])
     if r["strict"] and states["unprovable"]:
         r["strict"] = False
     if r["verdict"] != "error":
         r["verdict"] = "failed" if states["failed"] else "verified"
+    if "exit_code" in r:
+        allowed = rec._VERIFICATION_EXIT[r["verdict"]]
+        if r["exit_code"] not in allowed:
+            r["exit_code"] = allowed[0]
     r["counts"] = {s: states[s] for s in ("proven", "unprovable", "failed")}
     r["unprovable_by_reason"] = dict(
         Counter(c["reason"] for c in r["claims"] if c["state"] == "unprovable")
@@ -257,7 +327,10 @@ def _consistent_verification(r: dict[str, Any]) -> None:
     if not r["strict"] and r["verdict"] == "verified" and n:
         forecast = f"FAILED ({n} unprovable {'claim' if n == 1 else 'claims'} would fail)"
     r["strict_forecast"] = forecast
-    summary = r["summary"]
+    summary = {k: v for k, v in r["summary"].items() if k in rec._SUMMARY_KEYS}
+    if r["bundle_schema"] == rec._EVALBOOK_BUNDLE:
+        summary = {}
+    r["summary"] = summary
     checks = summary.get("checks")
     if isinstance(checks, list) or "recomputed" in summary:
         checks = checks if isinstance(checks, list) else []
@@ -271,6 +344,38 @@ def _consistent_verification(r: dict[str, Any]) -> None:
             r["report_result"] = "pass" if totals.run_passed else "fail"
 
 
+# A value of the right shape for each audited field whose values the page charts.
+_GOOD_VALUE = {
+    "coverage": {"expected": 1, "executed": 1, "missing": 0},
+    "interval": None,
+    "score": None,
+    "aggregation": {"rule": "pass_rate", "threshold": 0.5},
+}
+
+
+def _consistent_field(f: dict[str, Any]) -> int:
+    """Make one field's comparison, values and outcome agree; its disagreements."""
+    if f["outcome"] not in ("agree", "disagree"):
+        return 0
+    f["comparison"] = comparison_of(Field(f["field"])).value
+    shape = rec._VALUE_SHAPES.get(f["field"])
+    if shape is not None:
+        for v in f["issued"]:
+            if shape(v["value"], False) is not None:
+                v["value"] = copy.deepcopy(_GOOD_VALUE[f["field"]])
+        d = f["derived"]
+        if isinstance(d, dict) and shape(d["value"], True) is not None:
+            d["value"] = copy.deepcopy(_GOOD_VALUE[f["field"]])
+    derived = f["derived"]
+    n = disagreement_count(
+        Field(f["field"]),
+        [v["value"] for v in f["issued"]],
+        Derived(derived["value"]) if isinstance(derived, dict) else None,
+    )
+    f["outcome"] = "disagree" if n else "agree"
+    return n
+
+
 def _consistent_audit(r: dict[str, Any]) -> None:
     if r["verdict"] == "error":
         r.update(report=None, checks=[], disagreements=[], not_rederivable=[], errors=[])
@@ -278,12 +383,18 @@ def _consistent_audit(r: dict[str, Any]) -> None:
         r["exit_code"] = 3
     fields = [f for f in (r["report"] or {}).get("fields", [])]
     fields += [f for c in r["checks"] for f in c["fields"]]
-    if not any(f["outcome"] == "disagree" for f in fields):
-        r["disagreements"] = []
-    elif not r["disagreements"]:
-        for f in fields:
-            if f["outcome"] == "disagree":
-                f["outcome"] = "agree"
+    found = sum(_consistent_field(f) for f in fields)
+    template = {
+        "scope": "check",
+        "check_id": "acc",
+        "field": "status",
+        "kind": "issued_vs_derived",
+        "issued": [{"document": "body.json", "value": "pass"}],
+        "derived": {"value": "fail"},
+        "comparison": "exact",
+        "detail": "issued pass, derived fail",
+    }
+    r["disagreements"] = (r["disagreements"] + [template] * found)[:found]
     if r["verdict"] != "error":
         r["verdict"] = "inconsistent" if r["disagreements"] else "consistent"
         r["exit_code"] = 1 if r["disagreements"] else 0
@@ -310,19 +421,50 @@ def _consistent_audit(r: dict[str, Any]) -> None:
         failed = v["counts"]["failed"]
         if v["verdict"] != "error":
             v["verdict"] = "failed" if failed else "verified"
+        _consistent_formats(v)
+    anchor = r["anchor"]
+    if isinstance(v, dict):
+        if "signatures" in v:
+            anchor["signer"] = rec._signer_of(v["signatures"])
+        if v["verdict"] == "verified":
+            for key, observed in (
+                ("expected_bundle_digest", "bundle_digest"),
+                ("expected_report_digest", "report_digest"),
+            ):
+                if anchor[key] is not None:
+                    anchor[key] = v[observed]
+        v["anchor"] = anchor["description"]
+    anchor["self_consistent_only"] = not (
+        anchor["expected_bundle_digest"] or anchor["expected_report_digest"] or anchor["signer"]
+    )
 
 
 def _consistent_fixity(r: dict[str, Any]) -> None:
-    listed = Counter(p["outcome"] for p in r["problems"])
+    seen: set[str] = set()
+    problems = []
+    for p in r["problems"]:
+        if p["key"] not in seen:
+            seen.add(p["key"])
+            problems.append(p)
+    r["problems"] = problems
+    listed = Counter(p["outcome"] for p in problems)
     for outcome in ("fail", "missing", "error"):
-        r["counts"][outcome] = min(r["counts"][outcome], listed[outcome])
+        r["counts"][outcome] = listed[outcome]
     r["checked"] = sum(r["counts"].values())
-    lost = r["counts"]["fail"] + r["counts"]["missing"] + len(r.get("carried", []))
-    lost += sum(1 for p in r["problems"] if p["outcome"] in ("fail", "missing"))
-    if lost and r.get("exit_code") == 0:
-        r["exit_code"] = 1
-    elif not lost and r.get("exit_code") == 1:
-        r["exit_code"] = 0
+    if r.get("interrupted") not in (None, "SIGINT", "SIGTERM"):
+        r["interrupted"] = None
+    if "exit_code" in r:
+        facts = rec.FixityFacts()
+        facts.by_outcome = listed
+        facts.kept["carried"].total = len(r.get("carried", []))
+        r["exit_code"] = facts.exit_code(r)[0]
+    last = 0.0
+    for period in ("30d", "90d", "365d"):
+        share = r["shares"][period]
+        if not (rec._is_number(share) and last <= share <= 1):
+            share = max(last, min(1.0, share)) if rec._is_number(share) else last
+            r["shares"][period] = share
+        last = share
 
 
 def consistent(record: dict[str, Any]) -> dict[str, Any]:

@@ -28,9 +28,22 @@ HOSTILE = (
 # Keys whose values choose the page's structure (the record's kind and the vocabulary
 # the templates branch on); every other string of a record is free text.
 STRUCTURAL = {"schema", "state", "verdict", "outcome", "field", "scope", "kind", "status"}
-# Keys whose values the record's schema constrains (patterns, enums, constants): a record
-# must be schema-valid to be rendered at all (SPEC 14), so these keep their values.
+# Keys whose values the record's schema constrains (patterns, enums, constants), or that
+# the record's own items tie together (an anchor and the claim that checked it, an audit
+# field's values and its outcome, a fixity problem's key listed once, the spelling of a
+# version or a timestamp): a record must be schema-valid and agree with itself to be
+# rendered at all (SPEC 14), so these keep their values.
 CONSTRAINED = {
+    "version",
+    "report_issued_at",
+    "signer",
+    "description",
+    "anchor",
+    "identity",
+    "key",
+    "expected",
+    "observed",
+    "value",
     "verified_at",
     "audited_at",
     "bundle_digest",

@@ -319,3 +319,69 @@ def test_the_largest_page_renders_within_two_seconds(
     elapsed = time.monotonic() - start
     assert height > 0
     assert elapsed < 2.0, f"{elapsed:.2f} s to load and lay out a {page.stat().st_size} byte page"
+
+
+# ---- layout: nothing clipped, no sideways scroll at 700 and 1,280 px (SPEC 14) ----------
+
+_LAYOUT = """(() => {
+  const root = document.documentElement;
+  const width = root.clientWidth;
+  const out = [];
+  for (const el of document.querySelectorAll('body *')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    const svg = el.closest('svg');
+    if (svg && svg !== el) {
+      const box = svg.getBoundingClientRect();
+      if (el.tagName === 'text' && (r.left < box.left - 1 || r.right > box.right + 1))
+        out.push('svg label ' + el.textContent.slice(0, 40));
+      continue;
+    }
+    if (r.right > width + 0.5 || r.left < -0.5)
+      out.push(el.tagName + '.' + el.className + ' ends at ' + Math.round(r.right));
+    const style = getComputedStyle(el);
+    if (el.scrollWidth > el.clientWidth + 1 && style.overflowX !== 'visible')
+      out.push(el.tagName + '.' + el.className + ' scrolls inside');
+  }
+  return {scroll: root.scrollWidth, width: width, problems: out.slice(0, 8)};
+})()"""
+
+
+def _long_name_records(results: Results) -> dict[str, dict[str, Any]]:
+    """Records whose names and values are as long as the contract lets them be."""
+    long_key = "evalbook-bundle-" + "x" * 120 + ".tar.zst"
+    fixity = json.loads(kinds(results)["fixity"].read_bytes())
+    fixity["problems"][0]["key"] = long_key
+    fixity["problems"][0]["detail"] = f"{long_key}: altered: sha256:" + "a" * 64
+    audit = json.loads(kinds(results)["audit"].read_bytes())
+    audit["source"] = long_key
+    verified = json.loads(kinds(results)["tampered"].read_bytes())
+    verified["source"] = "/" + "/".join(["d" * 60] * 4) + "/" + long_key
+    return {"fixity-long": fixity, "audit-long": audit, "tampered-long": verified}
+
+
+@pytest.mark.parametrize("width", [700, 1280])
+def test_no_label_is_clipped_and_no_page_scrolls_sideways(
+    browser: Browser,
+    pages: dict[str, Path],
+    results: Results,
+    tmp_path: Path,
+    width: int,
+) -> None:
+    every = dict(pages)
+    for name, record in _long_name_records(results).items():
+        every[name] = tmp_path / f"{name}.html"
+        every[name].write_bytes(render_record(record)[1])
+    for name, path in every.items():
+        session = browser.open(path.as_uri())
+        browser.call(
+            "Emulation.setDeviceMetricsOverride",
+            session,
+            width=width,
+            height=900,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        found = browser.evaluate(session, _LAYOUT)
+        assert found["scroll"] <= found["width"], (name, width, found)
+        assert found["problems"] == [], (name, width, found)

@@ -10,13 +10,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 import re
 import shlex
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 import records
+from conftest import run_cli
 from schema_strategies import TRICKY_TEXT
 from test_page import Page, assert_inert
 
@@ -86,12 +92,15 @@ def _plant(value: str) -> list[tuple[str, dict[str, Any]]]:
     eb["source"] = value
     eb["summary"]["checks"][1]["check_id"] = value
     eb["claims"][0]["subject"] = value
-    v = records.verification(source=value, report_id=value)
+    # An eval-banana report id is the run's id, free text; an EvalBook report id is an
+    # identifier by the bundle's schema, so a record holding another is refused.
+    eb["report_id"] = value
+    v = records.verification(source=value)
     v["envelope"]["superseded_by"] = value
     v["claims"][2]["detail"] = value
     v["claims"][1]["path"] = value
     a = records.audit(source=value)
-    a["verification"]["report_id"] = value
+    a["verification"]["envelope"]["reason"] = value
     a["verification"]["envelope"]["superseded_by"] = value
     a["disagreements"][0]["detail"] = value
     f = records.fixity(source=value, ledger=value)
@@ -126,10 +135,81 @@ def test_reproduce_commands_read_back_as_the_file_named(value: str) -> None:
         lines = _commands(render_record(record)[1].decode())
         first = next(line for line in lines if not line.startswith("#"))
         argv = shlex.split(first)
+        # The operand comes last, after "--", so that no name is read as an option.
+        assert argv[-2] == "--", (name, argv)
+        operand = argv[-1]
         if any(hidden(ch) for ch in value if ch != "\\"):
-            assert argv[2] in ("$BUNDLE", "$SOURCE"), (name, argv)
+            assert operand in ("$BUNDLE", "$SOURCE"), (name, argv)
             assert lines[0].startswith("# set ") and lines[0].endswith(shown(value))
         else:
-            assert argv[2] == value, (name, argv)
+            assert operand == value, (name, argv)
             if name == "fixity":
                 assert argv[argv.index("--ledger") + 1] == value
+
+
+# ---- the commands reproduce the result when run -----------------------------------------
+
+
+def _run_commands(page: str, cwd: Path, env: dict[str, str]) -> list[Any]:
+    """Run each command of the page (but render) in ``cwd``, the program and the shell
+    variables the comments ask for taken from ``env``; the processes in order."""
+    done = []
+    for line in _commands(page):
+        if line.startswith("#") or " render " in line:
+            continue
+        words = shlex.split(line.split("  #")[0])
+        if ">" in words:
+            words = words[: words.index(">")]
+        words = [env.get(w[1:], w) if w.startswith("$") else w for w in words]
+        if words[0] == "evalbook-bundle":
+            done.append(run_cli(*words[1:], cwd=cwd))
+        else:
+            assert words[-2] == "<", words
+            data = (cwd / words[-1]).read_bytes()
+            done.append(
+                subprocess.run(words[:-2], input=data, cwd=cwd, capture_output=True, check=False)
+            )
+    return done
+
+
+@pytest.mark.parametrize("name", ["-rf.tar.zst", "--help", "-", "a b.tar.zst", "--json"])
+def test_the_verify_commands_reproduce_a_name_that_looks_like_an_option(
+    tmp_path: Path, bundles: dict[str, Path], name: str
+) -> None:
+    shutil.copyfile(bundles["rpt-clean/alice"], tmp_path / name)
+    proc = run_cli("verify", "--json", "--", name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    page = render_record(json.loads(proc.stdout))[1].decode()
+    done = _run_commands(page, tmp_path, {})
+    assert len(done) == 3
+    for p in done:
+        assert p.returncode == 0, p.stderr.decode()
+    assert hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() in done[1].stdout.decode()
+    assert json.loads(done[2].stdout)["verdict"] == "verified"
+
+
+def test_the_audit_commands_reproduce_a_name_that_looks_like_an_option(
+    tmp_path: Path, bundles: dict[str, Path]
+) -> None:
+    shutil.copyfile(bundles["rpt-clean/alice"], tmp_path / "-x.tar.zst")
+    proc = run_cli("audit", "--json", "--", "-x.tar.zst", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    page = render_record(json.loads(proc.stdout))[1].decode()
+    done = _run_commands(page, tmp_path, {})
+    assert [p.returncode for p in done] == [0, 0]
+    assert json.loads(done[1].stdout)["verdict"] == "consistent"
+
+
+def test_the_run_directory_commands_name_the_project(tmp_path: Path) -> None:
+    from test_export_eb import PROJECT, RUNS
+
+    run = next(iter(sorted(RUNS.values())))
+    proc = run_cli("verify", str(run), "--project", str(PROJECT), "--json")
+    assert proc.returncode == 0, proc.stderr.decode()
+    page = render_record(json.loads(proc.stdout))[1].decode()
+    assert "# set PROJECT to" in page
+    done = _run_commands(page, tmp_path, {"PROJECT": str(PROJECT)})
+    assert len(done) == 2
+    for p in done:
+        assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(done[1].stdout)["verdict"] == "verified"

@@ -141,10 +141,21 @@ def test_refused_by_the_cli_exit_3_one_line_no_page(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_fixity_problems_may_outnumber_counts_and_then_it_did_not_pass() -> None:
-    """Failures carried from earlier runs add problems: at least the counts, never fewer;
-    a summary whose counts all passed but which lists a failed bundle did not pass."""
+def test_fixity_problems_that_outnumber_counts_are_refused() -> None:
+    """The problems list exactly this run's bundles that did not pass (failures of
+    earlier runs are in ``carried``): counts that say all passed beside a listed failure
+    contradict the record."""
     record = records.fixity(counts={"pass": 3, "fail": 0, "missing": 0, "error": 0})
+    with pytest.raises(InputError, match="/counts/fail: says 0, but the problems list 1"):
+        render_record(record)
+
+
+def test_fixity_carried_failure_did_not_pass() -> None:
+    record = records.fixity(
+        counts={"pass": 3, "fail": 0, "missing": 0, "error": 0},
+        problems=[],
+        carried=[{"key": "old.tar.zst", "outcome": "fail", "detail": "x", "found": "2026-11-01T00:00:00.000000Z", "run_id": "r"}],
+    )
     page = render_record(record)[1].decode()
     assert "FAILED" in page and "✓ PASSED" not in page
 

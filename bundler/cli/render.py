@@ -50,7 +50,9 @@ def _html_option(help_text: str) -> Callable[[F], F]:
         "evalbook-bundle render f.json --html fixity.html --json",
     ],
 )
-@click.argument("result", type=click.Path(path_type=Path, dir_okay=False))
+# Any path: what is not a readable regular file is refused by the record reader, exit 3,
+# like every other bad RESULT (a directory included).
+@click.argument("result", type=click.Path(path_type=Path))
 @click.option(
     "--html",
     "html",

@@ -75,6 +75,13 @@ class Claim:
         }
 
 
+# The claims that check an anchor (SPEC 5, 11.3): a record's anchor is only as good as
+# the claim behind it, so every writer and every reader of records names them from here.
+EXPECT_BUNDLE_SUBJECT = "bundle digest equals --expect-bundle-digest"
+EXPECT_REPORT_SUBJECT = "report digest equals --expect-report-digest"
+SIGNER_SUBJECT = "signature"
+
+
 @dataclass(frozen=True)
 class Anchor:
     """What the result is anchored to, beyond the bundle's own consistency."""

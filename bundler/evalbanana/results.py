@@ -211,7 +211,7 @@ def _check_files(run_dir: Beneath, files: set[str], check: CheckRecord) -> list[
         out.append(
             Finding(
                 FindingKind.MISSING_FILE,
-                f"{own}: missing (the result file of check {cid!r})",
+                f"{own}: missing (the result file of check '{cid}')",
                 path=own,
                 check_id=cid,
             )
@@ -243,7 +243,7 @@ def _check_files(run_dir: Beneath, files: set[str], check: CheckRecord) -> list[
         out.append(
             Finding(
                 FindingKind.SCORE_MISMATCH,
-                f"check {cid!r}: score {check.score} with status {check.status.value}",
+                f"check '{cid}': score {check.score} with status {check.status.value}",
                 path="report.json",
                 check_id=cid,
                 field="score",
@@ -260,7 +260,7 @@ def _check_files(run_dir: Beneath, files: set[str], check: CheckRecord) -> list[
         out.append(
             Finding(
                 FindingKind.STDOUT_TAIL_MISMATCH,
-                f"check {cid!r}: stdout is not the bounded tail of {out_name}"
+                f"check '{cid}': stdout is not the bounded tail of {out_name}"
                 + ("" if out_name in files else " (absent, so empty)"),
                 path=out_name,
                 check_id=cid,
@@ -285,7 +285,7 @@ def _check_files(run_dir: Beneath, files: set[str], check: CheckRecord) -> list[
         out.append(
             Finding(
                 FindingKind.STDERR_MISMATCH,
-                f"check {cid!r}: stderr differs from {err_name}"
+                f"check '{cid}': stderr differs from {err_name}"
                 + ("" if err_name in files else " (absent, so empty)"),
                 path=err_name,
                 check_id=cid,
@@ -300,7 +300,7 @@ def _check_files(run_dir: Beneath, files: set[str], check: CheckRecord) -> list[
             out.append(
                 Finding(
                     FindingKind.RAW_RESPONSE_PATH_MISMATCH,
-                    f"check {cid!r}: details.raw_response_path is {got!r}, expected {want!r}",
+                    f"check '{cid}': details.raw_response_path is {got!r}, expected {want!r}",
                     path="report.json",
                     check_id=cid,
                     field="details.raw_response_path",

@@ -40,6 +40,7 @@ from typing import Any
 
 from bundler.archive.bag_reader import BagContents
 from bundler.core.claims import (
+    EXPECT_REPORT_SUBJECT,
     Anchor,
     Claims,
     State,
@@ -162,7 +163,7 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
     if options.expect_report_digest is not None:
         claims.compare(
             3,
-            "report digest equals --expect-report-digest",
+            EXPECT_REPORT_SUBJECT,
             options.expect_report_digest,
             run.report_digest,
             path=report_path,
@@ -483,7 +484,7 @@ class _BundleVerifier:
         if self.options.expect_report_digest is not None:
             self.claims.compare(
                 3,
-                "report digest equals --expect-report-digest",
+                EXPECT_REPORT_SUBJECT,
                 self.options.expect_report_digest,
                 observed,
                 path=path,

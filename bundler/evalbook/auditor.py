@@ -206,6 +206,34 @@ def _intervals_agree(issued: Any, derived: Any) -> bool:
 _TOLERANT = {Field.SCORE: numbers_agree, Field.INTERVAL: _intervals_agree}
 
 
+def comparison_of(name: Field) -> Comparison:
+    """How issued values of field ``name`` are compared with the derived one."""
+    return Comparison.TOLERANCE if name in _TOLERANT else Comparison.EXACT
+
+
+def _grouped(issued: Sequence[IssuedValue]) -> list[list[IssuedValue]]:
+    """The issued values grouped by JSON equality, in order of first appearance."""
+    groups: list[list[IssuedValue]] = []
+    for item in issued:
+        group = next((g for g in groups if _json_equal(g[0].value, item.value)), None)
+        if group is None:
+            groups.append([item])
+        else:
+            group.append(item)
+    return groups
+
+
+def disagreement_count(name: Field, issued: Sequence[Any], derived: Derived | None) -> int:
+    """How many disagreements ``_compare`` finds between these issued values and the
+    derived one: the rule a saved audit record's outcomes are checked against."""
+    groups = _grouped([IssuedValue("", value) for value in issued])
+    agree = _TOLERANT.get(name, _json_equal)
+    found = int(len(groups) > 1)
+    if derived is not None:
+        found += sum(1 for g in groups if not agree(g[0].value, derived.value))
+    return found
+
+
 def _compare(
     check_id: str | None,
     name: Field,
@@ -214,15 +242,9 @@ def _compare(
     facts: CheckFacts | ReportFacts | None = None,
 ) -> FieldAudit:
     """Compare issued documents with each other and, if given, with the derived value."""
-    comparison = Comparison.TOLERANCE if name in _TOLERANT else Comparison.EXACT
+    comparison = comparison_of(name)
     agree = _TOLERANT.get(name, _json_equal)
-    groups: list[list[IssuedValue]] = []
-    for item in issued:
-        group = next((g for g in groups if _json_equal(g[0].value, item.value)), None)
-        if group is None:
-            groups.append([item])
-        else:
-            group.append(item)
+    groups = _grouped(issued)
     found: list[Disagreement] = []
     if len(groups) > 1:
         found.append(

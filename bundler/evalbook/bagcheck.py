@@ -16,7 +16,7 @@ from typing import Any
 from bundler.archive import bag
 from bundler.archive.bag_reader import BagContents
 from bundler.core import canonical
-from bundler.core.claims import Claims, VerifyOptions
+from bundler.core.claims import EXPECT_BUNDLE_SUBJECT, Claims, VerifyOptions
 from bundler.core.digests import bytes_digest
 from bundler.core.errors import ArchiveError, CanonicalJSONError
 from bundler.trust.head import HEAD_FILE, TAG_FILES, bag_info_bytes, bundle_head
@@ -206,7 +206,7 @@ def check_bundle_document(
     if options.expect_bundle_digest is not None:
         claims.compare(
             2,
-            "bundle digest equals --expect-bundle-digest",
+            EXPECT_BUNDLE_SUBJECT,
             options.expect_bundle_digest,
             digest,
             path="data/bundle.json",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bundler.core import schemas
-from bundler.core.claims import Envelope
+from bundler.core.claims import EXPECT_REPORT_SUBJECT, Envelope
 from bundler.core.errors import SchemaError
 from bundler.evalbook.bagcheck import parse_kept
 from bundler.evalbook.scorers import scorer_file_order, scorer_version_digest
@@ -32,7 +32,7 @@ class DocumentClaims(VerifierState):
         if self.options.expect_report_digest is not None:
             self.claims.compare(
                 3,
-                "report digest equals --expect-report-digest",
+                EXPECT_REPORT_SUBJECT,
                 self.options.expect_report_digest,
                 observed,
                 path=path,

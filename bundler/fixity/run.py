@@ -42,7 +42,7 @@ OUTCOMES = ("pass", "fail", "missing", "error")
 SHARE_WINDOWS = (("30d", 30), ("90d", 90), ("365d", 365))
 # The first checks of a run, all ending in the same storage error, that stop it.
 EARLY_STOP_CHECKS = 10
-_SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class Summary:
         earlier failure is still open; 5 when storage kept some from being checked; 3
         when some could not be read for another reason; else 0."""
         if self.interrupted is not None:
-            return _SIGNAL_EXIT[self.interrupted]
+            return SIGNAL_EXIT[self.interrupted]
         if self.counts["fail"] or self.counts["missing"] or self.carried:
             return 1
         if self.storage_errors:

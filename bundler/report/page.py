@@ -143,6 +143,11 @@ class _Command:
     def add(self, *words: str) -> None:
         self.lines.append(" ".join(words))
 
+    def run(self, words: list[str], operand: str, *tail: str) -> None:
+        """A command whose operand (a file name, a URL) comes last, after ``--``: a name
+        that starts with ``-`` is then read as a name, never as an option."""
+        self.add(*words, "--", operand, *tail)
+
     def markup(self) -> list[markupsafe.Markup]:
         return [markupsafe.Markup.escape(line) for line in [*self.notes, *self.lines]]
 
@@ -302,7 +307,14 @@ def verification_page(record: Mapping[str, Any] | Sifted) -> bytes:
     source = head.get("source")
     anchor = head.get("anchor") or {}
     cmd = _Command()
-    words = ["evalbook-bundle", "verify", cmd.name(source, "BUNDLE")]
+    bundle = cmd.name(source, "BUNDLE")
+    words = ["evalbook-bundle", "verify"]
+    if _g(head.get("summary"), "mode") == "run_directory":
+        # A run directory is checked against its project, which the record does not name.
+        cmd.notes.append(
+            "# set PROJECT to the eval-banana project directory the run was checked against"
+        )
+        words += ["--project", '"$PROJECT"']
     if _g(anchor, "expected_bundle_digest"):
         words += ["--expect-bundle-digest", cmd.name(anchor["expected_bundle_digest"], "DIGEST")]
     if _g(anchor, "expected_report_digest"):
@@ -311,10 +323,11 @@ def verification_page(record: Mapping[str, Any] | Sifted) -> bytes:
         words += ["--allowed-signers", "allowed_signers"]
     if head.get("strict"):
         words.append("--strict")
-    cmd.add(*words)
+    cmd.run(words, bundle)
     if archive:
-        cmd.add("sha256sum", cmd.name(source, "BUNDLE"), "  #", str(archive.get("sha256")))
-    cmd.add(*words, "--json", ">", "verification.json")
+        # Read from standard input: sha256sum takes a file named "-" for its input.
+        cmd.add("sha256sum", "<", bundle, "  #", str(archive.get("sha256")))
+    cmd.run([*words, "--json"], bundle, ">", "verification.json")
     cmd.add("evalbook-bundle", "render", "verification.json", "--html", "verification.html")
     is_eb = (
         head.get("bundle_schema") == "evalbook.eval_banana_bundle.v1"
@@ -498,9 +511,16 @@ def audit_page(record: Mapping[str, Any] | Sifted) -> bytes:
     )
     anchor = head.get("anchor") or _g(verification, "anchor") or {}
     cmd = _Command()
-    words = ["evalbook-bundle", "audit", cmd.name(head.get("source"), "BUNDLE")]
-    cmd.add(*words)
-    cmd.add(*words, "--json", ">", "audit.json")
+    bundle = cmd.name(head.get("source"), "BUNDLE")
+    words = ["evalbook-bundle", "audit"]
+    if _g(anchor, "expected_bundle_digest"):
+        words += ["--expect-bundle-digest", cmd.name(anchor["expected_bundle_digest"], "DIGEST")]
+    if _g(anchor, "expected_report_digest"):
+        words += ["--expect-report-digest", cmd.name(anchor["expected_report_digest"], "DIGEST")]
+    if _g(anchor, "signer"):
+        words += ["--allowed-signers", "allowed_signers"]
+    cmd.run(words, bundle)
+    cmd.run([*words, "--json"], bundle, ">", "audit.json")
     cmd.add("evalbook-bundle", "render", "audit.json", "--html", "audit.html")
     outcomes = facts.outcomes
     return _render(
@@ -563,12 +583,12 @@ def fixity_page(record: Mapping[str, Any] | Sifted) -> bytes:
     verdict = "passed" if failing == 0 else "failed"
     level = summary.get("level")
     cmd = _Command()
-    words = ["evalbook-bundle", "fixity", cmd.name(summary.get("source"), "SOURCE")]
-    words += ["--level", cmd.name(level, "LEVEL")]
+    source = cmd.name(summary.get("source"), "SOURCE")
+    words = ["evalbook-bundle", "fixity", "--level", cmd.name(level, "LEVEL")]
     if summary.get("ledger"):
         words += ["--ledger", cmd.name(summary.get("ledger"), "LEDGER")]
-    cmd.add(*words)
-    cmd.add(*words, "--json", ">", "fixity.json")
+    cmd.run(words, source)
+    cmd.run([*words, "--json"], source, ">", "fixity.json")
     cmd.add("evalbook-bundle", "render", "fixity.json", "--html", "fixity.html")
     return _render(
         "fixity.html.j2",

@@ -20,7 +20,10 @@ list and ``MAX_KEPT_BYTES`` in all (the rest are counted, and the page says how 
 
 from __future__ import annotations
 
+import hashlib
+import math
 import os
+import re
 import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler.core import canonical
+from bundler.core.claims import EXPECT_BUNDLE_SUBJECT, EXPECT_REPORT_SUBJECT, SIGNER_SUBJECT
 from bundler.core.errors import InputError, SchemaError
 from bundler.core.schemas import validate
 from bundler.report.jsonscan import Buffer, Span, scan_array, scan_object
@@ -62,7 +66,9 @@ _ALL_STREAMED = frozenset(k for keys in STREAMED.values() for k in keys)
 
 
 def _refuse(source: str, pointer: str, rule: str) -> InputError:
-    return InputError(f"{source}: {pointer}: {rule} (SPEC 14: a record must not contradict itself)")
+    return InputError(
+        f"{source}: {pointer}: {rule} (SPEC 14: a record must be schema-valid and must not contradict itself)"
+    )
 
 
 def _int(value: Any) -> int | None:
@@ -113,9 +119,29 @@ class VerificationFacts(Facts):
         self.failed = Kept()
         self.unprovable = Kept()
         self.inputs = Kept()
+        # The claims behind the anchor: (expected, observed, state) of each.
+        self.anchor_claims: dict[str, list[tuple[Any, Any, str]]] = {
+            s: [] for s in _ANCHOR_SUBJECTS
+        }
+        self.n = 0
+        self.first_unequal: int | None = None
 
     def item(self, key: str, value: Any, size: int) -> None:
         state = value["state"]
+        if value["subject"] in self.anchor_claims and len(self.anchor_claims[value["subject"]]) < 8:
+            self.anchor_claims[value["subject"]].append(
+                (value["expected"], value["observed"], state)
+            )
+        # A proven comparison found what it expected: the two digests it shows are one.
+        if (
+            state == "proven"
+            and self.first_unequal is None
+            and value["expected"] is not None
+            and value["observed"] is not None
+            and value["expected"] != value["observed"]
+        ):
+            self.first_unequal = self.n
+        self.n += 1
         group = value["group"]
         self.states[state] += 1
         counter = self.groups.get(group)
@@ -169,7 +195,149 @@ class VerificationFacts(Facts):
                 f"says {head['strict_forecast']!r}, but the claims give "
                 f"{self.strict_forecast(head)!r}",
             )
+        if self.first_unequal is not None:
+            yield (
+                f"/claims/{self.first_unequal}/observed",
+                "differs from expected in a proven claim (a proven comparison found what it "
+                "expected)",
+            )
+        yield from _exit_contradiction(head, _VERIFICATION_EXIT[head["verdict"]])
+        yield from _anchor_contradictions(head, self.anchor_claims)
+        yield from _format_contradictions(head, _VERIFICATION_FORMATS)
+        yield from _summary_contradictions(head)
         yield from _eb_contradictions(head)
+
+
+# The exit code each verdict gives (SPEC 8): an error is 3, or 5 when storage failed.
+_VERIFICATION_EXIT = {"verified": (0,), "failed": (1,), "error": (3, 5)}
+_ANCHOR_SUBJECTS = (EXPECT_BUNDLE_SUBJECT, EXPECT_REPORT_SUBJECT, SIGNER_SUBJECT)
+_EVALBOOK_BUNDLE = "evalbook.reproducibility_bundle.v1"
+# Text fields the page shows whose spelling the contract fixes: (pointer, pattern, rule,
+# bundle schemas it applies to or None for every record). Null always passes: the
+# schema says when a field may be null.
+_TIMESTAMP = re.compile(
+    r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:"
+    r"([0-5][0-9]|60)(\.[0-9]+)?Z"
+)
+_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_VERSION = re.compile(r"[0-9]+(\.[0-9]+)*([-+.][0-9A-Za-z][0-9A-Za-z.+-]{0,63})?")
+_TIMESTAMP_RULE = "must be an RFC 3339 UTC timestamp, as the report's documents hold it"
+_VERIFICATION_FORMATS: tuple[tuple[tuple[str, ...], re.Pattern[str], str, str | None], ...] = (
+    (("tool", "version"), _VERSION, "must be a version number (digits and dots)", None),
+    (("report_id",), _IDENTIFIER, "must be a report identifier (SPEC 3)", _EVALBOOK_BUNDLE),
+    (("report_issued_at",), _TIMESTAMP, _TIMESTAMP_RULE, _EVALBOOK_BUNDLE),
+    (("envelope", "superseded_at"), _TIMESTAMP, _TIMESTAMP_RULE, _EVALBOOK_BUNDLE),
+)
+# What a verification record's summary may hold (eval-banana facts); EvalBook bundles
+# keep it empty (their report facts are report_result and envelope).
+_SUMMARY_KEYS = frozenset(
+    {"mode", "labels", "run_id", "pass_threshold", "checks", "recomputed", "cases_tree"}
+)
+
+
+def _exit_contradiction(
+    head: Mapping[str, Any], allowed: tuple[int, ...]
+) -> Iterator[tuple[str, str]]:
+    exit_code = head.get("exit_code")
+    if exit_code is not None and exit_code not in allowed:
+        yield (
+            "/exit_code",
+            f"says {exit_code}, but the verdict {head['verdict']} exits "
+            + " or ".join(str(c) for c in allowed),
+        )
+
+
+def _at(value: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def _format_contradictions(
+    head: Mapping[str, Any],
+    formats: tuple[tuple[tuple[str, ...], re.Pattern[str], str, str | None], ...],
+) -> Iterator[tuple[str, str]]:
+    for path, pattern, rule, bundle_schema in formats:
+        if bundle_schema is not None and head.get("bundle_schema") != bundle_schema:
+            continue
+        value = _at(head, path)
+        if value is not None and not (isinstance(value, str) and pattern.fullmatch(value)):
+            yield "/" + "/".join(path), rule
+
+
+def _summary_contradictions(head: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    summary = head["summary"]
+    for key in summary:
+        if key not in _SUMMARY_KEYS:
+            yield f"/summary/{_pointer(key)[1:]}", "is not a fact the summary holds"
+            return
+    if summary and head["bundle_schema"] == _EVALBOOK_BUNDLE:
+        yield "/summary", "must be empty for an EvalBook bundle"
+
+
+def _signer_of(signatures: Any) -> str | None:
+    """The anchor's signer as the signatures give it: each verified signer, once."""
+    names = [
+        f"{s['identity']}, key {s['key']}"
+        for s in signatures
+        if isinstance(s, Mapping) and s.get("state") == "verified"
+    ]
+    return " and ".join(dict.fromkeys(names)) or None
+
+
+def _anchor_contradictions(
+    head: Mapping[str, Any], claims: Mapping[str, list[tuple[Any, Any, str]]]
+) -> Iterator[tuple[str, str]]:
+    """The anchor (the page's trust statement) against the claims that checked it."""
+    anchor = head["anchor"]
+    if not isinstance(anchor, Mapping):
+        return
+    stated = [anchor[k] for k in ("expected_bundle_digest", "expected_report_digest", "signer")]
+    if anchor["self_consistent_only"] != (not any(stated)):
+        yield (
+            "/anchor/self_consistent_only",
+            f"says {str(anchor['self_consistent_only']).lower()}, but the anchor "
+            + ("names" if any(stated) else "names no")
+            + " expected digest or signer",
+        )
+    if "signatures" in head and anchor["signer"] != _signer_of(head["signatures"]):
+        yield (
+            "/anchor/signer",
+            f"says {anchor['signer']!r}, but the verified signatures give "
+            f"{_signer_of(head['signatures'])!r}",
+        )
+    if head["verdict"] == "error":
+        return  # no claim was made: the page states no anchor
+    for key, subject, observed_key in (
+        ("expected_bundle_digest", EXPECT_BUNDLE_SUBJECT, "bundle_digest"),
+        ("expected_report_digest", EXPECT_REPORT_SUBJECT, "report_digest"),
+        ("signer", SIGNER_SUBJECT, None),
+    ):
+        want = anchor[key]
+        found = claims[subject]
+        if want is None:
+            if any(state == "proven" for _, _, state in found) and subject != SIGNER_SUBJECT:
+                yield f"/anchor/{key}", f"is null, but a claim {subject!r} was made"
+            elif subject == SIGNER_SUBJECT and any(state == "proven" for *_, state in found):
+                yield f"/anchor/{key}", "is null, but a proven claim names a signer"
+            continue
+        match = [
+            (expected, observed, state)
+            for expected, observed, state in found
+            if (expected if subject != SIGNER_SUBJECT else observed) == want
+        ]
+        if not match:
+            yield f"/anchor/{key}", f"says {want}, but no claim {subject!r} checked it"
+        elif head["verdict"] == "verified" and not any(s == "proven" for *_, s in match):
+            yield f"/anchor/{key}", f"says {want}, but its claim {subject!r} is not proven"
+        elif observed_key is not None and any(
+            state == "proven" and observed != head[observed_key] for _, observed, state in match
+        ):
+            yield (
+                f"/anchor/{key}",
+                f"was proven against {match[0][1]}, but the record's {observed_key} is "
+                f"{head[observed_key]}",
+            )
 
 
 def eb_totals(summary: Mapping[str, Any]) -> Any:
@@ -226,16 +394,38 @@ class AuditFacts(Facts):
         self.disagreeing_fields = 0
         self.kept = {k: Kept() for k in STREAMED["audit"]}
 
+        # Disagreements the fields' own values give, and the first field whose outcome,
+        # comparison or value its values contradict.
+        self.found = 0
+        self.first_wrong: tuple[str, str] | None = None
+
+    def _field(self, where: str, f: Mapping[str, Any]) -> None:
+        self.outcomes[f["outcome"]] += 1
+        if f["outcome"] not in ("agree", "disagree"):
+            return
+        wrong = _audit_field_contradiction(f)
+        n = _field_disagreements(f)
+        self.found += n
+        if wrong is None and (n > 0) != (f["outcome"] == "disagree"):
+            wrong = (
+                "outcome",
+                f"says {f['outcome']}, but its issued and derived values give "
+                + ("disagree" if n else "agree"),
+            )
+        if wrong is not None and self.first_wrong is None:
+            self.first_wrong = (f"{where}/{wrong[0]}", wrong[1])
+
     def head_fields(self, head: Mapping[str, Any]) -> None:
         report = head.get("report")
         if isinstance(report, Mapping):
-            for f in report["fields"]:
-                self.outcomes[f["outcome"]] += 1
+            for j, f in enumerate(report["fields"]):
+                self._field(f"/report/fields/{j}", f)
 
     def item(self, key: str, value: Any, size: int) -> None:
         if key == "checks":
-            for f in value["fields"]:
-                self.outcomes[f["outcome"]] += 1
+            i = self.kept["checks"].total
+            for j, f in enumerate(value["fields"]):
+                self._field(f"/checks/{i}/fields/{j}", f)
             self.check_errors += len(value["errors"])
         self.kept[key].offer(value, size, self.budget)
 
@@ -258,14 +448,24 @@ class AuditFacts(Facts):
                 "/errors",
                 f"lists {self.kept['errors'].total}, but its checks hold {self.check_errors}",
             )
-        if bool(self.outcomes["disagree"]) != bool(self.kept["disagreements"].total):
+        if self.first_wrong is not None:
+            yield self.first_wrong
+        if self.found != self.kept["disagreements"].total:
             yield (
                 "/disagreements",
-                f"lists {self.kept['disagreements'].total}, but "
-                f"{self.outcomes['disagree']} field(s) disagree",
+                f"lists {self.kept['disagreements'].total}, but the fields' issued and "
+                f"derived values give {self.found}",
             )
+        verdict = "inconsistent" if self.found else "consistent"
+        if head["verdict"] != "error" and head["verdict"] != verdict:
+            yield "/verdict", f"says {head['verdict']}, but the fields give {verdict}"
         verification = head.get("verification")
+        yield from _audit_anchor_contradictions(head, verification)
         if isinstance(verification, Mapping):
+            yield from (
+                (f"/verification{pointer}", rule)
+                for pointer, rule in _format_contradictions(verification, _VERIFICATION_FORMATS)
+            )
             failed = verification["counts"]["failed"]
             verdict = verification["verdict"]
             if (verdict == "verified" and failed) or (verdict == "failed" and not failed):
@@ -275,44 +475,219 @@ class AuditFacts(Facts):
                 )
 
 
+def _audit_anchor_contradictions(
+    head: Mapping[str, Any], verification: Any
+) -> Iterator[tuple[str, str]]:
+    """An audit's anchor against the verification it rests on: the trust statement of
+    the audit page is the verification's, and a verified result met its anchor."""
+    anchor = head.get("anchor")
+    if not isinstance(anchor, Mapping):
+        return
+    stated = [anchor[k] for k in ("expected_bundle_digest", "expected_report_digest", "signer")]
+    if anchor["self_consistent_only"] != (not any(stated)):
+        yield (
+            "/anchor/self_consistent_only",
+            f"says {str(anchor['self_consistent_only']).lower()}, but the anchor "
+            + ("names" if any(stated) else "names no")
+            + " expected digest or signer",
+        )
+    if not isinstance(verification, Mapping):
+        return
+    if "signatures" in verification and anchor["signer"] != _signer_of(verification["signatures"]):
+        yield (
+            "/anchor/signer",
+            f"says {anchor['signer']!r}, but the verification's verified signatures give "
+            f"{_signer_of(verification['signatures'])!r}",
+        )
+    if verification["verdict"] != "verified":
+        return
+    for key, observed in (
+        ("expected_bundle_digest", "bundle_digest"),
+        ("expected_report_digest", "report_digest"),
+    ):
+        if anchor[key] is not None and anchor[key] != verification[observed]:
+            yield (
+                f"/anchor/{key}",
+                f"says {anchor[key]}, but the verified bundle's {observed} is "
+                f"{verification[observed]}",
+            )
+    if verification["anchor"] != anchor["description"]:
+        yield "/verification/anchor", "differs from /anchor/description"
+
+
+def _field_disagreements(f: Mapping[str, Any]) -> int:
+    from bundler.evalbook.audit import Derived, Field
+    from bundler.evalbook.auditor import disagreement_count
+
+    derived = f["derived"]
+    return disagreement_count(
+        Field(f["field"]),
+        [v["value"] for v in f["issued"]],
+        Derived(derived["value"]) if isinstance(derived, Mapping) else None,
+    )
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _is_count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 2**53 - 1
+
+
+def _coverage_problem(value: Any, derived: bool) -> str | None:
+    if not isinstance(value, Mapping):
+        return "must be an object of counts"
+    if not all(_is_count(value.get(k)) for k in ("expected", "executed")):
+        return "expected and executed must be counts (integers from 0 to 2^53 - 1)"
+    if "missing" in value and not _is_count(value["missing"]):
+        return "missing must be a count"
+    if derived and value["executed"] > value["expected"]:
+        return "executed must not exceed expected"
+    if derived and "missing" in value and value["missing"] != value["expected"] - value["executed"]:
+        return "missing must be expected minus executed"
+    return None
+
+
+def _interval_problem(value: Any, derived: bool) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        return "must be an object or null"
+    low, high, level = value.get("low"), value.get("high"), value.get("level")
+    for name, x in (("low", low), ("high", high), ("level", level)):
+        if x is not None and not _is_number(x):
+            return f"{name} must be a finite number or null"
+    if derived and low is not None and high is not None and low > high:
+        return "low must not exceed high"
+    if derived and level is not None and not 0 < level < 1:
+        return "level must lie between 0 and 1"
+    return None
+
+
+def _score_problem(value: Any, derived: bool) -> str | None:
+    return None if value is None or _is_number(value) else "must be a finite number or null"
+
+
+def _aggregation_problem(value: Any, derived: bool) -> str | None:
+    if not isinstance(value, Mapping):
+        return "must be an object"
+    for name in ("threshold", "min_coverage"):
+        x = value.get(name)
+        if x is not None and not _is_number(x):
+            return f"{name} must be a finite number or null"
+    return None
+
+
+# The values of each audited field as the bundle's schemas (issued) and the deriving
+# rules (derived) give them: what the page charts, so what a record must hold.
+_VALUE_SHAPES = {
+    "coverage": _coverage_problem,
+    "interval": _interval_problem,
+    "score": _score_problem,
+    "aggregation": _aggregation_problem,
+}
+
+
+def _audit_field_contradiction(f: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(relative pointer, rule) for the first thing wrong with one field's values."""
+    from bundler.evalbook.audit import Field
+    from bundler.evalbook.auditor import comparison_of
+
+    want = comparison_of(Field(f["field"])).value
+    if f["comparison"] != want:
+        return "comparison", f"says {f['comparison']}, but field {f['field']} is compared {want}"
+    shape = _VALUE_SHAPES.get(f["field"])
+    if shape is None:
+        return None
+    for k, v in enumerate(f["issued"]):
+        problem = shape(v["value"], False)
+        if problem is not None:
+            return f"issued/{k}/value", f"{f['field']}: {problem}"
+    derived = f["derived"]
+    if isinstance(derived, Mapping):
+        problem = shape(derived["value"], True)
+        if problem is not None:
+            return "derived/value", f"{f['field']}: {problem}"
+    return None
+
+
 class FixityFacts(Facts):
     def __init__(self) -> None:
         super().__init__()
         self.by_outcome: Counter[str] = Counter()
         self.kept = {k: Kept() for k in STREAMED["fixity"]}
+        # Each bundle is checked once a run: its key's digest, to find one listed twice.
+        self.keys: set[bytes] = set()
+        self.repeated: int | None = None
 
     def item(self, key: str, value: Any, size: int) -> None:
         if key == "problems":
             self.by_outcome[value["outcome"]] += 1
+            seen = hashlib.blake2b(value["key"].encode("utf-8", "surrogatepass"), digest_size=16)
+            if seen.digest() in self.keys and self.repeated is None:
+                self.repeated = self.kept["problems"].total
+            self.keys.add(seen.digest())
         self.kept[key].offer(value, size, self.budget)
 
     def failing(self, head: Mapping[str, Any]) -> int:
         """Bundles that did not pass, in this run or carried from an earlier one."""
-        counts = head["counts"]
-        this_run: int = sum(counts[k] for k in ("fail", "missing", "error"))
-        return max(this_run, self.kept["problems"].total) + self.kept["carried"].total
+        return self.kept["problems"].total + self.kept["carried"].total
+
+    def exit_code(self, head: Mapping[str, Any]) -> tuple[int, ...]:
+        from bundler.fixity.run import SIGNAL_EXIT
+
+        """The exit codes the record's items give (SPEC 13, 13.1; run.Summary.exit_code):
+        130 or 143 when interrupted; 1 while a bundle failed, is missing or an earlier
+        failure is open; 5 or 3 for errors alone (storage or not: the record does not
+        say); else 0."""
+        interrupted = head.get("interrupted")
+        if interrupted is not None:
+            return (SIGNAL_EXIT[interrupted],) if interrupted in SIGNAL_EXIT else ()
+        if self.by_outcome["fail"] or self.by_outcome["missing"] or self.kept["carried"].total:
+            return (1,)
+        return (3, 5) if self.by_outcome["error"] else (0,)
 
     def contradictions(self, head: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+        from bundler.fixity.run import SIGNAL_EXIT
+
         counts = head["counts"]
+        # The problems list exactly this run's bundles that did not pass (run._Run.take).
+        for outcome in ("fail", "missing", "error"):
+            listed = self.by_outcome[outcome]
+            if listed != counts[outcome]:
+                yield (
+                    f"/counts/{outcome}",
+                    f"says {counts[outcome]}, but the problems list {listed}",
+                )
+        if self.repeated is not None:
+            yield f"/problems/{self.repeated}/key", "lists a bundle already listed"
         total = sum(counts[k] for k in ("pass", "fail", "missing", "error"))
         if head["checked"] != total:
             yield "/checked", f"says {head['checked']}, but the counts add up to {total}"
-        # Exit 1 exactly while a bundle failed or is missing (SPEC 13, 13.1); an error
-        # outcome alone is exit 5, and an interrupted run 130 or 143.
+        interrupted = head.get("interrupted")
+        if interrupted is not None and interrupted not in SIGNAL_EXIT:
+            yield "/interrupted", f"must be one of {', '.join(SIGNAL_EXIT)} or null"
+        allowed = self.exit_code(head)
         exit_code = head.get("exit_code")
-        lost = counts["fail"] + counts["missing"] + self.kept["carried"].total
-        lost += self.by_outcome["fail"] + self.by_outcome["missing"]
-        if (exit_code == 0 and lost) or (exit_code == 1 and not lost):
-            yield "/exit_code", f"says {exit_code}, but {lost} failure(s) are listed or counted"
-        # Problems list this run's failures and may list failures carried from earlier
-        # runs too: at least as many as the counts, never fewer.
-        for outcome in ("fail", "missing", "error"):
-            listed = self.by_outcome[outcome]
-            if listed < counts[outcome]:
+        if exit_code is not None and allowed and exit_code not in allowed:
+            yield (
+                "/exit_code",
+                f"says {exit_code}, but the record's items give "
+                + " or ".join(str(c) for c in allowed),
+            )
+        shares = head["shares"]
+        last = 0.0
+        for period in ("30d", "90d", "365d"):
+            share = shares[period]
+            if not (_is_number(share) and last <= share <= 1):
                 yield (
-                    f"/counts/{outcome}",
-                    f"says {counts[outcome]}, but the problems list only {listed}",
+                    f"/shares/{period}",
+                    f"says {share}, but a share lies from 0 to 1 and never shrinks as the "
+                    "period grows",
                 )
+                break
+            last = share
 
 
 _FACTS = {"verification": VerificationFacts, "audit": AuditFacts, "fixity": FixityFacts}

@@ -190,10 +190,13 @@ def verification_markdown(v: Verification) -> str:
     strict_line, strict_reasons = _strict_facts(v)
     if strict_line is not None:
         out.append(("- **Strict:** " if v.strict else "- **With --strict:** ") + strict_line)
-    out += [
-        f"- **Bundle digest:** {shown_md(v.bundle_digest)} (JSON digest of data/bundle.json)",
-        f"- **Report:** {shown_md(v.report_id)} {shown_md(v.report_digest)}",
-    ]
+    if v.bundle_digest is None:
+        out.append("- **Bundle digest:** none (run directory in place: no bundle)")
+    else:
+        out.append(
+            f"- **Bundle digest:** {shown_md(v.bundle_digest)} (JSON digest of data/bundle.json)"
+        )
+    out.append(f"- **Report:** {shown_md(v.report_id)} {shown_md(v.report_digest)}")
     result = _result_fact(v, shown_md)
     if result is not None:
         out.append(f"- **Result:** {result}")

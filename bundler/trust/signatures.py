@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from bundler.core.claims import Claim, State
+from bundler.core.claims import SIGNER_SUBJECT, Claim, State
 from bundler.core.errors import BundlerError, InputError
 from bundler.core.signatures import SignatureCheck, SignatureSource, SignatureState
 from bundler.trust import sshsig
@@ -24,7 +24,7 @@ from bundler.trust.head import HEAD_FILE, HEAD_SIG_FILE
 
 GROUP = 2  # signatures are claims about the bundle (group 2)
 EMBEDDED_SUBJECT = "embedded signature verifies over bundle-head.json"
-ANCHOR_SUBJECT = "signature"
+ANCHOR_SUBJECT = SIGNER_SUBJECT
 LISTED_IN_DETAIL = 5  # signatures named in the one-line reason none is allowed
 
 
