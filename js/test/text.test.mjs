@@ -1,0 +1,25 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+test('the shared UTF-8 decoder keeps a leading BOM and refuses invalid UTF-8', async () => {
+  const { UTF8 } = await import('../src/util.mjs');
+  assert.equal(UTF8.decode(new Uint8Array([0xef, 0xbb, 0xbf, 0x61])), '\ufeffa');
+  assert.throws(() => UTF8.decode(new Uint8Array([0xff])));
+});
+
+test('manifest lines: a BOM anywhere at the start is malformed, and the space set is the Python one plus U+FEFF', async () => {
+  const { parseManifest } = await import('../src/bagit.mjs');
+  const hex = 'a'.repeat(64);
+  const enc = (/** @type {string} */ s) => new TextEncoder().encode(s);
+  assert.throws(() => parseManifest(new Uint8Array([0xef, 0xbb, 0xbf, ...enc(`${hex}  data/x\n`)]), 'm'), /m:1: not/);
+  const spaces = ['\t', '\v', '\f', '\r', '\x1c', '\x1d', '\x1e', '\x1f', ' ', '\x85', '\xa0', '\u1680', '\u2000', '\u200a', '\u2028', '\u2029', '\u202f', '\u205f', '\u3000', '\ufeff'];
+  for (const sp of spaces) {
+    for (const path of [`${sp}data/x`, `data/x${sp}`]) {
+      assert.throws(() => parseManifest(enc(`${hex}  ${path}\n`), 'm'), /m:1: not/, JSON.stringify(path));
+    }
+    assert.equal(parseManifest(enc(`${hex}  data/a${sp}b\n`), 'm').get(`data/a${sp}b`), hex);
+  }
+  for (const ok of ['\u200b', '\u00ad', '\u180e']) {
+    assert.equal(parseManifest(enc(`${hex}  ${ok}data/x\n`), 'm').size, 1, JSON.stringify(ok));
+  }
+});
