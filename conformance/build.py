@@ -1092,6 +1092,83 @@ def text_cases(c: Corpus, clean: Path) -> None:
         )
 
 
+# ---------------------------------------------------------------------------- options
+
+
+def option_cases(c: Corpus, signed: Path, unsigned: Path) -> None:
+    """SPEC 7 and 8: a badly written option is a usage error (exit 2); a file an option
+    names that cannot be read or is not a valid allowed_signers file is an input error
+    (exit 3); both before any bundle is read, with --json one error object. A BOM at the
+    start of allowed_signers is not skipped (ssh-keygen does not skip it), so its first
+    principal is not the identity asked for."""
+    pub = " ".join((KEYS / "conformance.key.pub").read_text().split()[:2])
+    good = f"auditor@example.org {pub}\n"
+    (c.out / "option-a-directory").mkdir()
+    files = {
+        "missing": "option-does-not-exist",
+        "directory": "option-a-directory",
+        "empty": c.text("option-signers-empty", ""),
+        "comments-only": c.text("option-signers-comments", "# nobody\n\n"),
+        "unknown-option": c.text("option-signers-unknown-option", f"auditor@example.org unknownopt {pub}\n"),
+        "no-key": c.text("option-signers-no-key", "auditor@example.org\n"),
+        "not-utf8": c.write("option-signers-latin1", b"caf\xe9@example.org " + pub.encode() + b"\n"),
+    }
+    for name, file in files.items():
+        for command, target in (("verify", unsigned.name), ("check-proof", "option-does-not-exist.json")):
+            c.add(
+                f"options/{command}/allowed-signers-{name}",
+                "options",
+                "8",
+                target,
+                {"exit_code": 3},
+                command=command,
+                args=["--allowed-signers", file],
+                why="an option file that cannot be read or is not an allowed_signers file is "
+                "an input error, before any bundle or proof is read",
+            )
+    bom = c.write("option-signers-bom", b"\xef\xbb\xbf" + good.encode())
+    c.add(
+        "options/allowed-signers-bom",
+        "options",
+        "11.3 and 15",
+        signed.name,
+        failed((2, None)),
+        args=["--allowed-signers", bom, "--identity", "auditor@example.org"],
+        why="a BOM is part of the first principal, as ssh-keygen reads the file: the "
+        "identity is not listed, so no allowed signer signed",
+    )
+    signers = c.text("option-signers-good", good)
+    for name, args in [
+        ("max-bytes-zero", ["--max-bytes", "0"]),
+        ("max-bytes-plus", ["--max-bytes", "+5"]),
+        ("max-bytes-underscore", ["--max-bytes", "1_000"]),
+        ("max-bytes-arabic-digits", ["--max-bytes", "\u0661\u0662"]),
+        ("digest-upper", ["--expect-bundle-digest", "sha256:" + "A" * 64]),
+        ("digest-short", ["--expect-bundle-digest", "sha256:XYZ"]),
+        ("identity-alone", ["--identity", "auditor@example.org"]),
+        ("signature-alone", ["--signature", signers]),
+        ("unknown", ["--no-such-option"]),
+    ]:
+        c.add(
+            f"options/usage/{name}",
+            "options",
+            "8",
+            unsigned.name,
+            {"exit_code": 2},
+            args=args,
+            why="a badly written option is a usage error",
+        )
+    c.add(
+        "options/max-bytes-huge",
+        "options",
+        "5 and 8",
+        unsigned.name,
+        verified([]),
+        args=["--max-bytes", "9" * 24],
+        why="any positive whole number of bytes is a cap; one above the archive is no cap",
+    )
+
+
 # --------------------------------------------------------------------------- signatures
 
 
@@ -1607,6 +1684,7 @@ def main() -> int:
         edit_cases(c, bundles)
         text_cases(c, clean)
         signed, _ = signature_cases(c)
+        option_cases(c, signed, bundles["rpt-clean/alice"])
         proof_cases(c, signed, clean)
         eb_cases(c)
         imported_cases(c)
