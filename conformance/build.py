@@ -1057,6 +1057,19 @@ def text_cases(c: Corpus, clean: Path) -> None:
                 "malformed (the same set in every verifier)",
             )
 
+    def bom_top(eb: repack.EditableBag) -> None:
+        eb.top = "\ufeff" + eb.top
+
+    c.add(
+        "text/bom/top-directory",
+        "tamper",
+        "4.1 and 5 claim 1",
+        write("bom-top-directory", bom_top),
+        failed((1, None)),
+        why="a member name is its bytes: a BOM before the top directory is part of its name, "
+        "which then does not name the report",
+    )
+
     def unsorted(eb: repack.EditableBag) -> None:
         repack.refresh_tag_files(eb)
         lines = eb.files["manifest-sha256.txt"].split(b"\n")[:-1]

@@ -15,7 +15,7 @@ export const RECORD = 20 * BLOCK;
 export const MAX_PAX_BYTES = 64 * 1024;
 export const MAX_MEMBERS = 2 ** 16;
 const CHUNK = 1024 * 1024;
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const LATIN = new TextDecoder('latin1');
 
 const REJECTED = /** @type {Record<string, string>} */ ({

@@ -23,3 +23,21 @@ test('manifest lines: a BOM anywhere at the start is malformed, and the space se
     assert.equal(parseManifest(enc(`${hex}  ${ok}data/x\n`), 'm').size, 1, JSON.stringify(ok));
   }
 });
+
+test('every UTF-8 TextDecoder of the verifier keeps a BOM (none silently drops U+FEFF)', async () => {
+  const { readdirSync, readFileSync } = await import('node:fs');
+  const found = [];
+  for (const dir of ['../src/', '../page/', '../']) {
+    const url = new URL(dir, import.meta.url);
+    for (const name of readdirSync(url).filter((n) => n.endsWith('.mjs'))) {
+      const text = readFileSync(new URL(name, url), 'utf8');
+      for (const m of text.matchAll(/new TextDecoder\(([^)]*)\)/g)) found.push([`${dir}${name}`, m[1]]);
+    }
+  }
+  assert.ok(found.length >= 2, JSON.stringify(found));
+  for (const [where, args] of found) {
+    if (/^'latin1'$/.test(args.trim())) continue;
+    assert.match(args, /ignoreBOM: true/, `${where}: new TextDecoder(${args}) drops a leading BOM`);
+    assert.match(args, /fatal: true/, `${where}: new TextDecoder(${args}) replaces invalid UTF-8`);
+  }
+});
