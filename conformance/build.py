@@ -1122,12 +1122,19 @@ def option_cases(c: Corpus, signed: Path, unsigned: Path) -> None:
         "directory": "option-a-directory",
         "empty": c.text("option-signers-empty", ""),
         "comments-only": c.text("option-signers-comments", "# nobody\n\n"),
-        "unknown-option": c.text("option-signers-unknown-option", f"auditor@example.org unknownopt {pub}\n"),
+        "unknown-option": c.text(
+            "option-signers-unknown-option", f"auditor@example.org unknownopt {pub}\n"
+        ),
         "no-key": c.text("option-signers-no-key", "auditor@example.org\n"),
-        "not-utf8": c.write("option-signers-latin1", b"caf\xe9@example.org " + pub.encode() + b"\n"),
+        "not-utf8": c.write(
+            "option-signers-latin1", b"caf\xe9@example.org " + pub.encode() + b"\n"
+        ),
     }
     for name, file in files.items():
-        for command, target in (("verify", unsigned.name), ("check-proof", "option-does-not-exist.json")):
+        for command, target in (
+            ("verify", unsigned.name),
+            ("check-proof", "option-does-not-exist.json"),
+        ):
             c.add(
                 f"options/{command}/allowed-signers-{name}",
                 "options",
