@@ -344,3 +344,23 @@ def test_page_keeps_a_bom_in_allowed_signers_as_ssh_keygen_does(
     assert record["verdict"] == "failed"
     assert record["anchor"]["signer"] is None
     assert "Signed by" not in browser.evaluate(session, "document.body.innerText")
+
+
+def test_a_run_overtaken_by_an_input_change_shows_nothing(
+    browser: Browser, inputs: dict[str, Path]
+) -> None:
+    """The identity changes while the good bundle is being verified: when that run ends,
+    its verdict is for inputs the form no longer shows, so it is dropped."""
+    session = browser.open(PAGE.as_uri())
+    browser.call("DOM.enable", session)
+    _set_file(browser, session, "bundle", inputs["good"])
+    browser.evaluate(
+        session,
+        "document.getElementById('go').click();"
+        "(e => { e.value = 'someone@example.org'; e.dispatchEvent(new Event('input')); })"
+        "(document.getElementById('identity')); true",
+    )
+    time.sleep(4)  # far longer than the bundle takes to verify on the page
+    state = _page_state(browser, session)
+    assert (state["result"], state["save"], state["record"]) == ("", True, None)
+    assert browser.evaluate(session, "document.body.dataset.state") == "ready"

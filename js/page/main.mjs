@@ -139,9 +139,13 @@ function quote(id, suffix = '') {
  * Verify button, a dropped file) or changes what it would check (a new bundle, signers
  * file, identity or expected digest) clears the previous result, disables the save
  * button and forgets the saved record first, so a verdict on screen is only ever the
- * one of the inputs the form shows.
+ * one of the inputs the form shows. A run still going when that happens is forgotten:
+ * its result and progress are dropped (each run checks the generation it started in).
  */
+let generation = 0;
+
 function clearResult() {
+  generation++;
   $('result').replaceChildren();
   const save = /** @type {HTMLButtonElement} */ ($('save'));
   save.disabled = true;
@@ -266,6 +270,7 @@ function refuse(message) {
 
 async function run() {
   clearResult();
+  const mine = generation;
   const file = /** @type {HTMLInputElement} */ ($('bundle')).files?.[0];
   if (!file) {
     refuse('Choose a bundle (.tar.zst) first.');
@@ -303,6 +308,7 @@ async function run() {
       source: file.name, sha256, sha512, verifyEd25519, validators: VALIDATORS,
       expectBundleDigest: expect, allowedSigners, allowedSignersSource: signersFile ? signersFile.name : undefined, identity,
       progress: (n) => {
+        if (mine !== generation) return;
         const pct = Math.floor((100 * n) / Math.max(1, file.size));
         if (pct !== lastPct) {
           lastPct = pct;
@@ -311,10 +317,12 @@ async function run() {
       },
     });
   } catch (e) {
+    if (mine !== generation) return;
     $('status').textContent = shown(`Could not verify: ${/** @type {Error} */ (e).message}`);
     document.body.dataset.state = 'done';
     return;
   }
+  if (mine !== generation) return; // the inputs changed while it ran
   const seconds = (performance.now() - started) / 1000;
   /** @type {any} */ (window).verifySeconds = seconds;
   const outcome = record.verdict === 'verified' ? 'VERIFIED' : record.verdict === 'failed' ? 'FAILED' : 'ERROR (no verdict possible)';
@@ -327,6 +335,7 @@ for (const id of ['bundle', 'signers', 'identity', 'expect']) {
   $(id).addEventListener(id === 'bundle' || id === 'signers' ? 'change' : 'input', () => {
     clearResult();
     $('status').textContent = '';
+    document.body.dataset.state = 'ready';
   });
 }
 const drop = $('drop');
