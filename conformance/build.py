@@ -982,6 +982,213 @@ def edit_cases(c: Corpus, bundles: dict[str, Path]) -> None:
         )
 
 
+# ------------------------------------------------------- tag-file text, member metadata
+
+
+def _patch_headers(tar: bytes, fields: dict[str, tuple[int, int, bytes]]) -> bytes:
+    """``tar`` with one header field of each named member rewritten (checksum updated):
+    name -> (start, end, value)."""
+    out = bytearray(tar)
+    for h in repack.header_blocks(tar):
+        if h.typeflag != b"x" and h.name in fields:
+            start, end, value = fields[h.name]
+            block = bytearray(out[h.offset : h.offset + 512])
+            block[start:end] = value
+            block[148:156] = b" " * 8
+            block[148:156] = b"%06o\0 " % sum(block)
+            out[h.offset : h.offset + 512] = block
+    return bytes(out)
+
+
+def text_cases(c: Corpus, clean: Path) -> None:
+    """Tag files read as bytes, alike in both verifiers: a BOM is not skipped, and a
+    manifest path starting or ending with any space character (one written-out set, not
+    a regex engine's) makes its line malformed. Member metadata (mode, uid, mtime) and
+    manifest order are not claims (docs/format.md): such a bundle verifies."""
+
+    def write(name: str, edit: Callable[[repack.EditableBag], None], **recompute: bool) -> str:
+        eb = repack.open_bundle(clean)
+        edit(eb)
+        return repack.write_bundle(eb, c.out / f"text-{name}.tar.zst", **recompute).name
+
+    def prefixed(name: str, prefix: bytes) -> Callable[[repack.EditableBag], None]:
+        def run(eb: repack.EditableBag) -> None:
+            repack.refresh_tag_files(eb)
+            eb.files[name] = prefix + eb.files[name]
+
+        return run
+
+    def path_with(space: str, at_end: bool) -> Callable[[repack.EditableBag], None]:
+        def run(eb: repack.EditableBag) -> None:
+            repack.refresh_tag_files(eb)
+            lines = eb.files["manifest-sha256.txt"].decode().split("\n")
+            digest, path = lines[0].split("  ", 1)
+            lines[0] = f"{digest}  {path}{space}" if at_end else f"{digest}  {space}{path}"
+            eb.files["manifest-sha256.txt"] = "\n".join(lines).encode()
+
+        return run
+
+    for tag in ("manifest-sha256.txt", "tagmanifest-sha256.txt"):
+        file = write(
+            f"bom-{tag.split('.')[0]}",
+            prefixed(tag, b"\xef\xbb\xbf"),
+            manifest=False,
+            tagmanifest=tag != "tagmanifest-sha256.txt",
+        )
+        c.add(
+            f"text/bom/{tag}",
+            "tamper",
+            "4.1 and 5 claim 1",
+            file,
+            failed((1, tag)),
+            why="a manifest is `<hex>  <path>` lines; a BOM before the first is not one",
+        )
+    for name, space in [("bom", "\ufeff"), ("nel", "\x85"), ("fs", "\x1c"), ("nbsp", "\xa0")]:
+        for at_end in (False, True):
+            where = "end" if at_end else "start"
+            file = write(f"path-{name}-{where}", path_with(space, at_end), manifest=False)
+            c.add(
+                f"text/manifest-path/{name}-at-{where}",
+                "tamper",
+                "4.1 and 5 claim 1",
+                file,
+                failed((1, "manifest-sha256.txt")),
+                why="a manifest line whose path starts or ends with a space character is "
+                "malformed (the same set in every verifier)",
+            )
+
+    def bom_top(eb: repack.EditableBag) -> None:
+        eb.top = "\ufeff" + eb.top
+
+    c.add(
+        "text/bom/top-directory",
+        "tamper",
+        "4.1 and 5 claim 1",
+        write("bom-top-directory", bom_top),
+        failed((1, None)),
+        why="a member name is its bytes: a BOM before the top directory is part of its name, "
+        "which then does not name the report",
+    )
+
+    def unsorted(eb: repack.EditableBag) -> None:
+        repack.refresh_tag_files(eb)
+        lines = eb.files["manifest-sha256.txt"].split(b"\n")[:-1]
+        eb.files["manifest-sha256.txt"] = b"\n".join(reversed(lines)) + b"\n"
+
+    c.add(
+        "text/manifest-unsorted",
+        "metadata",
+        "5 claim 1",
+        write("manifest-unsorted", unsorted, manifest=False),
+        verified([]),
+        why="claim 1 asks for every file with a matching digest and no extra entries; "
+        "order is how the exporter writes, not a claim (docs/format.md)",
+    )
+    tar = repack.archive_tar(clean)
+    first = next(h.name for h in repack.header_blocks(tar) if h.typeflag == b"0")
+    for name, field in [
+        ("setuid", (100, 108, b"%07o\0" % 0o4755)),
+        ("uid-1000", (108, 116, b"%07o\0" % 1000)),
+        ("owner-name", (265, 297, b"mallory".ljust(32, b"\0"))),
+        ("mtime-0", (136, 148, b"%011o\0" % 0)),
+    ]:
+        file = f"text-member-{name}.tar.zst"
+        repack.write_tar(_patch_headers(tar, {first: field}), c.out / file)
+        c.add(
+            f"text/member-metadata/{name}",
+            "metadata",
+            "4.1 and 5",
+            file,
+            verified([]),
+            why="member mode, owner and mtime are how the exporter writes (4.1); no digest "
+            "covers them and SPEC 5 does not refuse them: both verifiers ignore them",
+        )
+
+
+# ---------------------------------------------------------------------------- options
+
+
+def option_cases(c: Corpus, signed: Path, unsigned: Path) -> None:
+    """SPEC 7 and 8: a badly written option is a usage error (exit 2); a file an option
+    names that cannot be read or is not a valid allowed_signers file is an input error
+    (exit 3); both before any bundle is read, with --json one error object. A BOM at the
+    start of allowed_signers is not skipped (ssh-keygen does not skip it), so its first
+    principal is not the identity asked for."""
+    pub = " ".join((KEYS / "conformance.key.pub").read_text().split()[:2])
+    good = f"auditor@example.org {pub}\n"
+    (c.out / "option-a-directory").mkdir()
+    files = {
+        "missing": "option-does-not-exist",
+        "directory": "option-a-directory",
+        "empty": c.text("option-signers-empty", ""),
+        "comments-only": c.text("option-signers-comments", "# nobody\n\n"),
+        "unknown-option": c.text(
+            "option-signers-unknown-option", f"auditor@example.org unknownopt {pub}\n"
+        ),
+        "no-key": c.text("option-signers-no-key", "auditor@example.org\n"),
+        "not-utf8": c.write(
+            "option-signers-latin1", b"caf\xe9@example.org " + pub.encode() + b"\n"
+        ),
+    }
+    for name, file in files.items():
+        for command, target in (
+            ("verify", unsigned.name),
+            ("check-proof", "option-does-not-exist.json"),
+        ):
+            c.add(
+                f"options/{command}/allowed-signers-{name}",
+                "options",
+                "8",
+                target,
+                {"exit_code": 3},
+                command=command,
+                args=["--allowed-signers", file],
+                why="an option file that cannot be read or is not an allowed_signers file is "
+                "an input error, before any bundle or proof is read",
+            )
+    bom = c.write("option-signers-bom", b"\xef\xbb\xbf" + good.encode())
+    c.add(
+        "options/allowed-signers-bom",
+        "options",
+        "11.3 and 15",
+        signed.name,
+        failed((2, None)),
+        args=["--allowed-signers", bom, "--identity", "auditor@example.org"],
+        why="a BOM is part of the first principal, as ssh-keygen reads the file: the "
+        "identity is not listed, so no allowed signer signed",
+    )
+    signers = c.text("option-signers-good", good)
+    for name, args in [
+        ("max-bytes-zero", ["--max-bytes", "0"]),
+        ("max-bytes-plus", ["--max-bytes", "+5"]),
+        ("max-bytes-underscore", ["--max-bytes", "1_000"]),
+        ("max-bytes-arabic-digits", ["--max-bytes", "\u0661\u0662"]),
+        ("digest-upper", ["--expect-bundle-digest", "sha256:" + "A" * 64]),
+        ("digest-short", ["--expect-bundle-digest", "sha256:XYZ"]),
+        ("identity-alone", ["--identity", "auditor@example.org"]),
+        ("signature-alone", ["--signature", signers]),
+        ("unknown", ["--no-such-option"]),
+    ]:
+        c.add(
+            f"options/usage/{name}",
+            "options",
+            "8",
+            unsigned.name,
+            {"exit_code": 2},
+            args=args,
+            why="a badly written option is a usage error",
+        )
+    c.add(
+        "options/max-bytes-huge",
+        "options",
+        "5 and 8",
+        unsigned.name,
+        verified([]),
+        args=["--max-bytes", "9" * 24],
+        why="any positive whole number of bytes is a cap; one above the archive is no cap",
+    )
+
+
 # --------------------------------------------------------------------------- signatures
 
 
@@ -1495,7 +1702,9 @@ def main() -> int:
         clean = bundles["rpt-clean/alice"]
         archive_cases(c, clean)
         edit_cases(c, bundles)
+        text_cases(c, clean)
         signed, _ = signature_cases(c)
+        option_cases(c, signed, bundles["rpt-clean/alice"])
         proof_cases(c, signed, clean)
         eb_cases(c)
         imported_cases(c)

@@ -18,7 +18,8 @@ import { localSidecars, nodeServices } from './src/node.mjs';
 import { parseAllowedSigners } from './src/sshsig.mjs';
 import { MAX_SIDECAR_BYTES } from './src/signatures.mjs';
 import { shown } from './src/textsafe.mjs';
-import { TrustError, UsageError } from './src/errors.mjs';
+import { InputError, TrustError, UsageError } from './src/errors.mjs';
+import { UTF8 } from './src/util.mjs';
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
 const USAGE = `usage: node js/verify-bundle.mjs BUNDLE... [--json] [--strict] [-q] [--expect-bundle-digest D]
@@ -77,17 +78,61 @@ function digestOption(v, option) {
   return v;
 }
 
-/** @param {string} path @param {string} option */
+/**
+ * A file an option names: one that cannot be read is an input error (exit 3, SPEC 8), as
+ * in the Python verifier; only a badly written option is a usage error (exit 2).
+ * @param {string} path @param {string} option
+ */
 function readSmallFile(path, option) {
   let st;
   try {
     st = statSync(path);
   } catch (e) {
-    throw new UsageError(`${option} ${path}: cannot read (${/** @type {any} */ (e).code ?? e})`);
+    const code = /** @type {any} */ (e).code;
+    throw new InputError(`${option}: ${path}: ${code === 'ENOENT' ? 'not found (does not exist)' : `cannot read (${code ?? e})`}`);
   }
-  if (!st.isFile()) throw new UsageError(`${option} ${path}: not a regular file`);
-  if (st.size > 1024 * 1024) throw new UsageError(`${option} ${path}: over 1 MiB`);
-  return readFileSync(path);
+  if (st.isDirectory()) throw new InputError(`${option}: ${path}: is a directory; a file is needed`);
+  if (!st.isFile()) throw new InputError(`${option}: ${path}: not a regular file`);
+  if (st.size > 1024 * 1024) throw new InputError(`${option}: ${path}: over 1 MiB`);
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    throw new InputError(`${option}: ${path}: cannot read (${/** @type {any} */ (e).code ?? e})`);
+  }
+}
+
+/**
+ * The allowed_signers file an option names, read as ssh-keygen reads it: UTF-8 with any
+ * BOM kept (ssh-keygen does not skip one), checked line by line before any bundle is
+ * read. Unreadable or malformed: an input error (exit 3) naming the file and line.
+ * @param {string} path
+ */
+function readAllowedSigners(path) {
+  const data = readSmallFile(path, '--allowed-signers');
+  let text;
+  try {
+    text = UTF8.decode(data);
+  } catch {
+    throw new InputError(`--allowed-signers: ${path}: not UTF-8`);
+  }
+  try {
+    parseAllowedSigners(text, path);
+  } catch (e) {
+    if (e instanceof TrustError) throw new InputError(e.message);
+    throw e;
+  }
+  return text;
+}
+
+/**
+ * --max-bytes: a positive whole number written in ASCII digits only (no sign, no
+ * separators, no spaces); any size is accepted, as the Python verifier accepts it.
+ * @param {string|undefined} v
+ */
+function maxBytesOption(v) {
+  if (v === undefined) return DEFAULT_MAX_BYTES;
+  if (!/^[0-9]+$/.test(v) || /^0+$/.test(v)) throw new UsageError(`--max-bytes ${JSON.stringify(v)}: not a positive whole number of bytes (ASCII digits, at least 1)`);
+  return Math.min(Number(v), Number.MAX_SAFE_INTEGER);
 }
 
 /**
@@ -131,26 +176,12 @@ async function verifyCommand(/** @type {string[]} */ argv) {
   if (!positional.length) throw new UsageError('missing argument BUNDLE');
   const expectBundleDigest = digestOption(opts['--expect-bundle-digest'], '--expect-bundle-digest');
   const expectReportDigest = digestOption(opts['--expect-report-digest'], '--expect-report-digest');
-  if ((opts['--identity'] !== undefined) && opts['--allowed-signers'] === undefined) {
-    throw new UsageError('--identity needs --allowed-signers');
+  if ((opts['--identity'] !== undefined || opts['--signature'] !== undefined) && opts['--allowed-signers'] === undefined) {
+    throw new UsageError('--identity and --signature need --allowed-signers');
   }
   if (opts['--signature'] !== undefined && positional.length > 1) throw new UsageError('--signature takes a single BUNDLE');
-  let maxBytes = DEFAULT_MAX_BYTES;
-  if (opts['--max-bytes'] !== undefined) {
-    if (!/^[0-9]{1,16}$/.test(opts['--max-bytes']) || Number(opts['--max-bytes']) < 1) throw new UsageError(`--max-bytes ${JSON.stringify(opts['--max-bytes'])}: not a positive whole number`);
-    maxBytes = Number(opts['--max-bytes']);
-  }
-  let allowedSigners = null;
-  if (opts['--allowed-signers'] !== undefined) {
-    const data = readSmallFile(opts['--allowed-signers'], '--allowed-signers');
-    allowedSigners = new TextDecoder('utf-8', { fatal: false }).decode(data);
-    try {
-      parseAllowedSigners(allowedSigners, opts['--allowed-signers']);
-    } catch (e) {
-      if (e instanceof TrustError) throw new UsageError(`--allowed-signers ${e.message}`);
-      throw e;
-    }
-  }
+  const maxBytes = maxBytesOption(opts['--max-bytes']);
+  const allowedSigners = opts['--allowed-signers'] !== undefined ? readAllowedSigners(opts['--allowed-signers']) : null;
   const sidecars = [];
   if (opts['--signature'] !== undefined) sidecars.push({ name: opts['--signature'], text: readSignatureFile(opts['--signature']) });
   const json = !!opts['--json'];
@@ -202,16 +233,7 @@ async function checkProofCommand(/** @type {string[]} */ argv) {
   if (positional.length !== 1) throw new UsageError(positional.length ? 'check-proof takes one PROOF' : 'missing argument PROOF');
   if (opts['--identity'] !== undefined && opts['--allowed-signers'] === undefined) throw new UsageError('--identity needs --allowed-signers');
   const expectBundleDigest = digestOption(opts['--expect-bundle-digest'], '--expect-bundle-digest');
-  let allowedSigners = null;
-  if (opts['--allowed-signers'] !== undefined) {
-    allowedSigners = new TextDecoder().decode(readSmallFile(opts['--allowed-signers'], '--allowed-signers'));
-    try {
-      parseAllowedSigners(allowedSigners, opts['--allowed-signers']);
-    } catch (e) {
-      if (e instanceof TrustError) throw new UsageError(`--allowed-signers ${e.message}`);
-      throw e;
-    }
-  }
+  const allowedSigners = opts['--allowed-signers'] !== undefined ? readAllowedSigners(opts['--allowed-signers']) : null;
   const source = positional[0];
   let data;
   try {
@@ -234,20 +256,35 @@ async function checkProofCommand(/** @type {string[]} */ argv) {
   return result.exit_code;
 }
 
+/**
+ * A command that fails before any result: one line on stderr naming the option or file
+ * and the rule, and with --json one evalbook.error.v1 object on stdout (SPEC 7); exit 2
+ * for a badly written option, 3 for an input that cannot be read (SPEC 8).
+ * @param {string} command @param {string[]} argv @param {unknown} e
+ */
+function failure(command, argv, e) {
+  const code = e instanceof UsageError ? 2 : 3;
+  const message = e instanceof Error ? e.message : String(e);
+  const end = argv.indexOf('--');
+  const options = end < 0 ? argv : argv.slice(0, end);
+  if (options.includes('--json')) {
+    const input = argv.find((a, i) => !a.startsWith('-') && (i === 0 || !VALUE_OPTIONS.has(argv[i - 1]))) ?? null;
+    out(JSON.stringify({ schema: 'evalbook.error.v1', command, error: message, exit_code: code, input }));
+  }
+  err(`error: ${shown(message)}${code === 2 ? ' (see --help)' : ''}`);
+  return code;
+}
+
+const VALUE_OPTIONS = new Set(['--expect-bundle-digest', '--expect-report-digest', '--allowed-signers', '--identity', '--signature', '--max-bytes']);
+
 async function main() {
   const argv = process.argv.slice(2);
+  const command = argv[0] === 'check-proof' ? 'check-proof' : 'verify';
+  const rest = argv[0] === 'check-proof' || argv[0] === 'verify' ? argv.slice(1) : argv;
   try {
-    if (argv[0] === 'check-proof') return await checkProofCommand(argv.slice(1));
-    if (argv[0] === 'verify') return await verifyCommand(argv.slice(1));
-    return await verifyCommand(argv);
+    return command === 'check-proof' ? await checkProofCommand(rest) : await verifyCommand(rest);
   } catch (e) {
-    if (e instanceof UsageError) {
-      err(USAGE);
-      err(`error: ${shown(e.message)}`);
-      return 2;
-    }
-    err(`error: ${shown(/** @type {Error} */ (e).message)}`);
-    return 3;
+    return failure(command, rest, e);
   }
 }
 

@@ -130,31 +130,42 @@ def inputs(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
     return {"good": clean, "tampered": tampered, "signed": signed, "signers": signers}
 
 
-def _verify_on_page(
-    browser: Browser, bundle: Path, signers: Path | None = None, identity: str = ""
-) -> tuple[str, dict[str, Any]]:
-    session = browser.open(PAGE.as_uri())
-    browser.call("DOM.enable", session)
-
-    def set_file(element: str, path: Path) -> None:
-        obj = browser.call(
-            "Runtime.evaluate", session, expression=f"document.getElementById('{element}')"
-        )
-        browser.call(
-            "DOM.setFileInputFiles", session, files=[str(path)], objectId=obj["result"]["objectId"]
-        )
-
-    set_file("bundle", bundle)
-    if signers is not None:
-        set_file("signers", signers)
-    browser.evaluate(
-        session, f"document.getElementById('identity').value = {json.dumps(identity)}; true"
+def _set_file(browser: Browser, session: str, element: str, path: Path) -> None:
+    obj = browser.call(
+        "Runtime.evaluate", session, expression=f"document.getElementById('{element}')"
     )
+    browser.call(
+        "DOM.setFileInputFiles", session, files=[str(path)], objectId=obj["result"]["objectId"]
+    )
+
+
+def _set_text(browser: Browser, session: str, element: str, value: str) -> None:
+    browser.evaluate(
+        session,
+        f"(e => {{ e.value = {json.dumps(value)}; e.dispatchEvent(new Event('input')); }})"
+        f"(document.getElementById('{element}')); true",
+    )
+
+
+def _press_verify(browser: Browser, session: str) -> None:
+    browser.evaluate(session, "document.body.dataset.state = 'clicked'; true")
     browser.evaluate(session, "document.getElementById('go').click(); true")
     deadline = time.monotonic() + 60
     while browser.evaluate(session, "document.body.dataset.state") != "done":
         assert time.monotonic() < deadline, "the page did not finish verifying"
         time.sleep(0.05)
+
+
+def _verify_on_page(
+    browser: Browser, bundle: Path, signers: Path | None = None, identity: str = ""
+) -> tuple[str, dict[str, Any]]:
+    session = browser.open(PAGE.as_uri())
+    browser.call("DOM.enable", session)
+    _set_file(browser, session, "bundle", bundle)
+    if signers is not None:
+        _set_file(browser, session, "signers", signers)
+    _set_text(browser, session, "identity", identity)
+    _press_verify(browser, session)
     record = browser.evaluate(session, "JSON.stringify(window.verificationRecord || null)")
     assert record not in (None, "null"), browser.evaluate(
         session, "document.getElementById('status').textContent"
@@ -242,3 +253,114 @@ def test_axe_finds_no_serious_violation_on_the_verifier_page(
         await_promise=True,
     )
     assert [v for v in found if v["impact"] in ("serious", "critical")] == []
+
+
+def _page_state(browser: Browser, session: str) -> dict[str, Any]:
+    state = browser.evaluate(
+        session,
+        "JSON.stringify({result: document.getElementById('result').textContent,"
+        " save: document.getElementById('save').disabled,"
+        " record: window.verificationRecord === undefined ? null : window.verificationRecord,"
+        " status: document.getElementById('status').textContent})",
+    )
+    return dict(json.loads(state))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "status"),
+    [
+        ("expect", "sha256:XYZ", "expected digest must be sha256:"),
+        ("expect", "SHA256:" + "a" * 64, "expected digest must be sha256:"),
+        ("expect", "sha256:" + "A" * 64, "expected digest must be sha256:"),
+        ("identity", "auditor@example.org", "identity needs an allowed_signers file"),
+        ("signers", "latin1", "is not UTF-8"),
+    ],
+)
+def test_a_refused_run_never_leaves_the_previous_verdict_on_screen(
+    browser: Browser, inputs: dict[str, Path], tmp_path: Path, field: str, value: str, status: str
+) -> None:
+    """Verify a good bundle, then choose a tampered one with an input the page refuses:
+    the good bundle's verdict, record and save button must be gone."""
+    session, record = _verify_on_page(browser, inputs["good"])
+    assert record["verdict"] == "verified"
+    assert _page_state(browser, session)["save"] is False
+    _set_file(browser, session, "bundle", inputs["tampered"])
+    if field == "signers":
+        bad = tmp_path / "signers-latin1"
+        bad.write_bytes(b"caf\xe9@example.org ssh-ed25519 AAAA\n")
+        _set_file(browser, session, "signers", bad)
+    else:
+        _set_text(browser, session, field, value)
+    _press_verify(browser, session)
+    state = _page_state(browser, session)
+    assert status in state["status"]
+    assert state["result"] == ""
+    assert state["save"] is True
+    assert state["record"] is None
+
+
+@pytest.mark.parametrize("change", ["bundle", "signers", "identity", "expect"])
+def test_changing_an_input_clears_the_shown_result(
+    browser: Browser, inputs: dict[str, Path], change: str
+) -> None:
+    session, _ = _verify_on_page(browser, inputs["good"])
+    assert "VERIFIED" in _page_state(browser, session)["result"]
+    if change in ("bundle", "signers"):
+        _set_file(browser, session, change, inputs["tampered" if change == "bundle" else "signers"])
+        browser.evaluate(
+            session,
+            f"document.getElementById('{change}').dispatchEvent(new Event('change')); true",
+        )
+    else:
+        _set_text(browser, session, change, "x")
+    state = _page_state(browser, session)
+    assert (state["result"], state["save"], state["record"]) == ("", True, None)
+
+
+@pytest.mark.parametrize(("name", "word"), [("good", "VERIFIED"), ("tampered", "FAILED")])
+def test_status_and_reproduce_lines_say_what_happened(
+    browser: Browser, inputs: dict[str, Path], name: str, word: str
+) -> None:
+    session, _ = _verify_on_page(browser, inputs[name])
+    status = _page_state(browser, session)["status"]
+    assert status.endswith(f": {word}.")
+    assert "Verified" not in status or word == "VERIFIED"
+    pre = browser.evaluate(session, "document.querySelector('#result pre').textContent")
+    assert pre.split("\n") == [
+        f"node js/verify-bundle.mjs '{inputs[name].name}'",
+        f"evalbook-bundle verify '{inputs[name].name}'",
+    ]
+    assert "\\x0a" not in pre
+
+
+def test_page_keeps_a_bom_in_allowed_signers_as_ssh_keygen_does(
+    browser: Browser, inputs: dict[str, Path], tmp_path: Path
+) -> None:
+    """ssh-keygen does not skip a BOM: the first principal is then U+FEFF + the name, so
+    the identity is not listed and nothing is anchored (the Node command agrees)."""
+    bom = tmp_path / "allowed_signers_bom"
+    bom.write_bytes(b"\xef\xbb\xbf" + inputs["signers"].read_bytes())
+    session, record = _verify_on_page(browser, inputs["signed"], bom, "auditor@example.org")
+    assert record["verdict"] == "failed"
+    assert record["anchor"]["signer"] is None
+    assert "Signed by" not in browser.evaluate(session, "document.body.innerText")
+
+
+def test_a_run_overtaken_by_an_input_change_shows_nothing(
+    browser: Browser, inputs: dict[str, Path]
+) -> None:
+    """The identity changes while the good bundle is being verified: when that run ends,
+    its verdict is for inputs the form no longer shows, so it is dropped."""
+    session = browser.open(PAGE.as_uri())
+    browser.call("DOM.enable", session)
+    _set_file(browser, session, "bundle", inputs["good"])
+    browser.evaluate(
+        session,
+        "document.getElementById('go').click();"
+        "(e => { e.value = 'someone@example.org'; e.dispatchEvent(new Event('input')); })"
+        "(document.getElementById('identity')); true",
+    )
+    time.sleep(4)  # far longer than the bundle takes to verify on the page
+    state = _page_state(browser, session)
+    assert (state["result"], state["save"], state["record"]) == ("", True, None)
+    assert browser.evaluate(session, "document.body.dataset.state") == "ready"

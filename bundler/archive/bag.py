@@ -12,7 +12,11 @@ MANIFEST = "manifest-sha256.txt"
 TAG_MANIFEST = "tagmanifest-sha256.txt"
 BAG_INFO = "bag-info.txt"
 BAGIT = "bagit.txt"
-_LINE_RE = re.compile(r"\A([0-9a-f]{64})  (\S(?:.*\S)?)\Z")
+# A manifest path neither starts nor ends with a space character. The set is written out,
+# not taken from a regex engine's \s (Python's and JavaScript's differ: U+001C-U+001F and
+# U+0085 against U+FEFF), so both verifiers read every line alike (js/src/bagit.mjs).
+_SPACE = "\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_LINE_RE = re.compile(rf"\A([0-9a-f]{{64}})  ([^{_SPACE}](?:.*[^{_SPACE}])?)\Z", re.DOTALL)
 _INFO_RE = re.compile(r"\A([A-Za-z0-9][A-Za-z0-9-]*): (.*)\Z")
 
 

@@ -279,10 +279,23 @@ def _endpoint_option(command: F) -> F:
     )(command)
 
 
+class _ByteCount(click.IntRange):
+    """A positive whole number of bytes in ASCII digits only: ``int()`` would also take a
+    sign, ``_`` separators, spaces and other scripts' digits, which the JavaScript
+    verifier (js/verify-bundle.mjs) refuses; both read the option alike."""
+
+    name = "bytes"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not re.fullmatch(r"[0-9]+", value, re.ASCII):
+            self.fail(f"{value!r} is not a whole number of bytes in ASCII digits", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def _max_bytes_option(command: F) -> F:
     return click.option(
         "--max-bytes",
-        type=click.IntRange(1),
+        type=_ByteCount(1),
         default=DEFAULT_MAX_BYTES,
         show_default="64 GiB",
         metavar="BYTES",

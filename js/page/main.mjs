@@ -13,6 +13,7 @@ import { validators } from '../src/schema.mjs';
 import { shown } from '../src/textsafe.mjs';
 import { REASON_WORDS } from '../src/record.mjs';
 import { GROUPS } from '../src/claims.mjs';
+import { UTF8 } from '../src/util.mjs';
 import bundle from '../../schemas/bundle.schema.json';
 import ebBundle from '../../schemas/eb-bundle.schema.json';
 import reportBody from '../../schemas/report-body.schema.json';
@@ -148,8 +149,56 @@ function quote(id, suffix = '') {
   return `'${String(id).replace(/'/g, "'\\''")}'${suffix}`;
 }
 
-/** @param {any} r @param {string} fileName */
-function render(r, fileName) {
+/**
+ * The one place the result pane is emptied: whatever starts a new verification (the
+ * Verify button, a dropped file) or changes what it would check (a new bundle, signers
+ * file, identity or expected digest) clears the previous result, disables the save
+ * button and forgets the saved record first, so a verdict on screen is only ever the
+ * one of the inputs the form shows. A run still going when that happens is forgotten:
+ * its result and progress are dropped (each run checks the generation it started in).
+ */
+let generation = 0;
+
+function clearResult() {
+  generation++;
+  $('result').replaceChildren();
+  const save = /** @type {HTMLButtonElement} */ ($('save'));
+  save.disabled = true;
+  save.onclick = null;
+  delete (/** @type {any} */ (window).verificationRecord);
+}
+
+/**
+ * Lines of text shown in one <pre>: each line escaped on its own (shown() writes a
+ * newline as \x0a), joined by the page's own newlines.
+ * @param {string[]} lines
+ */
+function preLines(lines) {
+  const pre = el('pre');
+  lines.forEach((line, i) => {
+    if (i) pre.appendChild(document.createTextNode('\n'));
+    pre.appendChild(document.createTextNode(shown(line)));
+  });
+  return pre;
+}
+
+/**
+ * The commands that reproduce this check, with the options the form gave.
+ * @param {string} fileName @param {{signers: string|null, identity: string|null, expect: string|null}} used
+ */
+function reproduce(fileName, used) {
+  let args = quote(fileName);
+  if (used.expect) args += ` --expect-bundle-digest ${used.expect}`;
+  if (used.signers) args += ` --allowed-signers ${quote(used.signers)}`;
+  if (used.identity) args += ` --identity ${quote(used.identity)}`;
+  return [`node js/verify-bundle.mjs ${args}`, `evalbook-bundle verify ${args}`];
+}
+
+/**
+ * @param {any} r @param {string} fileName
+ * @param {{signers: string|null, identity: string|null, expect: string|null}} used
+ */
+function render(r, fileName, used) {
   const out = $('result');
   out.replaceChildren();
   const verdictWord = r.verdict === 'verified' ? 'VERIFIED' : r.verdict === 'failed' ? 'FAILED' : 'ERROR';
@@ -210,7 +259,8 @@ function render(r, fileName) {
   out.appendChild(el('section', { attrs: { 'aria-labelledby': 'h-repro' } }, [
     el('h2', { text: 'Reproduce', attrs: { id: 'h-repro' } }),
     facts([['Tool', `${r.tool.name} ${r.tool.version}`], ['Checked at', r.verified_at], ['Archive SHA-256', r.archive ? r.archive.sha256 : null], ['Archive size', r.archive ? r.archive.size : null]]),
-    el('pre', { text: `node js/verify-bundle.mjs ${quote(fileName)}\nevalbook-bundle verify ${quote(fileName)}` }),
+    facts([['allowed_signers file', used.signers], ['Identity', used.identity], ['Expected bundle digest', used.expect]]),
+    preLines(reproduce(fileName, used)),
   ]));
   const save = /** @type {HTMLButtonElement} */ ($('save'));
   save.disabled = false;
@@ -227,22 +277,44 @@ function render(r, fileName) {
   document.body.dataset.state = 'done';
 }
 
+/** @param {string} message */
+function refuse(message) {
+  $('status').textContent = shown(message);
+  document.body.dataset.state = 'done';
+}
+
 async function run() {
+  clearResult();
+  const mine = generation;
   const file = /** @type {HTMLInputElement} */ ($('bundle')).files?.[0];
-  if (!file) return;
+  if (!file) {
+    refuse('Choose a bundle (.tar.zst) first.');
+    return;
+  }
   document.body.dataset.state = 'working';
   $('status').textContent = shown(`Verifying ${file.name} (${file.size} bytes)...`);
   const signersFile = /** @type {HTMLInputElement} */ ($('signers')).files?.[0];
   const identity = /** @type {HTMLInputElement} */ ($('identity')).value.trim() || null;
   const expect = /** @type {HTMLInputElement} */ ($('expect')).value.trim() || null;
-  let allowedSigners = null;
-  if (signersFile) allowedSigners = new TextDecoder().decode(await signersFile.arrayBuffer());
-  const bad = expect !== null && !/^sha256:[0-9a-f]{64}$/.test(expect);
-  if (bad) {
-    $('status').textContent = 'The expected digest must be sha256: and 64 lowercase hex digits.';
-    document.body.dataset.state = 'done';
+  if (identity !== null && !signersFile) {
+    refuse('An identity needs an allowed_signers file.');
     return;
   }
+  if (expect !== null && !/^sha256:[0-9a-f]{64}$/.test(expect)) {
+    refuse('The expected digest must be sha256: and 64 lowercase hex digits.');
+    return;
+  }
+  let allowedSigners = null;
+  if (signersFile) {
+    try {
+      // As ssh-keygen reads it: UTF-8, a BOM kept (it is not skipped).
+      allowedSigners = UTF8.decode(await signersFile.arrayBuffer());
+    } catch {
+      refuse(`The allowed_signers file ${signersFile.name} is not UTF-8.`);
+      return;
+    }
+  }
+  const used = { signers: signersFile ? signersFile.name : null, identity, expect };
   const started = performance.now();
   let lastPct = -1;
   let record;
@@ -251,6 +323,7 @@ async function run() {
       source: file.name, sha256, sha256OneShot, sha512, verifyEd25519, validators: VALIDATORS,
       expectBundleDigest: expect, allowedSigners, allowedSignersSource: signersFile ? signersFile.name : undefined, identity,
       progress: (n) => {
+        if (mine !== generation) return;
         const pct = Math.floor((100 * n) / Math.max(1, file.size));
         if (pct !== lastPct) {
           lastPct = pct;
@@ -259,17 +332,27 @@ async function run() {
       },
     });
   } catch (e) {
+    if (mine !== generation) return;
     $('status').textContent = shown(`Could not verify: ${/** @type {Error} */ (e).message}`);
     document.body.dataset.state = 'done';
     return;
   }
+  if (mine !== generation) return; // the inputs changed while it ran
   const seconds = (performance.now() - started) / 1000;
   /** @type {any} */ (window).verifySeconds = seconds;
-  $('status').textContent = shown(`Verified ${file.name} in ${seconds.toFixed(1)} s.`);
-  render(record, file.name);
+  const outcome = record.verdict === 'verified' ? 'VERIFIED' : record.verdict === 'failed' ? 'FAILED' : 'ERROR (no verdict possible)';
+  $('status').textContent = shown(`Checked ${file.name} in ${seconds.toFixed(1)} s: ${outcome}.`);
+  render(record, file.name, used);
 }
 
 $('go').addEventListener('click', () => void run());
+for (const id of ['bundle', 'signers', 'identity', 'expect']) {
+  $(id).addEventListener(id === 'bundle' || id === 'signers' ? 'change' : 'input', () => {
+    clearResult();
+    $('status').textContent = '';
+    document.body.dataset.state = 'ready';
+  });
+}
 const drop = $('drop');
 drop.addEventListener('dragover', (e) => e.preventDefault());
 drop.addEventListener('drop', (e) => {

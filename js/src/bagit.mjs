@@ -28,6 +28,14 @@ function text(data, source) {
 }
 
 /**
+ * A manifest path neither starts nor ends with a space character. The set is written out,
+ * not taken from \s (JavaScript's and Python's differ: U+FEFF against U+001C-U+001F and
+ * U+0085), so both verifiers read every line alike (bundler/archive/bag.py).
+ */
+const SPACE = '\\t\\n\\v\\f\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff';
+const MANIFEST_LINE = new RegExp(`^([0-9a-f]{64}) {2}([^${SPACE}](?:[^]*[^${SPACE}])?)$`, 'u');
+
+/**
  * path -> hex of a manifest; throws InputError (the claim fails) when malformed.
  * @param {Uint8Array} data @param {string} source
  */
@@ -38,7 +46,7 @@ export function parseManifest(data, source) {
   const entries = new Map();
   const lines = t.split('\n').slice(0, -1);
   lines.forEach((line, i) => {
-    const m = /^([0-9a-f]{64}) {2}(\S(?:[^\n]*\S)?)$/u.exec(line);
+    const m = MANIFEST_LINE.exec(line);
     if (!m) throw new InputError(`${source}:${i + 1}: not '<64 lowercase hex>  <path>'`);
     if (entries.has(m[2])) throw new InputError(`${source}:${i + 1}: ${m[2]} listed twice`);
     entries.set(m[2], m[1]);

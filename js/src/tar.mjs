@@ -19,7 +19,7 @@ export const MAX_MEMBERS = 2 ** 16;
 // bundle export writes holds more; the exporter refuses the same (docs/format.md).
 export const MAX_NAMES_TOTAL_BYTES = 32 * 1024 * 1024;
 const CHUNK = 1024 * 1024;
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const LATIN = new TextDecoder('latin1');
 
 const REJECTED = /** @type {Record<string, string>} */ ({

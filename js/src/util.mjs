@@ -5,7 +5,12 @@ import { jsonText, parseText } from './json.mjs';
 import { canonicalText } from './jcs.mjs';
 
 export const ENC = new TextEncoder();
-export const UTF8 = new TextDecoder('utf-8', { fatal: true });
+/**
+ * The one UTF-8 decoder for bytes from a bundle or a file the user names: invalid UTF-8
+ * throws, and a leading BOM is kept as U+FEFF (a TextDecoder drops it by default, so a
+ * file starting with EF BB BF would read as if it did not; the Python verifier keeps it).
+ */
+export const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** @param {string} s */
 export function isDigest(s) {
