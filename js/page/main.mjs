@@ -11,7 +11,7 @@ import { createSHA256 } from 'hash-wasm';
 import { verifyBundle } from '../src/verify.mjs';
 import { validators } from '../src/schema.mjs';
 import { shown } from '../src/textsafe.mjs';
-import { REASON_WORDS } from '../src/record.mjs';
+import { REASON_WORDS, signatureLine } from '../src/record.mjs';
 import { GROUPS } from '../src/claims.mjs';
 import { UTF8 } from '../src/util.mjs';
 import bundle from '../../schemas/bundle.schema.json';
@@ -253,7 +253,7 @@ function render(r, fileName, used) {
   const sigs = r.signatures ?? [];
   if (sigs.length) {
     const list = el('ul');
-    for (const s of sigs) list.appendChild(el('li', { text: `${s.where}: ${s.state}${s.detail ? ` (${s.detail})` : ''}` }));
+    for (const s of sigs) list.appendChild(el('li', { text: `${shown(s.where)}: ${signatureLine(s)}` }));
     out.appendChild(el('section', { attrs: { 'aria-labelledby': 'h-sigs' } }, [el('h2', { text: 'Signatures', attrs: { id: 'h-sigs' } }), list]));
   }
   out.appendChild(el('section', { attrs: { 'aria-labelledby': 'h-repro' } }, [

@@ -74,6 +74,7 @@ export function errorRecord(options, message, archive) {
     error: message,
     summary: {},
     claims: [],
+    signatures: [],
   };
 }
 
@@ -120,10 +121,17 @@ export function makeRecord(options, f) {
     summary: f.summary,
     claims: claims.map((c) => ({ group: c.group, group_name: GROUPS[c.group], subject: c.subject, state: c.state, path: c.path, expected: c.expected, observed: c.observed, reason: c.reason, detail: c.detail })),
   };
-  // The signatures present and their states (SPEC 11.3), beside the record for the
-  // human summary; not a field of the record schema.
-  Object.defineProperty(record, 'signatures', { value: f.signatures ?? [], enumerable: false });
+  // Every signature present and its state (SPEC 11.3), as the Python verifier lists them.
+  record.signatures = f.signatures ?? [];
   return record;
+}
+
+/** @param {import('./signatures.mjs').SignatureEntry} sig @returns {string} */
+export function signatureLine(sig) {
+  if (sig.state === 'verified') return `verified, signed by ${shown(sig.identity ?? '')}, key ${shown(sig.key ?? '')}`;
+  if (sig.state === 'valid') return `valid, signed by key ${shown(sig.key ?? '')} (not anchored: pass --allowed-signers to check who)`;
+  if (sig.state === 'not_allowed') return `valid, not allowed (${shown(sig.reason ?? '')})`;
+  return `does not verify (${shown(sig.reason ?? '')})`;
 }
 
 /** @param {any} r @returns {string[]} */
@@ -152,7 +160,7 @@ export function humanLines(r) {
     if (s.percentage !== undefined) out.push(`Percentage:  ${shown(s.percentage)}`);
     if (s.passed !== undefined) out.push(`Passed:      ${shown(s.passed)}`);
   }
-  for (const sig of r.signatures || []) out.push(`Signature:   ${shown(sig.where)}: ${shown(sig.state)}${sig.detail ? ` (${shown(sig.detail)})` : ''}`);
+  for (const sig of r.signatures || []) out.push(`Signature:   ${shown(sig.where)}: ${signatureLine(sig)}`);
   out.push(`Anchor:      ${shown(r.anchor.description)}`);
   out.push(`Verdict:     ${r.verdict === 'verified' ? 'VERIFIED' : 'FAILED'}${r.strict_forecast ? `  (--strict: ${r.strict_forecast})` : ''}`);
   out.push(`Proven:      ${r.counts.proven} claims`);

@@ -49,9 +49,27 @@ export function tooMany(rest) {
 }
 
 /**
+ * @typedef {{where: string, embedded: boolean, state: 'verified'|'valid'|'not_allowed'|'invalid',
+ *   key: string|null, identity: string|null, reason: string|null}} SignatureEntry
+ * One signature present, as the record's `signatures` lists it (schemas/verification.schema.json).
+ */
+
+/**
+ * @param {{where: string, embedded: boolean}} sig
+ * @param {SignatureEntry['state']} state
+ * @param {string|null} key
+ * @param {string|null} identity
+ * @param {string|null} reason
+ * @returns {SignatureEntry}
+ */
+function entry(sig, state, key, identity, reason) {
+  return { where: sig.where, embedded: sig.embedded, state, key, identity, reason };
+}
+
+/**
  * @param {import('./verifyctx.mjs').Ctx} ctx
  * @param {import('./verify.mjs').VerifyOptions} options
- * @returns {Promise<{signer: string|null, signatures: {where: string, state: string, detail: string|null}[]}>}
+ * @returns {Promise<{signer: string|null, signatures: SignatureEntry[]}>}
  */
 export async function signatureClaims(ctx, options) {
   const { claims, bag } = ctx;
@@ -63,7 +81,7 @@ export async function signatureClaims(ctx, options) {
   for (const s of options.sidecars ?? []) {
     present.push({ where: s.name, text: s.problem ? '' : decode(s.text), embedded: false, problem: s.problem ?? null });
   }
-  /** @type {{where: string, state: string, detail: string|null}[]} */
+  /** @type {SignatureEntry[]} */
   const signatures = [];
   let allowed = null;
   if (options.allowedSigners != null) {
@@ -78,13 +96,13 @@ export async function signatureClaims(ctx, options) {
   for (const sig of present) {
     if (head === undefined) {
       if (sig.embedded) claims.failed(2, `signature ${sig.where}`, 'bundle-head.json is missing, nothing to check the signature against', { path: sig.where });
-      signatures.push({ where: sig.where, state: 'not checked', detail: 'bundle-head.json is missing' });
+      signatures.push(entry(sig, 'invalid', null, null, 'bundle-head.json is missing, nothing to check the signature against'));
       continue;
     }
     if (sig.problem) {
       // Refused before any check (too large, one too many, altered, an odd name):
       // listed, never silently skipped, and a sidecar fails nothing by itself.
-      signatures.push({ where: sig.where, state: 'does not verify', detail: `${sig.where}: ${sig.problem}` });
+      signatures.push(entry(sig, 'invalid', null, null, `${sig.where}: ${sig.problem}`));
       continue;
     }
     let checked;
@@ -93,24 +111,24 @@ export async function signatureClaims(ctx, options) {
       checked = await checkSignature(head, sig.text, sig.where, crypto);
     } catch (e) {
       if (!(e instanceof TrustError)) throw e;
-      signatures.push({ where: sig.where, state: 'does not verify', detail: e.message });
+      signatures.push(entry(sig, 'invalid', null, null, e.message));
       if (sig.embedded) claims.failed(2, `signature ${sig.where}`, e.message, { path: sig.where });
       continue;
     }
     if (allowed === null) {
-      signatures.push({ where: sig.where, state: 'valid', detail: `signed by key ${checked.fingerprint} (not anchored: pass --allowed-signers to check who)` });
+      signatures.push(entry(sig, 'valid', checked.fingerprint, null, null));
       if (sig.embedded) claims.proven(2, `signature ${sig.where}`, { path: sig.where, observed: `key ${checked.fingerprint}` });
       continue;
     }
     try {
       const m = matchSigner(checked, allowed, options.identity ?? null, sig.where, Math.floor(Date.now() / 1000));
       const who = `${m.principal}, key ${m.fingerprint}`;
-      signatures.push({ where: sig.where, state: 'valid, allowed', detail: `signed by ${who}` });
+      signatures.push(entry(sig, 'verified', checked.fingerprint, m.principal, null));
       if (sig.embedded) claims.proven(2, `signature ${sig.where}`, { path: sig.where, observed: `key ${checked.fingerprint}` });
       if (signer === null) signer = who;
     } catch (e) {
       if (!(e instanceof TrustError)) throw e;
-      signatures.push({ where: sig.where, state: 'valid, not allowed', detail: e.message });
+      signatures.push(entry(sig, 'not_allowed', checked.fingerprint, null, e.message));
       if (sig.embedded) claims.proven(2, `signature ${sig.where}`, { path: sig.where, observed: `key ${checked.fingerprint}` });
       notAllowed.push(e.message);
     }
