@@ -355,17 +355,17 @@ def test_archive_prefix_altered_at_rest(
         assert code == 1
         outcome = {p["key"]: (p["outcome"], p["detail"]) for p in summary["problems"]}
         assert outcome[rotted][0] == "fail" and "altered at rest" in outcome[rotted][1]
-        assert outcome[stripped][0] == "fail" and "metadata" in outcome[stripped][1]
+        # The same bytes without metadata are verified from their bytes (SPEC 6): no problem.
+        assert stripped not in outcome
         assert outcome[deleted][0] == "missing"
-        assert summary["counts"] == {"pass": 2, "fail": 2, "missing": 1, "error": 0}
+        assert summary["counts"] == {"pass": 3, "fail": 1, "missing": 1, "error": 0}
 
-    # A bundle first seen without its sha256 metadata is there to be read but was not
-    # stored as upload stores one: it fails (SPEC 13.1: error is only for bytes that
-    # could not be had).
+    # A bundle first seen without its sha256 metadata is verified from its bytes (SPEC 6),
+    # as every reader verifies it: it passes; the rotted one still fails.
     fresh = tmp_path / "fresh.sqlite"
     code, summary, _ = _fixity(prefix, "--ledger", str(fresh), *endpoint, "--level", "object")
     outcome = {p["key"]: p["outcome"] for p in summary["problems"]}
-    assert outcome[stripped] == "fail"
+    assert stripped not in outcome
     assert outcome[rotted] == "fail"  # the metadata still records the old bytes
     assert code == 1
 
