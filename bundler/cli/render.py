@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from bundler.cli.app import cli
-from bundler.cli.common import F, _emit_json, _quiet_option
+from bundler.cli.common import F, _emit_json, _LocalPath, _quiet_option
 from bundler.core.textsafe import shown
 
 RENDER_HELP = """Write the auditor's page of a saved result: one self-contained HTML file.
@@ -50,7 +50,7 @@ def _html_option(help_text: str) -> Callable[[F], F]:
         "evalbook-bundle render f.json --html fixity.html --json",
     ],
 )
-@click.argument("result", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("result", type=_LocalPath(dir_okay=False))
 @click.option(
     "--html",
     "html",

@@ -11,6 +11,7 @@ what was checked so far is still returned, marked interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -25,6 +26,7 @@ import orjson
 
 from bundler import storage
 from bundler.core.errors import InputError, StorageError, UsageError
+from bundler.core.frozen import freeze, thaw
 from bundler.core.textsafe import shown
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.fixity import ledger as ledger_file
@@ -95,6 +97,11 @@ class Summary:
     storage_errors: int
     interrupted: str | None = None  # "SIGINT" or "SIGTERM"
 
+    def __post_init__(self) -> None:
+        # Frozen through and through: no field can drift from ``to_json()``.
+        for name in ("selection", "counts", "problems", "carried", "shares"):
+            object.__setattr__(self, name, freeze(getattr(self, name)))
+
     @property
     def exit_code(self) -> int:
         """130 or 143 when interrupted; 1 when any check failed or is missing, or an
@@ -112,7 +119,7 @@ class Summary:
         return {
             "schema": SUMMARY_SCHEMA,
             "tool": {"name": TOOL_NAME, "version": __version__},
-            **{k: v for k, v in asdict(self).items() if k != "storage_errors"},
+            **{k: thaw(v) for k, v in asdict(self).items() if k != "storage_errors"},
             "checked": sum(self.counts.values()),
             "exit_code": self.exit_code,
         }
@@ -228,6 +235,10 @@ def run_fixity(
     helpers: HelperPool | None = None
     record: RecordWriter | None = None
     ledger: Ledger | None = None
+    # A ledger this run creates is removed again if the run fails before it starts, so a
+    # refused run leaves nothing behind (a ledger that existed is kept as it was).
+    new_ledger = not os.path.lexists(config.ledger)
+    run_started = False
     try:
         # Helpers start now, so their interpreters are up (and warm) by the time the
         # listing is done and the first batch is ready.
@@ -242,6 +253,7 @@ def run_fixity(
         record = RecordWriter(config.record) if config.record or config.upload_record else None
         selection = config.selection.describe()
         ledger.start_run(run_id, source, config.level, orjson.dumps(selection).decode(), started)
+        run_started = True
         if record is not None:
             record.write(
                 {
@@ -318,6 +330,12 @@ def run_fixity(
             record.abandon()
         if helpers is not None:
             helpers.kill()
+        if ledger is not None and new_ledger and not run_started:
+            ledger.close()
+            ledger = None
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{config.ledger}{suffix}")
         raise
     finally:
         if helpers is not None:
