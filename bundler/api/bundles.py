@@ -101,6 +101,10 @@ def _refuse_non_store(source: Any, root: str) -> None:
     one, and saying "0 reports" would hide the mistake (SPEC 3, 8: exit 3)."""
     from bundler.core.errors import StoreError
 
+    from bundler.evalbook.store import LocalStoreSource
+
+    if isinstance(source, LocalStoreSource) and (source.root / "reports").is_dir():
+        return  # an empty reports/ is a store with no reports yet
     found = source.open_stream("access.json")
     if found is not None:
         found[0].close()
