@@ -115,7 +115,12 @@ def test_render_html_of_a_wrong_type_is_a_parameter_error(tmp_path: Path, value:
     ("kind", "code"), [("not_found", 3), ("refused", 5), ("transient", 5), ("unverifiable", 5)]
 )
 def test_storage_error_exit_code_follows_its_kind(kind: str, code: int) -> None:
+    from bundler.storage import AlteredAtRest
+
     assert StorageError("x", kind=kind).exit_code == code
+    # A subclass keeps its own code: bytes altered at rest are a failed verification.
+    url = f"s3://bkt/k{'0' * 3}.tar.zst"
+    assert AlteredAtRest("x", url=url, recorded="a", observed="b").exit_code == 1
 
 
 @pytest.mark.parametrize(

@@ -119,7 +119,8 @@ class StorageError(BundlerError):
     def __init__(self, message: str, *, kind: str = "refused") -> None:
         super().__init__(message)
         self.kind = kind
-        self.exit_code = 3 if kind == "not_found" else 5
+        if kind == "not_found":
+            self.exit_code = 3  # a subclass's own code (altered at rest: 1) stays otherwise
 
     @property
     def transient(self) -> bool:
