@@ -572,7 +572,7 @@ def test_project_holding_no_definition_is_refused(tmp_path: Path, where: str) ->
     assert f"recorded as {RECORDED_ROOT} (a directory named 'project')" in stderr
     assert str(parent / "eval_checks" / "crlf_inline.yaml") in stderr
     if where == "one level too high":
-        assert f"did you mean --project {parent / 'project'}?" in stderr
+        assert f"did you mean {parent / 'project'}?" in stderr
     assert not out.exists() and proc.stdout == b""
 
 

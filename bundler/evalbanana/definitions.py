@@ -499,7 +499,7 @@ def no_definition_found(
     name = PurePosixPath(run.project_root).name
     hint = ""
     if name and os.path.lexists(project_root / name / first):
-        hint = f"; did you mean project {project_root / name}?"
+        hint = f"; did you mean {project_root / name}?"
     # Begins with the parameter's name, which the command line relabels as its option.
     return (
         f"project: {project_root}: no check definition found under it (expected "
