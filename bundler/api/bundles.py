@@ -100,7 +100,6 @@ def _refuse_non_store(source: Any, root: str) -> None:
     access.json (an empty directory, a prefix holding nothing, a bundle's key) is not
     one, and saying "0 reports" would hide the mistake (SPEC 3, 8: exit 3)."""
     from bundler.core.errors import StoreError
-
     from bundler.evalbook.store import LocalStoreSource
 
     if isinstance(source, LocalStoreSource) and (source.root / "reports").is_dir():

@@ -159,8 +159,8 @@ def verify(
             from bundler.core.outputs import write_new_file
 
             prefix = "" if stem is None else f"{stem}."
-            record = orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
-            write_new_file(output_dir / f"{prefix}verification.json", record)
+            saved = orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+            write_new_file(output_dir / f"{prefix}verification.json", saved)
             write_new_file(
                 output_dir / f"{prefix}verification.md",
                 verification_markdown(result).encode("utf-8"),
@@ -168,12 +168,12 @@ def verify(
         if html is not None:
             from bundler.api.pages import page_name, write_page
 
-            record = result.to_json()
+            shown_record = result.to_json()
             # One default name for every page (``page_name``, as render gives it); with
             # several bundles, the numbered stem keeps two of one report apart.
-            name = page_name(record) if stem is None else f"{stem}.verification.html"
+            name = page_name(shown_record) if stem is None else f"{stem}.verification.html"
             target = page_target(html, name)
-            write_page(target, record)
+            write_page(target, shown_record)
             _note(f"Wrote:       {shown(str(target))} (verification page)\n")
     if several:
         order = ("verified", "failed", "altered", "error", "storage")
@@ -193,8 +193,8 @@ def verify(
         # included), else 0.
         codes = [3 if c == 5 else c for c in codes]
     code = max(codes, key=lambda c: _EXIT_RANK[c])
-    for record in records:
-        _emit_json({**record, "exit_code": code})
+    for printed in records:
+        _emit_json({**printed, "exit_code": code})
     sys.exit(code)
 
 
