@@ -50,11 +50,14 @@ def test_an_unreadable_bundle_record_carries_exit_code_and_input(
     assert not (tmp_path / "bag").exists()
 
 
-def test_every_verify_record_carries_its_exit_code(archives: dict[str, Path]) -> None:
+def test_every_verify_record_carries_the_process_exit_code(archives: dict[str, Path]) -> None:
+    # SPEC 7: every object a failing command prints carries the process's exit code;
+    # each bundle's own outcome is its verdict.
     paths = [str(archives["rpt-clean"]), str(archives["garbage"])]
     done = run_cli("verify", "--json", *paths)
     records = [json.loads(line) for line in done.stdout.decode().splitlines()]
-    assert [(r["exit_code"], r["input"]) for r in records] == [(0, paths[0]), (3, paths[1])]
+    assert [(r["exit_code"], r["input"]) for r in records] == [(3, paths[0]), (3, paths[1])]
+    assert [r["verdict"] for r in records] == ["verified", "error"]
     assert done.returncode == 3
 
 
@@ -80,12 +83,15 @@ def test_html_into_a_directory_writes_the_default_name(
     pages.mkdir()
     done = run_cli("verify", str(archives["rpt-clean"]), "--html", f"{pages}/", "-q")
     assert done.returncode == 0, done.stderr.decode()
-    assert sorted(p.name for p in pages.iterdir()) == ["verification.html"]
+    # One default name for a page, whoever writes it: render's <report_id>.<kind>.html.
+    assert sorted(p.name for p in pages.iterdir()) == ["rpt-clean.verification.html"]
     record = tmp_path / "v.json"
     record.write_bytes(run_cli("verify", "--json", str(archives["rpt-clean"])).stdout)
-    done = run_cli("render", str(record), "--html", str(pages), "--json")
+    others = tmp_path / "others"
+    others.mkdir()
+    done = run_cli("render", str(record), "--html", str(others), "--json")
     assert done.returncode == 0, done.stderr.decode()
-    assert json.loads(done.stdout)["out"] == str(pages / "rpt-clean.verification.html")
+    assert json.loads(done.stdout)["out"] == str(others / "rpt-clean.verification.html")
     # Never over an existing page; a directory that does not exist is a usage error.
     again = run_cli("render", str(record), "--html", str(pages))
     assert again.returncode == 3 and "already exists" in again.stderr.decode()

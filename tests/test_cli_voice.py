@@ -310,7 +310,8 @@ def test_storage_commands_json(
     url = uploaded["url"]
     got = one_line(run_cli("download", url, str(tmp_path / "dl.tar.zst"), *endpoint, "--json"))
     assert got["sha256"] == uploaded["sha256"]
-    failure(run_cli("download", url + ".nope", str(tmp_path / "dl2"), *endpoint, "--json"), 5)
+    # No such object: an item not found (SPEC 8), not a storage failure.
+    failure(run_cli("download", url + ".nope", str(tmp_path / "dl2"), *endpoint, "--json"), 3)
     stored = one_line(run_cli("verify", url, *endpoint, "--json"))
     assert stored["verdict"] == "verified"
 

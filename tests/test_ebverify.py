@@ -294,8 +294,8 @@ def test_project_pointing_elsewhere_in_place(tmp_path: Path) -> None:
     assert result.unprovable_by_reason() == {"definition_missing": 10}
     labels = dict(map(tuple, result.summary["labels"]))
     assert labels["Definitions"].startswith("NONE FOUND: ")
-    assert "no check definition found under --project" in labels["Definitions"]
-    assert f"did you mean --project {parent / 'project'}?" in labels["Definitions"]
+    assert "no check definition found under it" in labels["Definitions"]
+    assert f"did you mean {parent / 'project'}?" in labels["Definitions"]
     [claim] = [
         c for c in result.claims if c.subject == "the project root holds the run's definitions"
     ]

@@ -567,11 +567,12 @@ def test_project_holding_no_definition_is_refused(tmp_path: Path, where: str) ->
     proc = export_cli(DEFAULT_RUN, parent, "--out", str(out))
     assert proc.returncode == 3, proc.stderr.decode()
     stderr = proc.stderr.decode()
-    assert stderr.count("\n") == 1 and "no check definition found under --project" in stderr
+    assert stderr.count("\n") == 1 and "--project: " in stderr
+    assert "no check definition found under it" in stderr
     assert f"recorded as {RECORDED_ROOT} (a directory named 'project')" in stderr
     assert str(parent / "eval_checks" / "crlf_inline.yaml") in stderr
     if where == "one level too high":
-        assert f"did you mean --project {parent / 'project'}?" in stderr
+        assert f"did you mean {parent / 'project'}?" in stderr
     assert not out.exists() and proc.stdout == b""
 
 

@@ -97,7 +97,7 @@ def test_main_store_json_matches_the_documents() -> None:
         "superseded_at": "2026-10-21T08:00:00Z",
         "superseded_reason": "re_evaluation",
     }
-    assert b"7 reports" in done.stderr
+    assert done.stderr == b""  # SPEC 7: with --json, no human count on stderr
     quiet = run_cli("reports", "--store", str(MAIN), "--json", "-q")
     assert quiet.returncode == 0 and quiet.stderr == b"" and quiet.stdout == done.stdout
 
@@ -128,15 +128,24 @@ def test_help_names_every_option_and_has_examples() -> None:
 
 
 def test_empty_store_lists_nothing(tmp_path: Path) -> None:
-    for root in (tmp_path / "bare", tmp_path / "with-reports"):
+    for root in (tmp_path / "bare", tmp_path / "with-reports", tmp_path / "with-access"):
         root.mkdir()
     (tmp_path / "with-reports" / "reports").mkdir()
-    for root in (tmp_path / "bare", tmp_path / "with-reports"):
+    (tmp_path / "with-access" / "access.json").write_text('{"principals": {}}')
+    for root in (tmp_path / "with-reports", tmp_path / "with-access"):
         done = run_cli("reports", "--store", str(root))
         assert done.returncode == 0, done.stderr.decode()
         assert done.stdout.decode().splitlines()[-1] == "0 reports"
         as_json = run_cli("reports", "--store", str(root), "--json", "-q")
         assert as_json.returncode == 0 and as_json.stdout == b""
+    # A directory holding neither reports/ nor access.json is no store (SPEC 3): saying
+    # "0 reports" would hide a mistyped --store.
+    bare = run_cli("reports", "--store", str(tmp_path / "bare"))
+    assert bare.returncode == 3 and bare.stdout == b""
+    assert bare.stderr.decode().splitlines() == [
+        f"evalbook-bundle: error: --store: {tmp_path / 'bare'}: not a store "
+        "(no access.json and no reports/ in it)"
+    ]
 
 
 def test_missing_store_root_is_one_line_exit_3(tmp_path: Path) -> None:
@@ -317,9 +326,10 @@ def test_s3_store_lists_as_the_local_one(
     assert rows["rpt-clean"]["problems"][0].startswith(f"{url}/reports/rpt-clean/body.json: ")
     assert rows["rpt-superseded"]["envelope"]["superseded_by"] == "rpt-clean"
 
+    # A prefix holding nothing is no store (SPEC 3): exit 3, not "0 reports".
     empty = run_cli("reports", "--store", f"s3://{bucket}/nothing-here", *endpoint)
-    assert empty.returncode == 0, empty.stderr.decode()
-    assert empty.stdout.decode().splitlines()[-1] == "0 reports"
+    assert empty.returncode == 3 and empty.stdout == b""
+    assert "not a store" in empty.stderr.decode()
 
 
 @pytest.mark.s3

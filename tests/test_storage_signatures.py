@@ -183,6 +183,7 @@ def test_two_signers_on_one_stored_bundle(
 
     # A download brings every signature along, and verifies locally the same way.
     out = tmp_path / "out"
+    out.mkdir()  # a dir/ must exist, as for every output option (SPEC 7)
     done = run_cli("download", url, f"{out}/", *endpoint)
     assert done.returncode == 0, done.stderr.decode()
     name = info["key"].rsplit("/", 1)[1]
@@ -374,10 +375,12 @@ def test_download_paths_like_aws_s3_cp(
     assert streamed.stdout == archive.read_bytes()
     assert not (tmp_path / "-").exists()
 
+    # A name ending in / that is no directory is refused, as --out and --html refuse
+    # it (SPEC 7: alike); nothing is created.
     done = run_cli("download", url, "new/", *endpoint, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr.decode()
-    assert (tmp_path / "new").is_dir()
-    assert (tmp_path / "new" / name).read_bytes() == archive.read_bytes()
+    assert done.returncode == 2, done.stderr.decode()
+    assert "no such directory" in done.stderr.decode()
+    assert not (tmp_path / "new").exists()
 
     existing = tmp_path / "existing"
     existing.mkdir()

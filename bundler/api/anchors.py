@@ -53,7 +53,7 @@ def anchors(
     who = params.optional_text(identity, "identity")
     is_strict = params.flag(strict, "strict")
     cap = params.integer(max_bytes, "max_bytes", 1)
-    endpoint = params.optional_text(endpoint_url, "endpoint_url")
+    endpoint = params.endpoint(endpoint_url)
     if signature is not None and not isinstance(signature, bytes):
         signature = (
             params.s3_url(signature, "signature")
@@ -72,7 +72,8 @@ def anchors(
     allowed = None
     if signers_file is not None:
         params.existing_input(signers_file, "allowed_signers", directory_ok=False)
-        allowed = load_allowed(signers_file)
+        with params.reading("allowed_signers"):
+            allowed = load_allowed(signers_file)
     options = VerifyOptions(
         bundle_digest, report_digest, is_strict, cap, allowed_signers=allowed, identity=who
     )

@@ -9,6 +9,7 @@ import os
 from bundler.api import params
 from bundler.api.anchors import anchors
 from bundler.api.bundles import OnProgress, bundle_at, bytes_progress, progress_callback
+from bundler.core.errors import InputError, StorageError
 from bundler.core.limits import DEFAULT_MAX_BYTES
 from bundler.evalbook.audit import Audit
 
@@ -31,7 +32,7 @@ def audit(
     error; nothing is audited unless the bundle verifies. Raises only what ``verify``
     raises. The verification's ``signatures`` lists every signature checked.
     """
-    from bundler.bundles.audit import audit_bundle
+    from bundler.bundles.audit import audit_bundle, unreadable
     from bundler.bundles.stored import verified_stored
 
     found = anchors(
@@ -44,13 +45,22 @@ def audit(
         max_bytes=max_bytes,
         endpoint_url=endpoint_url,
     )
-    where = params.stored_object(params.input_location(bundle, "bundle"), "bundle")
+    where = params.stored_object(params.location(bundle, "bundle"), "bundle")
     report = progress_callback(on_progress)
-    options = found.options_for(where)
-    with bundle_at(where, found.endpoint_url) as stream:
-        result = audit_bundle(
-            where, options, stream=stream, progress=bytes_progress(report, [None])
-        )
-        if stream is not None and result.verification is not None:
-            verified_stored(where, stream, result)
+    try:
+        params.input_location(where, "bundle")
+        options = found.options_for(where)
+        with bundle_at(where, found.endpoint_url) as stream:
+            result = audit_bundle(
+                where, options, stream=stream, progress=bytes_progress(report, [None])
+            )
+            if stream is not None and result.verification is not None:
+                verified_stored(where, stream, result)
+    except (InputError, StorageError) as exc:
+        # As verify: a bundle that cannot be read (missing, a special file, no such
+        # object) is a result with verdict error, not an exception. A failing service
+        # (exit 5) is not the bundle's trouble and still raises.
+        if exc.exit_code != 3:
+            raise
+        return unreadable(where, exc.message.removeprefix("bundle: "), found.options.strict)
     return result

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from bundler.api import params
 from bundler.api.anchors import Anchors, anchors
@@ -82,12 +82,34 @@ def reports(store: str | os.PathLike[str], *, endpoint_url: str | None = None) -
     from bundler.evalbook.store import Store, open_source
 
     root = params.input_directory(store, "store")
-    endpoint = params.optional_text(endpoint_url, "endpoint_url")
-    entries = Store(open_source(root, endpoint_url=endpoint)).reports()
+    endpoint = params.endpoint(endpoint_url)
+    with params.reading("store"):
+        source = open_source(root, endpoint_url=endpoint)
+        entries = Store(source).reports()
+    if not entries:
+        _refuse_non_store(source, root)
     return ReportListing(
         tuple(e.as_dict() for e in entries),
         sum(1 for e in entries if e.problems),
         tuple(entries),
+    )
+
+
+def _refuse_non_store(source: Any, root: str) -> None:
+    """An empty listing is an answer only from a store: a root with no reports and no
+    access.json (an empty directory, a prefix holding nothing, a bundle's key) is not
+    one, and saying "0 reports" would hide the mistake (SPEC 3, 8: exit 3)."""
+    from bundler.core.errors import StoreError
+    from bundler.evalbook.store import LocalStoreSource
+
+    if isinstance(source, LocalStoreSource) and (source.root / "reports").is_dir():
+        return  # an empty reports/ is a store with no reports yet
+    found = source.open_stream("access.json")
+    if found is not None:
+        found[0].close()
+        return
+    raise StoreError(
+        f"store: {root}: not a store (no access.json and no reports/ in it)", param="store"
     )
 
 
@@ -166,7 +188,8 @@ def verify_one(
             verdict=Verdict.ERROR,
             error=exc.message,
             strict=options.strict,
-            storage_failed=True,
+            # A missing object is an input not found (3), not a failed service (5).
+            storage_failed=exc.exit_code == 5,
         )
     except (InputError, UsageError) as exc:
         return Verification(
@@ -238,9 +261,9 @@ def inspect(
 
     where = params.stored_object(params.input_location(bundle, "bundle"), "bundle")
     cap = params.integer(max_bytes, "max_bytes", 1)
-    endpoint = params.optional_text(endpoint_url, "endpoint_url")
+    endpoint = params.endpoint(endpoint_url)
     warnings: list[str] = []
-    with bundle_at(where, endpoint) as stream:
+    with params.reading("bundle"), bundle_at(where, endpoint) as stream:
         info = inspect_bundle(where, max_bytes=cap, stream=stream)
         if stream is not None:
             verified_stored(where, stream, None)
@@ -315,21 +338,34 @@ def extract(
     options = found.options_for(where)
     total: list[int | None] = [_archive_size(where)]
     existed = target.exists()
-    with bundle_at(where, found.endpoint_url) as stream:
-        if stream is not None:
-            total[0] = getattr(stream, "size", None) or None
-        result = extract_bundle(
-            where, target, options, stream=stream, progress=bytes_progress(report, total)
+    try:
+        with (
+            params.reading("bundle", output="directory"),
+            bundle_at(where, found.endpoint_url) as stream,
+        ):
+            if stream is not None:
+                total[0] = getattr(stream, "size", None) or None
+            result = extract_bundle(
+                where, target, options, stream=stream, progress=bytes_progress(report, total)
+            )
+            if stream is not None:
+                try:
+                    verified_stored(where, stream, result)
+                except BaseException:
+                    # The stored bytes turned out altered at rest after the bag verified:
+                    # what was written is removed, as for a bundle that does not verify.
+                    if result.exit_code == 0:
+                        _remove_extracted(target, existed)
+                    raise
+    except StorageError as exc:
+        if exc.exit_code != 3:
+            raise
+        from bundler.core.claims import Verdict, Verification
+
+        # As verify: no such object is a record with verdict error (exit 3).
+        return Verification(
+            source=where, verdict=Verdict.ERROR, error=exc.message, strict=found.options.strict
         )
-        if stream is not None:
-            try:
-                verified_stored(where, stream, result)
-            except BaseException:
-                # The stored bytes turned out altered at rest after the bag verified:
-                # what was written is removed, as for a bundle that does not verify.
-                if result.exit_code == 0:
-                    _remove_extracted(target, existed)
-                raise
     if result.exit_code == 0:
         write_beside_bag(target, good_sidecars(options, result.signatures))
     return result

@@ -56,11 +56,9 @@ def export(
     ``upload``.
     """
     from bundler.evalbook.export import ExportConfig, export_bundle
-    from bundler.evalbook.store import check_identifier
 
     root = params.input_directory(store, "store")
-    rid = params.text(report_id, "report_id")
-    check_identifier(rid, what="report id", source="report_id", param="report_id")
+    rid = params.identifier(report_id, "report_id", "report id")
     who = principal if principal is not None else os.environ.get(PRINCIPAL_ENV)
     if not who:
         raise ParameterError("principal", f"none given: pass principal=... or set ${PRINCIPAL_ENV}")
@@ -71,7 +69,7 @@ def export(
     zstd_level = params.integer(level, "level", 1, 19)
     is_strict = params.flag(strict, "strict")
     destination = None if upload is None else params.s3_url(upload, "upload")
-    endpoint = params.optional_text(endpoint_url, "endpoint_url")
+    endpoint = params.endpoint(endpoint_url)
     report = progress_callback(on_progress)
     signer = signer_for(key)
     config = ExportConfig(
@@ -91,7 +89,8 @@ def export(
         assert report is not None
         report(Progress(p.bytes, p.total_bytes, f"{p.files} files, {p.cases} cases"))
 
-    result = export_bundle(config, forward if report is not None else None)
+    with params.reading("store", output="out"):
+        result = export_bundle(config, forward if report is not None else None)
     if destination is not None:
         from bundler.api.stored import upload as upload_archive
 
@@ -145,4 +144,5 @@ def export_eb(
         assert report is not None
         report(Progress(p.bytes, p.total_bytes, f"{p.files} files"))
 
-    return export_eb_bundle(config, forward if report is not None else None)
+    with params.reading("run_dir", output="out"):
+        return export_eb_bundle(config, forward if report is not None else None)

@@ -53,6 +53,8 @@ def fixity(
     from bundler.fixity.run import Progress as FixityProgress
 
     where = params.input_directory(source, "source")
+    if where.startswith("s3://"):
+        params.archive_prefix(where, "source")
     ledger_path = params.output(ledger, "ledger", existing_file_ok=True)
     check_level = params.choice(level, "level", ("object", "full"))
     is_upload = params.flag(upload_record, "upload_record")
@@ -84,7 +86,7 @@ def fixity(
         selection=selection,
         workers=count or os.cpu_count() or 1,
         scheduler=params.optional_text(scheduler, "scheduler"),
-        endpoint_url=params.optional_text(endpoint_url, "endpoint_url"),
+        endpoint_url=params.endpoint(endpoint_url),
         allowed_signers=signers,
         record=record_path,
         upload_record=is_upload,
@@ -118,4 +120,11 @@ def fixity(
             )
         )
 
-    return run_fixity(config, on_progress=forward if report is not None else None, signer=signer)
+    from bundler.fixity import ledger as ledger_file
+
+    with params.reading("ledger"):
+        ledger_file.inspect(ledger_path)  # a ledger this tool did not write: named as such
+    with params.reading("source", output="record"):
+        return run_fixity(
+            config, on_progress=forward if report is not None else None, signer=signer
+        )

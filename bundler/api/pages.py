@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bundler.api import params
-from bundler.api.bundles import output_path
 from bundler.api.results import RenderResult
 from bundler.core.errors import OutputError, ParameterError
 
@@ -21,8 +20,8 @@ def page_target(value: object, default_name: str, param: str = "html") -> Path:
     """Where a page goes: a file that must not exist, or a directory (existing, or a
     name ending in /) that receives ``default_name``. Raises ParameterError for a
     directory that does not exist, OutputError (3) for an existing file."""
-    target = output_path(value, param)
-    assert target is not None
+    # ``params.output`` refuses None and every other wrong type, naming ``param``.
+    target = params.output(value, param)
     if target.is_dir():
         target = target / default_name
     if target.exists() or target.is_symlink():
@@ -66,6 +65,7 @@ def render(
     record that is not one, OutputError (3) for an existing page."""
     from bundler.report.record import sift_path, sift_value
 
+    params.output(html, "html")  # a parameter is checked before any file is read
     # The record is untrusted input (SPEC 14): read with caps, checked against its schema
     # and against itself; the page is built from what its items give, never its claims.
     if isinstance(result, dict):
@@ -78,13 +78,16 @@ def render(
             raise ParameterError("result", exc.message) from exc
         if not isinstance(value, dict):
             raise ParameterError("result", "not a JSON object")
-        sifted = sift_value(value, source="result")
+        with params.reading("result"):
+            sifted = sift_value(value, source="result")
     else:
         path = params.path(result, "result")
         params.existing_input(path, "result", directory_ok=False)
-        sifted = sift_path(path)
-    target = page_target(html, page_name(sifted.head))
-    kind = write_page(target, sifted)
+        with params.reading("result"):
+            sifted = sift_path(path)
+    with params.reading("html"):
+        target = page_target(html, page_name(sifted.head))
+        kind = write_page(target, sifted)
     return RenderResult(
         {"schema": "evalbook.rendered.v1", "out": str(target), "kind": kind}, out=target, kind=kind
     )

@@ -11,7 +11,10 @@ judge, and its errors name the file.
 from __future__ import annotations
 
 import os
+import re
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -19,6 +22,9 @@ from bundler.core import times
 from bundler.core.errors import BundlerError, InputError, ParameterError
 
 PathArg = str | os.PathLike[str]
+
+# A value that begins like a URL (``s3://``, ``http://``, ``file://``).
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def _type_name(value: object) -> str:
@@ -35,7 +41,23 @@ def path(value: object, param: str) -> Path:
         raise ParameterError(param, "an empty path")
     if "\0" in value:
         raise ParameterError(param, "a path holding a NUL character", value=value)
+    rule = not_local(value)
+    if rule is not None:
+        raise ParameterError(param, rule, value=value)
     return Path(value)
+
+
+def not_local(value: str) -> str | None:
+    """Why ``value`` cannot be a local path (it begins like a URL), or None.
+
+    A URL is no local path: as a Path its // would collapse, and messages would name a
+    file nobody typed. s3:// is read only where a parameter says so (``location``),
+    which looks before asking here. The command line's path options ask here too."""
+    if not _URL.match(value):
+        return None
+    if value.startswith("s3://"):
+        return "an s3:// location is not read here; a local path is needed"
+    return "a URL; a local path is needed (or an s3:// location where one is read)"
 
 
 def optional_path(value: object, param: str) -> Path | None:
@@ -69,6 +91,20 @@ def _s3_url(value: str, param: str) -> None:
         raise ParameterError(param, exc.message) from exc
 
 
+def archive_prefix(value: object, param: str) -> str:
+    """An ``s3://bucket/prefix`` URL naming an archive (upload, list, fixity): a key (one
+    ending in .tar.zst, or inside ``<prefix>/reports/bundles/``) is refused naming the
+    parameter and the prefix to use (SPEC 6)."""
+    from bundler import storage
+
+    url = s3_url(value, param)
+    try:
+        storage.check_archive_prefix(storage.parse_s3_url(url))
+    except BundlerError as exc:
+        raise ParameterError(param, exc.message) from exc
+    return url
+
+
 def text(value: object, param: str) -> str:
     """A non-empty ``str`` without NUL (an id, a principal, an identity)."""
     if not isinstance(value, str):
@@ -78,6 +114,32 @@ def text(value: object, param: str) -> str:
     if "\0" in value:
         raise ParameterError(param, "holds a NUL character", value=value)
     return value
+
+
+def identifier(value: object, param: str, what: str) -> str:
+    """A store identifier (a report id): ``^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`` (SPEC 3);
+    anything else is a bad parameter (exit 2), never a path to try."""
+    from bundler.evalbook.store import IDENTIFIER_RE
+
+    name = text(value, param)
+    if IDENTIFIER_RE.match(name) is None:
+        shown_value = name if len(name) <= 140 else name[:140] + "..."
+        raise ParameterError(
+            param,
+            f"invalid {what} (identifiers match ^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$)",
+            value=shown_value,
+        )
+    return name
+
+
+def endpoint(value: object, param: str = "endpoint_url") -> str | None:
+    """``None`` (``$AWS_ENDPOINT_URL_S3``, else AWS) or an ``http://``/``https://`` URL:
+    the rule ``storage.StorageConfig`` keeps, checked here so that the error names the
+    parameter."""
+    url = optional_text(value, param)
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ParameterError(param, "must start with http:// or https://", value=url)
+    return url
 
 
 def optional_text(value: object, param: str) -> str | None:
@@ -91,17 +153,29 @@ def flag(value: object, param: str) -> bool:
     return value
 
 
-def integer(value: object, param: str, low: int, high: int | None = None) -> int:
-    """An ``int`` (not a bool or float) within ``low``..``high``."""
+# The largest count any parameter may carry: what a signed 64-bit integer holds, so a
+# value passes unchanged through the ledger (SQLite), JSON records and size arithmetic.
+# Every integer parameter is bounded by it unless its own bound is lower.
+INT_MAX = 2**63 - 1
+
+
+def integer(value: object, param: str, low: int, high: int = INT_MAX) -> int:
+    """An ``int`` (not a bool or float) within ``low``..``high`` (at most ``INT_MAX``)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ParameterError(param, f"expected an int, not {_type_name(value)}")
-    if value < low or (high is not None and value > high):
-        bound = f"{low}..{high}" if high is not None else f"at least {low}"
-        raise ParameterError(param, f"{value} is out of range ({bound})")
+    high = min(high, INT_MAX)
+    if value < low or value > high:
+        bound = f"{low}..{high}" if high < INT_MAX else f"{low}..2**63-1"
+        # A huge value is not repeated: its digits would fill many lines (and ``str``
+        # refuses an int of more than 4300 digits).
+        shown_value = (
+            str(value) if value.bit_length() <= 96 else f"a {value.bit_length()}-bit value"
+        )
+        raise ParameterError(param, f"{shown_value} is out of range ({bound})")
     return value
 
 
-def optional_integer(value: object, param: str, low: int, high: int | None = None) -> int | None:
+def optional_integer(value: object, param: str, low: int, high: int = INT_MAX) -> int | None:
     return None if value is None else integer(value, param, low, high)
 
 
@@ -207,6 +281,27 @@ def input_directory(value: object, param: str) -> str:
         if not Path(where).is_dir():
             raise InputError(f"{param}: {where}: not a directory", param=param)
     return where
+
+
+@contextmanager
+def reading(param: str, *, output: str | None = None) -> Iterator[None]:
+    """Errors while reading ``param``'s input name it first (docs/library.md: an
+    unreadable input is an InputError naming the parameter and the file); an output
+    that cannot be written names ``output``. Only an input error that names no
+    parameter yet is touched; its class, exit code and the file it names stay as they
+    were (``bare_message`` keeps the message as written)."""
+    from bundler.core.errors import OutputError
+
+    try:
+        yield
+    except InputError as exc:
+        if exc.param is None:
+            name = output if output is not None and isinstance(exc, OutputError) else param
+            exc.bare_message = exc.message
+            exc.message = f"{name}: {exc.message}"
+            exc.args = (exc.message,)
+            exc.param = name
+        raise
 
 
 def stored_object(where: str, param: str) -> str:

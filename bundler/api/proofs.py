@@ -49,7 +49,7 @@ def prove(
         target = _in_directory(target, f"{case}.proof.json", "out")
     endpoint = found.endpoint_url
     options = found.options_for(where)
-    with bundle_at(where, endpoint) as stream:
+    with params.reading("bundle"), bundle_at(where, endpoint) as stream:
         proof = prove_case(where, case, options=options, stream=stream)
         if stream is not None:
             verified_stored(where, stream, None)
@@ -58,7 +58,8 @@ def prove(
     if target is not None:
         from bundler.core.outputs import write_new_file
 
-        write_new_file(target, proof_file_bytes(proof))
+        with params.reading("out"):
+            write_new_file(target, proof_file_bytes(proof))
         record = {
             "schema": "evalbook.proof_written.v1",
             "case_id": case,
@@ -125,6 +126,7 @@ def check_proof(
     it proves nothing or is not anchored as asked. ``source`` names the proof in
     messages and the record (default: its path, or ``<proof>``).
     """
+    from bundler.trust.proof import NotProven
     from bundler.trust.proof import check_proof as check
 
     signers = params.optional_path(allowed_signers, "allowed_signers")
@@ -137,7 +139,8 @@ def check_proof(
         params.existing_input(signers, "allowed_signers", directory_ok=False)
         from bundler.bundles.signatures import load_allowed
 
-        allowed = load_allowed(signers)
+        with params.reading("allowed_signers"):
+            allowed = load_allowed(signers)
 
         def checker(head: bytes, text: str | None) -> str:
             # The one check every path uses (SPEC 11.3), on the proof's head signature.
@@ -159,7 +162,14 @@ def check_proof(
 
     data, named = _proof_bytes(proof)
     source = named if source is None else params.text(source, "source")
-    result = check(data, source=source, check_signature=checker, expect_bundle_digest=expected)
+    try:
+        with params.reading("proof"):
+            result = check(
+                data, source=source, check_signature=checker, expect_bundle_digest=expected
+            )
+    except NotProven as exc:
+        exc.source = source  # its ``to_json()`` names the proof as the record would
+        raise
     case = _proof_case(data)
     record = {
         "schema": "evalbook.proof_check.v1",
@@ -234,16 +244,18 @@ def sign(
     from bundler.core.outputs import write_new_file
 
     where = params.stored_object(params.location(bundle, "bundle"), "bundle")
-    endpoint = params.optional_text(endpoint_url, "endpoint_url")
+    endpoint = params.endpoint(endpoint_url)
     signer = signer_for(key)
     assert signer is not None
     if where.startswith("s3://"):
         from bundler.api.stored import sign_stored
 
-        return sign_stored(where, signer, endpoint)
+        with params.reading("bundle"):
+            return sign_stored(where, signer, endpoint)
     archive = Path(where)
     params.existing_input(archive, "bundle", directory_ok=False)
-    signature, result = sign_verified(where, signer, with_sidecars(VerifyOptions(), where))
+    with params.reading("bundle"):
+        signature, result = sign_verified(where, signer, with_sidecars(VerifyOptions(), where))
     record: dict[str, Any] = {
         "schema": "evalbook.signed.v1",
         "bundle": where,

@@ -9,11 +9,12 @@ result stays as it was) and shows a short ``repr``.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from bundler.core.frozen import freeze, thaw
 
 
 @dataclass(frozen=True)
@@ -31,9 +32,17 @@ class Progress:
 class _Record:
     record: Mapping[str, Any] = field(repr=False)
 
+    def __post_init__(self) -> None:
+        # Frozen through and through (``bundler.core.frozen``): the record cannot be
+        # changed in place, so ``to_json()`` always says what the attributes say.
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, dict | list):
+                object.__setattr__(self, f.name, freeze(value))
+
     def to_json(self) -> dict[str, Any]:
         """The command's ``--json`` object (a fresh copy)."""
-        return copy.deepcopy(dict(self.record))
+        return thaw(dict(self.record))  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -130,6 +139,9 @@ class Listing:
     # The implementation's objects behind the lines (``ReportEntry``, ``ListedBundle``).
     entries: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "items", tuple(freeze(dict(item)) for item in self.items))
+
     def __len__(self) -> int:
         return len(self.items)
 
@@ -138,7 +150,7 @@ class Listing:
 
     def to_json(self) -> list[dict[str, Any]]:
         """The command's JSON Lines, one object each (fresh copies)."""
-        return [copy.deepcopy(dict(item)) for item in self.items]
+        return [thaw(dict(item)) for item in self.items]
 
 
 @dataclass(frozen=True, repr=False)

@@ -21,7 +21,7 @@ OnProgress = Callable[[Progress], None]
 def _config(endpoint_url: object) -> Any:
     from bundler import storage
 
-    return storage.StorageConfig(endpoint_url=params.optional_text(endpoint_url, "endpoint_url"))
+    return storage.StorageConfig(endpoint_url=params.endpoint(endpoint_url))
 
 
 def _chunks(report: OnProgress | None, total: int | None) -> tuple[Any, Any]:
@@ -67,7 +67,7 @@ def upload(
     from bundler.core.claims import VerifyOptions
 
     archive = params.existing_input(params.path(bundle, "bundle"), "bundle", directory_ok=False)
-    location = storage.parse_s3_url(params.s3_url(prefix, "prefix"))
+    location = storage.parse_s3_url(params.archive_prefix(prefix, "prefix"))
     until = params.optional_time(retain_until, "retain_until")
     mode = None
     if retention_mode is not None:
@@ -77,9 +77,9 @@ def upload(
     config = _config(endpoint_url)
     if on_progress is not None and not callable(on_progress):
         raise ParameterError("on_progress", "expected a callable")
-    storage.check_archive_prefix(location)
     options = with_sidecars(VerifyOptions(), str(archive))
-    result, _ = read_and_verify(str(archive), options)
+    with params.reading("bundle"):
+        result, _ = read_and_verify(str(archive), options)
     raise_unless_verified(result, "upload")
     assert result.bundle_digest is not None
     on_chunk, _ = _chunks(on_progress, archive.stat().st_size)
@@ -119,8 +119,8 @@ def list_bundles(
     Raises ParameterError (2), StorageError (5)."""
     from bundler import storage
 
-    location = storage.parse_s3_url(params.s3_url(prefix, "prefix"))
-    rid = params.optional_text(report_id, "report_id")
+    location = storage.parse_s3_url(params.archive_prefix(prefix, "prefix"))
+    rid = None if report_id is None else params.identifier(report_id, "report_id", "report id")
     listed = tuple(storage.list_bundles(location, report_id=rid, config=_config(endpoint_url)))
     items = tuple({"schema": "evalbook.list_line.v1", **item.as_dict()} for item in listed)
     return BundleListing(items, 0, listed)
@@ -146,24 +146,24 @@ def download(
     from bundler.bundles.stored_bytes import judge_download
 
     src = storage.parse_s3_url(params.stored_object(params.s3_url(url, "url"), "url"))
-    # As with aws s3 cp, a missing dir/ is created (its parent must exist).
-    params.path(dest, "dest")
-    into_directory = os.fspath(dest).endswith("/")
-    where = None if into_directory else params.output(dest, "dest")
+    # As every output (SPEC 7): an existing directory, or a name ending in / that is
+    # one, receives the default name; a dir/ that does not exist is refused, not made.
+    where = params.output(dest, "dest")
     config = _config(endpoint_url)
     if on_progress is not None and not callable(on_progress):
         raise ParameterError("on_progress", "expected a callable")
-    target = storage.download_path(src, os.fspath(dest) if where is None else str(where))
+    target = storage.download_path(src, str(where))
     on_chunk, on_size = _chunks(on_progress, None)
     verified: dict[str, Any] = {}
-    result = storage.download_bundle(
-        src,
-        target,
-        config=config,
-        progress=on_chunk,
-        on_size=on_size,
-        accept=judge_download(url, verified),
-    )
+    with params.reading("url", output="dest"):
+        result = storage.download_bundle(
+            src,
+            target,
+            config=config,
+            progress=on_chunk,
+            on_size=on_size,
+            accept=judge_download(url, verified),
+        )
     result = dataclasses.replace(result, **verified)
     info = result.as_dict()
     return DownloadResult(

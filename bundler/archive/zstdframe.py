@@ -33,7 +33,7 @@ class Readable(Protocol):
     def read(self, size: int, /) -> bytes: ...
 
 
-_CAP_HINT = "the --max-bytes cap; raise it to read a larger bundle"
+_CAP_HINT = "the max_bytes cap; raise it to read a larger bundle"
 _BUNDLE_IS = "a bundle is one POSIX ustar/pax tar in a single zstd frame, as export writes it"
 # The first bytes of files people hand to verify by mistake.
 _MAGICS = (

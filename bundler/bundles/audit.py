@@ -41,12 +41,20 @@ def audit_bundle(
         return Audit(location, AuditVerdict.ERROR, verification, exc.message)
 
 
+def unreadable(location: str, error: str, strict: bool) -> Audit:
+    """The audit of a bundle that could not be read at all (missing, a special file):
+    verdict error (exit 3), as its verification has it."""
+    verification = Verification(source=location, verdict=Verdict.ERROR, error=error, strict=strict)
+    return Audit(location, AuditVerdict.ERROR, verification, _verification_reason(verification))
+
+
 def _verification_reason(v: Verification) -> str:
     if v.verdict is Verdict.ERROR:
         return f"the bundle could not be verified: {v.error}"
     failed = [c for c in v.claims if c.state is State.FAILED]
     first = f"; first: {_claim_text(failed[0])}" if failed else ""
-    return f"verification failed ({len(failed)} claim(s) failed){first}; nothing was audited"
+    claims = f"{len(failed)} claim{'' if len(failed) == 1 else 's'}"
+    return f"verification failed ({claims} failed){first}; nothing was audited"
 
 
 def _claim_text(c: Claim) -> str:

@@ -162,7 +162,10 @@ def _find_leaf(
                     )
                 found.append((index, leaves[index]))
     if not found:
-        raise InputError(f"{shown(location)}: no exported case with id '{shown(case_id)}'")
+        raise InputError(
+            f"case_id: {shown(location)}: no exported case with id '{shown(case_id)}'",
+            param="case_id",
+        )
     if len(found) > 1:
         raise InputError(
             f"{shown(location)}: case id '{shown(case_id)}' occurs more than once; a proof "

@@ -109,22 +109,39 @@ def _json_requested(args: list[str]) -> bool:
     return "--json" in args
 
 
-def _failure_json(args: list[str], message: str, code: int, option: str | None = None) -> None:
+def _shown_value(value: Any) -> str:
+    return str(value[0] if isinstance(value, tuple) else value)
+
+
+def _failure_json(
+    args: list[str],
+    message: str,
+    code: int,
+    option: str | None = None,
+    concerned: click.Parameter | None = None,
+) -> None:
     """The JSON Lines form of a failure (SPEC 7): the error, its exit code and the input
-    it concerns (the command's first argument, or the option Click refused)."""
+    it concerns. That is, in this order: the value given to the parameter the error
+    names (``--exported-at 1969-...``: that time), the option Click refused, or the
+    command's input: its first argument, else its first required option (``--store``)."""
     command = None
-    concerns: Any = option
+    concerns: Any = None
     if _INVOKED:
         ctx = _INVOKED[-1]
         command = ctx.info_name
+        if concerned is not None:
+            value = ctx.params.get(concerned.name or "")
+            if value not in (None, (), ""):
+                concerns = _shown_value(value)
+            elif isinstance(concerned, click.Option):
+                concerns = max(concerned.opts, key=len)
         if concerns is None:
-            for param in ctx.command.params:
-                if isinstance(param, click.Argument) and ctx.params.get(param.name or ""):
-                    value = ctx.params[param.name or ""]
-                    concerns = str(value[0] if isinstance(value, tuple) else value)
-                    break
+            concerns = option
+        if concerns is None:
+            concerns = _primary_input(ctx)
     else:
         command = next((a for a in args if not a.startswith("-")), None)
+        concerns = option
     _emit_json(
         {
             "schema": "evalbook.error.v1",
@@ -134,6 +151,19 @@ def _failure_json(args: list[str], message: str, code: int, option: str | None =
             "input": concerns,
         }
     )
+
+
+def _primary_input(ctx: click.Context) -> str | None:
+    """The command's input: its first argument given, else its first required option
+    given (``reports --store``, ``export --store``)."""
+    params = ctx.command.params
+    for param in [p for p in params if isinstance(p, click.Argument)] + [
+        p for p in params if isinstance(p, click.Option) and p.required
+    ]:
+        value = ctx.params.get(param.name or "")
+        if value not in (None, (), ""):
+            return _shown_value(value)
+    return None
 
 
 # The library's parameter names that the commands' options spell otherwise.
@@ -153,20 +183,30 @@ _PARAM_ALIASES = {
 }
 
 
+def _concerned(exc: BundlerError) -> click.Parameter | None:
+    """The command's parameter that carries the library parameter ``exc`` names."""
+    if exc.param is None or not _INVOKED:
+        return None
+    names = {exc.param, *_PARAM_ALIASES.get(exc.param, ())}
+    for param in _INVOKED[-1].command.params:
+        if param.name in names:
+            return param
+    return None
+
+
 def _message(exc: BundlerError) -> str:
     """The error's message, a library parameter named as the command's option spells it
     (``exported_at`` as ``--exported-at``, ``bundle`` as ``BUNDLE``)."""
-    if exc.param is None or not _INVOKED:
+    if exc.bare_message is not None:
+        return exc.bare_message  # the command's argument is the file it names
+    param = _concerned(exc)
+    if param is None:
         return exc.message
-    names = {exc.param, *_PARAM_ALIASES.get(exc.param, ())}
-    for param in _INVOKED[-1].command.params:
-        if param.name not in names:
-            continue
-        if isinstance(param, click.Argument):
-            return exc.relabel(param.human_readable_name)
-        longest = max(param.opts, key=len, default=None)
-        if longest is not None:
-            return exc.relabel(longest)
+    if isinstance(param, click.Argument):
+        return exc.relabel(param.human_readable_name)
+    longest = max(param.opts, key=len, default=None)
+    if longest is not None:
+        return exc.relabel(longest)
     return exc.message
 
 
@@ -237,12 +277,16 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except KeyboardInterrupt as exc:  # outside Click's own handling (before or after it)
         _interrupted(exc)
     except click.ClickException as exc:
-        exc.show(file=_EscapedStderr())  # type: ignore[arg-type]
         code = 2 if isinstance(exc, click.UsageError | click.BadParameter) else exc.exit_code
         if _json_requested(args):
+            # With --json, stderr carries the one error line, not Click's usage block.
+            _say(f"evalbook-bundle: error: {shown(exc.format_message())}\n")
             param = getattr(exc, "param", None)
             option = param.opts[0] if param is not None and param.opts else None
+            option = option or getattr(exc, "option_name", None)
             _failure_json(args, exc.format_message(), code, option)
+        else:
+            exc.show(file=_EscapedStderr())  # type: ignore[arg-type]
         sys.exit(code)
     except BundlerError as exc:
         if verbose:  # the traceback quotes the message too
@@ -250,7 +294,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         message = _message(exc)
         _say(f"evalbook-bundle: error: {shown(message)}\n")
         if _json_requested(args):
-            _failure_json(args, message, exc.exit_code)
+            _failure_json(args, message, exc.exit_code, concerned=_concerned(exc))
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(1)

@@ -13,7 +13,9 @@ from bundler.cli.common import (
     _anchor_options,
     _emit_json,
     _endpoint_option,
+    _LocalPath,
     _max_bytes_option,
+    _note,
     _ProgressLine,
     _say,
 )
@@ -59,7 +61,7 @@ with --allowed-signers the result shows self-consistency only, and the Anchor li
 @click.option("--json", "as_json", is_flag=True, help="The full result as one JSON line on stdout.")
 @click.option(
     "--output-dir",
-    type=click.Path(path_type=Path),
+    type=_LocalPath(),
     help="Write audit.json and audit.md here (absent or empty).",
 )
 @_html_option("Write the auditor's page of the audit to FILE (never overwritten).")
@@ -87,7 +89,7 @@ def audit(
     quiet: bool,
 ) -> None:
     from bundler.api.auditing import audit as audit_bundle
-    from bundler.api.pages import page_target, write_page
+    from bundler.api.pages import page_name, page_target, write_page
     from bundler.evalbook.audit import AuditVerdict
     from bundler.report.audit import audit_markdown, audit_text
     from bundler.report.render import signatures_lines
@@ -98,7 +100,10 @@ def audit(
         from bundler import storage
 
         storage.stored_bundle_location(bundle)
-    target = None if html is None else page_target(html, "audit.html")  # before any work
+    if html is not None:
+        from bundler.api import params
+
+        params.output(html, "html")  # before any work: a usable file or directory
     line = _ProgressLine(not quiet, "audit")
     try:
         result = audit_bundle(
@@ -120,7 +125,7 @@ def audit(
     if as_json:
         _emit_json(result.to_json())
         if result.verdict is AuditVerdict.ERROR:
-            _say(f"error: {shown(result.error)}\n")  # an error is never quieted
+            _say(f"evalbook-bundle: error: {shown(result.error)}\n")  # never quieted
     else:
         sys.stdout.write(audit_text(result, signature_lines))
         sys.stdout.flush()
@@ -134,10 +139,10 @@ def audit(
                 "audit.md": audit_markdown(result, signature_lines).encode("utf-8"),
             },
         )
-        if not quiet:
-            _say(f"Wrote:       {shown(str(output_dir / 'audit.json'))} and audit.md\n")
-    if target is not None:
-        write_page(target, result.to_json())
-        if not quiet:
-            _say(f"Wrote:       {shown(str(target))} (audit page)\n")
+        _note(f"Wrote:       {shown(str(output_dir / 'audit.json'))} and audit.md\n")
+    if html is not None:
+        record = result.to_json()
+        target = page_target(html, page_name(record))  # the name render gives it
+        write_page(target, record)
+        _note(f"Wrote:       {shown(str(target))} (audit page)\n")
     sys.exit(result.exit_code)

@@ -43,6 +43,16 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
+def _note(text: str) -> None:
+    """A human note on stderr (a count, where a file went): the one place that decides
+    it is shown. Not with ``--quiet``, and not with ``--json``, whose stderr holds only
+    progress, warnings and errors (SPEC 7). Errors and warnings go through ``_say``."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and (ctx.params.get("quiet") or ctx.params.get("as_json")):
+        return
+    _say(text)
+
+
 class _ProgressLine:
     """A progress bar on stderr (rich), shown only when stderr is a terminal.
 
@@ -190,8 +200,48 @@ def _source_name(path: str) -> str:
     return "<stdin>" if path == "-" else path
 
 
+class _LocalPath(click.Path):
+    """A local path option or argument, as a ``Path``: a value that begins like a URL is
+    refused naming it as typed (a Path would squash its ``//``; ``params.not_local``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(path_type=Path, **kwargs)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from bundler.api.params import not_local
+
+        rule = not_local(value) if isinstance(value, str) else None
+        if rule is not None:
+            self.fail(f"{value!r}: {rule}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class _Count(click.IntRange):
+    """A whole number as Click's IntRange reads it, bounded above by ``params.INT_MAX``
+    too, and never echoing a huge value whole: a 5000-digit argument is refused in one
+    short line, not a screenful (nor Python's digit limit as a traceback)."""
+
+    def __init__(self, low: int, high: int | None = None) -> None:
+        super().__init__(min=low, max=high)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from bundler.api.params import INT_MAX
+
+        if isinstance(value, str):
+            text = value.strip()
+            shown_text = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
+            if not re.fullmatch(r"[+-]?[0-9]+", text, re.ASCII):
+                self.fail(f"{shown_text!r} is not a whole number", param, ctx)
+            if len(text.lstrip("+-").lstrip("0")) > 19:
+                self.fail(f"{shown_text} is out of range (at most {INT_MAX})", param, ctx)
+        number = super().convert(value, param, ctx)
+        if number > INT_MAX:
+            self.fail(f"{number} is out of range (at most {INT_MAX})", param, ctx)
+        return number
+
+
 class _ArchiveOrUrl(click.ParamType[Any]):
-    """A local archive path (as ``click.Path`` gives it) or an s3:// URL kept as the
+    """A local archive path (as ``_LocalPath`` gives it) or an s3:// URL kept as the
     string it is (a Path would squash its ``//``)."""
 
     name = "BUNDLE"
@@ -199,7 +249,7 @@ class _ArchiveOrUrl(click.ParamType[Any]):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and value.startswith("s3://"):
             return value
-        return click.Path(path_type=Path).convert(value, param, ctx)
+        return _LocalPath().convert(value, param, ctx)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -222,7 +272,7 @@ def _key_option(*, required: bool = False) -> Callable[[F], F]:
         "--key",
         "key_path",
         required=required,
-        type=click.Path(path_type=Path),
+        type=_LocalPath(),
         help="OpenSSH Ed25519 private key to sign with (passphrase from "
         "$EVALBOOK_SIGN_PASSPHRASE).",
     )
@@ -233,7 +283,7 @@ def _sign_key_option(command: F) -> F:
     return click.option(
         "--key",
         "sign_key",
-        type=click.Path(path_type=Path),
+        type=_LocalPath(),
         help="OpenSSH Ed25519 private key: sign the head and embed bundle-head.json.sig "
         "(passphrase from $EVALBOOK_SIGN_PASSPHRASE).",
     )(command)
@@ -253,7 +303,7 @@ def _anchor_options(command: F) -> F:
             ),
             click.option(
                 "--allowed-signers",
-                type=click.Path(path_type=Path),
+                type=_LocalPath(),
                 help="OpenSSH allowed_signers file: check the head signature.",
             ),
             click.option(
@@ -328,7 +378,7 @@ def _archive_options(command: F) -> F:
     """--exported-at and --level, shared by export and export-eb."""
     command = click.option(
         "--level",
-        type=click.IntRange(1, 19),
+        type=_Count(1, 19),
         metavar="1-19",
         default=3,
         show_default=True,

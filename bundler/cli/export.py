@@ -13,6 +13,7 @@ from bundler.cli.common import (
     _archive_options,
     _emit_json,
     _endpoint_option,
+    _LocalPath,
     _ProgressLine,
     _quiet_option,
     _say,
@@ -153,12 +154,12 @@ def _warn_key(key: Path | None) -> None:
         "evalbook-bundle verify eval-banana-bundle-RUN.tar.zst",
     ],
 )
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=_LocalPath())
 @click.option(
     "--project",
     "project_root",
     required=True,
-    type=click.Path(path_type=Path),
+    type=_LocalPath(),
     help="eval-banana project root the run's definitions are found under.",
 )
 @_bundle_options(

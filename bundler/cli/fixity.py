@@ -10,9 +10,12 @@ import click
 
 from bundler.cli.app import cli
 from bundler.cli.common import (
+    _Count,
     _emit_json,
     _endpoint_option,
     _key_option,
+    _LocalPath,
+    _note,
     _ProgressLine,
     _quiet_option,
     _say,
@@ -60,7 +63,7 @@ summary so far.
 )
 @click.option(
     "--ledger",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=_LocalPath(dir_okay=False),
     default="evalbook-fixity.sqlite",
     show_default=True,
     help="SQLite ledger of bundles and checks (created when absent).",
@@ -77,15 +80,15 @@ summary so far.
     help="Only the bundles of group K of N (SHA-256 of the key, mod N): runs 0..N-1 "
     "together check every bundle once.",
 )
-@click.option("--limit", type=click.IntRange(1), help="Check at most N bundles, oldest first.")
+@click.option("--limit", type=_Count(1), help="Check at most N bundles, oldest first.")
 @click.option(
     "--limit-bytes",
-    type=click.IntRange(1),
+    type=_Count(1),
     help="Read at most about N bytes, oldest first (the oldest bundle always runs).",
 )
 @click.option(
     "--workers",
-    type=click.IntRange(1, 1024),
+    type=_Count(1, 1024),
     default=None,
     help="Checkers on this machine: this process and N - 1 helper processes (default: the number of cores).",
 )
@@ -98,13 +101,13 @@ summary so far.
 )
 @click.option(
     "--allowed-signers",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=_LocalPath(dir_okay=False),
     help="OpenSSH allowed_signers file: at level full, some signature of each bundle "
     "(embedded, or stored beside it) must verify.",
 )
 @click.option(
     "--record",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=_LocalPath(dir_okay=False),
     help="Write the JSON Lines fixity record here (never over an existing file).",
 )
 @click.option(
@@ -185,8 +188,8 @@ def fixity(
     else:
         sys.stdout.write(_summary_text(summary))
         sys.stdout.flush()
-    if not quiet and summary.record_url:
-        _say(f"Record stored at {shown(summary.record_url)}\n")
+    if summary.record_url:
+        _note(f"Record stored at {shown(summary.record_url)}\n")
     if summary.interrupted is not None:
         _say(
             f"evalbook-bundle: fixity stopped by {summary.interrupted}; the summary covers "

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from bundler.cli.app import cli
-from bundler.cli.common import _emit_json, _quiet_option, _say
+from bundler.cli.common import _emit_json, _LocalPath, _note, _quiet_option, _say
 from bundler.core.errors import UsageError
 from bundler.core.textsafe import shown
 
@@ -20,7 +20,7 @@ def _common_options(command: Any) -> Any:
             click.option(
                 "--store",
                 "store",
-                type=click.Path(path_type=Path),
+                type=_LocalPath(),
                 metavar="DIR",
                 help="Store root directory (created when it does not exist).",
             ),
@@ -28,14 +28,14 @@ def _common_options(command: Any) -> Any:
                 "--task",
                 "task_files",
                 multiple=True,
-                type=click.Path(path_type=Path),
+                type=_LocalPath(),
                 metavar="FILE",
                 help="A task source file; repeat for several. "
                 "Becomes a file of every scorer version.",
             ),
             click.option(
                 "--decision",
-                type=click.Path(path_type=Path),
+                type=_LocalPath(),
                 metavar="FILE",
                 help="An evalbook.decision.v1 file: which checks are required, "
                 "with which aggregation. Without it every result is inconclusive.",
@@ -111,8 +111,8 @@ def _run(
     click.echo(f"Result:    {result.result}")
     for check_id, status in result.checks:
         click.echo(f"  {shown(check_id)}: {status}")
-    if not quiet and result.result == "inconclusive":
-        _say(
+    if result.result == "inconclusive":
+        _note(
             "note: without --decision every check is optional with no threshold, so the "
             "result is inconclusive (SPEC 12, 16)\n"
         )
@@ -153,12 +153,12 @@ def _check(bundle: str, runner: Any, as_json: bool) -> None:
         "evalbook-bundle import-inspect --check evalbook-bundle-inspect-x.tar.zst",
     ],
 )
-@click.argument("log", required=False, type=click.Path(path_type=Path))
+@click.argument("log", required=False, type=_LocalPath())
 @click.option(
     "--dataset",
     "dataset_files",
     multiple=True,
-    type=click.Path(path_type=Path),
+    type=_LocalPath(),
     metavar="FILE",
     help="A dataset file to keep as a run file; repeat for several.",
 )
@@ -207,12 +207,12 @@ def import_inspect(
         "evalbook-bundle import-lm-eval --check evalbook-bundle-lm-eval-x.tar.zst",
     ],
 )
-@click.argument("results", required=False, type=click.Path(path_type=Path))
+@click.argument("results", required=False, type=_LocalPath())
 @click.option(
     "--samples",
     "samples_files",
     multiple=True,
-    type=click.Path(path_type=Path),
+    type=_LocalPath(),
     metavar="FILE",
     help="A samples_<task>_<date>.jsonl file; one per task.",
 )

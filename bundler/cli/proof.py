@@ -12,6 +12,7 @@ from bundler.cli.common import (
     _ArchiveOrUrl,
     _emit_json,
     _key_option,
+    _LocalPath,
     _out_in_directory,
     _quiet_option,
     _say,
@@ -97,7 +98,7 @@ def sign(
 )
 @click.option(
     "--allowed-signers",
-    type=click.Path(path_type=Path),
+    type=_LocalPath(),
     help="OpenSSH allowed_signers file: some signature must verify by an allowed signer, "
     "and the proof carries the first that does.",
 )
@@ -169,7 +170,7 @@ def prove(
 @click.argument("proof_file")
 @click.option(
     "--allowed-signers",
-    type=click.Path(path_type=Path),
+    type=_LocalPath(),
     help="OpenSSH allowed_signers file: check the head signature (the only anchor).",
 )
 @click.option("--identity", help="Signer identity to require (with --allowed-signers).")
@@ -215,16 +216,7 @@ def check_proof_cmd(
     except NotProven as exc:
         if not as_json:
             raise  # told on stderr by main, as every failure is
-        _emit_json(
-            {
-                "schema": "evalbook.proof_check.v1",
-                "source": _source_name(proof_file),
-                "proven": False,
-                "reason": exc.message,
-                "exit_code": exc.exit_code,
-                "input": proof_file,
-            }
-        )
+        _emit_json({**exc.to_json(), "input": proof_file})
         _say(f"evalbook-bundle: error: {shown(exc.message)}\n")
         sys.exit(exc.exit_code)
     if as_json:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from bundler.cli.app import cli
-from bundler.cli.common import _emit_json, _endpoint_option, _quiet_option, _say
+from bundler.cli.common import _emit_json, _endpoint_option, _note, _quiet_option
 from bundler.core.errors import InputError
 from bundler.core.textsafe import shown
 
@@ -57,8 +57,7 @@ def reports(store_root: str, endpoint_url: str | None, as_json: bool, quiet: boo
     if as_json:
         for line in listing.to_json():
             _emit_json(line)
-        if not quiet:
-            _say(_count(len(entries), bad) + "\n")
+        _note(_count(len(entries), bad) + "\n")
     else:
         rows = [_row(e) for e in entries]
         widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]

@@ -13,6 +13,8 @@ from bundler.cli.common import (
     _chunk_progress,
     _emit_json,
     _endpoint_option,
+    _LocalPath,
+    _note,
     _parse_timestamp,
     _ProgressLine,
     _quiet_option,
@@ -46,7 +48,7 @@ def _upload_text(info: dict[str, Any]) -> str:
         "s3://archive/eval --json | jq -r .key",
     ]
 )
-@click.argument("bundle", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("bundle", type=_LocalPath(dir_okay=False))
 @click.argument("destination")
 @click.option(
     "--retain-until",
@@ -143,8 +145,7 @@ def list_cmd(
             for item in listing.items
         ]
         click.echo(_table(_LIST_HEADER, rows, right=(2,)), nl=False)
-    if not quiet:
-        _say(f"{len(listing)} bundle{'' if len(listing) == 1 else 's'}\n")
+    _note(f"{len(listing)} bundle{'' if len(listing) == 1 else 's'}\n")
 
 
 _LIST_HEADER = ("REPORT", "BUNDLE DIGEST", "SIZE", "LAST MODIFIED", "SIGNED", "KEY")

@@ -14,7 +14,7 @@ from importlib.resources import files
 import click
 
 from bundler.cli.app import cli
-from bundler.cli.common import _emit_json, _out_in_directory, _quiet_option, _say
+from bundler.cli.common import _emit_json, _out_in_directory, _quiet_option
 from bundler.core.errors import OutputError
 from bundler.core.outputs import write_new_file
 from bundler.core.textsafe import shown
@@ -48,7 +48,5 @@ def verifier_page(out: str, as_json: bool, quiet: bool) -> None:
     line = f"Wrote:       {shown(str(path))} ({len(data)} bytes, SHA-256 {digest})\n"
     if as_json:
         _emit_json({"schema": "evalbook.verifier_page.v1", "out": str(path), "sha256": digest})
-        if not quiet:
-            _say(line)
     elif not quiet:
         sys.stdout.write(line)

@@ -17,7 +17,9 @@ from bundler.cli.common import (
     _anchor_options,
     _emit_json,
     _endpoint_option,
+    _LocalPath,
     _max_bytes_option,
+    _note,
     _ProgressLine,
     _quiet_option,
     _say,
@@ -56,7 +58,7 @@ self-consistency only. For eval-banana run directories, pass RUN_DIR with --proj
 @click.option(
     "--project",
     "project_root",
-    type=click.Path(path_type=Path),
+    type=_LocalPath(),
     help="eval-banana project root, to verify a run directory in place.",
 )
 @click.option("--strict", is_flag=True, help="Unprovable claims fail too.")
@@ -68,7 +70,7 @@ self-consistency only. For eval-banana run directories, pass RUN_DIR with --proj
 )
 @click.option(
     "--output-dir",
-    type=click.Path(path_type=Path),
+    type=_LocalPath(),
     help="Write verification.json and verification.md here (absent or empty); several "
     "bundles write <report_id>.verification.json and .md each.",
 )
@@ -124,10 +126,14 @@ def verify(
         prepare_output_dir(output_dir)  # absent or empty, before any work (SPEC 5)
     if html is not None and several and not _names_directory(html):
         raise UsageError("--html FILE takes a single BUNDLE; give a directory for several")
-    page = None if html is None or several else page_target(html, "verification.html")
+    if html is not None:
+        from bundler.api import params
+
+        params.output(html, "html")  # before any work: a usable file or directory
     names = _OutputNames()
     codes: list[int] = []
     tally: dict[str, int] = {}
+    records: list[dict[str, Any]] = []
     for location in bundles:
         line = _ProgressLine(not quiet, "verify")
         try:
@@ -140,7 +146,8 @@ def verify(
         if as_json:
             # SPEC 7: with --json, stdout holds the one JSON line per bundle and nothing
             # else, and stderr no human summary: only the error of a bundle with no verdict.
-            _emit_json(result.to_json())
+            # Each line carries the process's exit code, known once every bundle is done.
+            records.append(result.to_json())
             _say_error(result)
         else:
             # The summary is the result: on stdout, whatever --quiet says.
@@ -152,19 +159,22 @@ def verify(
             from bundler.core.outputs import write_new_file
 
             prefix = "" if stem is None else f"{stem}."
-            record = orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
-            write_new_file(output_dir / f"{prefix}verification.json", record)
+            saved = orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+            write_new_file(output_dir / f"{prefix}verification.json", saved)
             write_new_file(
                 output_dir / f"{prefix}verification.md",
                 verification_markdown(result).encode("utf-8"),
             )
         if html is not None:
-            from bundler.api.pages import write_page
+            from bundler.api.pages import page_name, write_page
 
-            target = page if page is not None else page_target(html, f"{stem}.verification.html")
-            write_page(target, result.to_json())
-            if not quiet:
-                _say(f"Wrote:       {shown(str(target))} (verification page)\n")
+            shown_record = result.to_json()
+            # One default name for every page (``page_name``, as render gives it); with
+            # several bundles, the numbered stem keeps two of one report apart.
+            name = page_name(shown_record) if stem is None else f"{stem}.verification.html"
+            target = page_target(html, name)
+            write_page(target, shown_record)
+            _note(f"Wrote:       {shown(str(target))} (verification page)\n")
     if several:
         order = ("verified", "failed", "altered", "error", "storage")
         words = {
@@ -182,7 +192,10 @@ def verify(
         # SPEC 5: 1 if any failed, else 3 if any could not be checked (a storage failure
         # included), else 0.
         codes = [3 if c == 5 else c for c in codes]
-    sys.exit(max(codes, key=lambda c: _EXIT_RANK[c]))
+    code = max(codes, key=lambda c: _EXIT_RANK[c])
+    for printed in records:
+        _emit_json({**printed, "exit_code": code})
+    sys.exit(code)
 
 
 def _say_error(result: Any) -> None:
@@ -308,7 +321,7 @@ def inspect(
     ]
 )
 @click.argument("bundle")
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", type=_LocalPath())
 @click.option(
     "--expect-bundle-digest", help="Trust anchor: the bundle digest you expect (sha256:...)."
 )
@@ -320,7 +333,7 @@ def inspect(
 @_endpoint_option
 @click.option(
     "--allowed-signers",
-    type=click.Path(path_type=Path),
+    type=_LocalPath(),
     help="OpenSSH allowed_signers file: some head signature (embedded, or a sidecar "
     "beside the archive or the stored object) must verify by an allowed signer, or "
     "nothing is extracted.",

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from bundler.core.frozen import freeze, thaw
 from bundler.core.limits import DEFAULT_MAX_BYTES
 from bundler.core.signatures import NOT_ANCHORED, SignatureCheck, SignatureSource
 from bundler.core.version import TOOL_NAME, __version__
@@ -176,6 +177,10 @@ class Verification:
     storage_failed: bool = False
     altered_at_rest: bool = False
 
+    def __post_init__(self) -> None:
+        # Frozen through and through: ``summary`` cannot drift from ``to_json()``.
+        object.__setattr__(self, "summary", freeze(self.summary))
+
     @property
     def exit_code(self) -> int:
         if self.storage_failed and self.verdict is Verdict.ERROR:
@@ -246,7 +251,7 @@ class Verification:
             "unprovable_by_reason": self.unprovable_by_reason(),
             "strict_forecast": self.strict_forecast(),
             "error": self.error,
-            "summary": self.summary,
+            "summary": thaw(self.summary),
             "claims": [c.to_json() for c in self.claims],
             # SPEC 7: the process's exit code and the input, in every record (a failing
             # command's included), so a JSON Lines reader needs nothing else.

@@ -14,6 +14,10 @@ class BundlerError(Exception):
     # The library parameter the error concerns, when it concerns one: the message then
     # begins with its name, and ``relabel`` gives it under another (a command's option).
     param: str | None = None
+    # The message as the implementation wrote it (naming a file), before the library
+    # put the parameter's name in front (``bundler.api.params.reading``); the command
+    # line, whose own argument is that file, shows this one.
+    bare_message: str | None = None
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
@@ -104,6 +108,10 @@ class StorageError(BundlerError):
     later), ``not_found`` (no such object), ``unverifiable`` (the object has no valid
     ``sha256`` metadata) or ``refused`` (anything else: denied, bad credentials, no
     such bucket; retrying will not help).
+
+    A missing object is an item not found, exit 3 (SPEC 8): the service answered, the
+    input is not there. Every other kind is the service's failure, exit 5. The code is
+    decided here, from ``kind``, so every command and the library agree.
     """
 
     exit_code = 5
@@ -111,6 +119,8 @@ class StorageError(BundlerError):
     def __init__(self, message: str, *, kind: str = "refused") -> None:
         super().__init__(message)
         self.kind = kind
+        if kind == "not_found":
+            self.exit_code = 3  # a subclass's own code (altered at rest: 1) stays otherwise
 
     @property
     def transient(self) -> bool:

@@ -499,9 +499,10 @@ def no_definition_found(
     name = PurePosixPath(run.project_root).name
     hint = ""
     if name and os.path.lexists(project_root / name / first):
-        hint = f"; did you mean --project {project_root / name}?"
+        hint = f"; did you mean {project_root / name}?"
+    # Begins with the parameter's name, which the command line relabels as its option.
     return (
-        f"{project_root}: no check definition found under --project (expected "
-        f"{project_root / first}); --project must be the run's project root, recorded as "
+        f"project: {project_root}: no check definition found under it (expected "
+        f"{project_root / first}); the project must be the run's project root, recorded as "
         f"{run.project_root} (a directory named {name!r}){hint}"
     )

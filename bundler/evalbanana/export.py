@@ -223,7 +223,7 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
             _plan_check(run, check, project, files, definitions, checks, unavailable, resolved)
     problem = no_definition_found(run, resolved, project_root)
     if problem is not None:
-        raise InputError(problem + "; nothing written")
+        raise InputError(problem + "; nothing written", param="project")
     unavailable.sort(key=lambda e: (e["kind"], e["ref"]))
     return _Plan(run, definitions, checks, unavailable, run_sizes)
 

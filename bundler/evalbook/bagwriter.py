@@ -27,7 +27,7 @@ from bundler.archive import bag, bag_reader, names
 from bundler.archive.prefetch import ThreadedSink
 from bundler.core import canonical
 from bundler.core.digests import bytes_digest
-from bundler.core.errors import OutputError, StoreError, UsageError
+from bundler.core.errors import OutputError, ParameterError, StoreError
 from bundler.trust.head import (
     HEAD_FILE,
     HEAD_SIG_FILE,
@@ -71,7 +71,7 @@ def format_timestamp(moment: datetime) -> str:
 def check_not_before(moment: datetime, earliest: str, what: str, source: str) -> None:
     """Refuse an export time before ``earliest`` (RFC 3339, from the report or the run).
 
-    Raises UsageError (exit 2) naming ``source`` (the option or variable that gave the
+    Raises ParameterError (exit 2) naming ``source`` (the option or variable that gave the
     time): a bundle cannot be exported before what it holds was issued (SPEC section 7).
     """
     try:
@@ -80,10 +80,12 @@ def check_not_before(moment: datetime, earliest: str, what: str, source: str) ->
     except (ValueError, OverflowError):
         return  # schema-checked already; a time we cannot read is nothing to compare with
     if moment < bound:
-        raise UsageError(
-            f"{source} {format_timestamp(moment)}: before {what} {earliest}; "
-            "an export cannot predate what it exports",
-            param=source,
+        # A bad value of one parameter (exit 2), named as the library or the command
+        # line spells it.
+        raise ParameterError(
+            source,
+            f"before {what} {earliest}; an export cannot predate what it exports",
+            value=format_timestamp(moment),
         )
 
 

@@ -644,10 +644,13 @@ def export_bundle(
     permissions = access.get(config.principal)
     if permissions is None:
         raise PermissionDenied(
-            f"principal {config.principal!r} is not in access.json; export refused"
+            f"principal {config.principal!r} is not in access.json; export refused",
+            param="principal",
         )
     if EXPORT not in permissions:
-        raise PermissionDenied(f"principal {config.principal!r} lacks {EXPORT}; export refused")
+        raise PermissionDenied(
+            f"principal {config.principal!r} lacks {EXPORT}; export refused", param="principal"
+        )
     body = store.report_body(config.report_id)
     envelope = store.envelope(config.report_id)
     check_not_before(

@@ -12,6 +12,7 @@ returned, marked interrupted, and the record holds exactly those checks.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -26,6 +27,7 @@ import orjson
 
 from bundler import storage
 from bundler.core.errors import BundlerError, InputError, StorageError, UsageError
+from bundler.core.frozen import freeze, thaw
 from bundler.core.textsafe import shown
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.fixity import ledger as ledger_file
@@ -97,6 +99,11 @@ class Summary:
     storage_errors: int
     interrupted: str | None = None  # "SIGINT" or "SIGTERM"
 
+    def __post_init__(self) -> None:
+        # Frozen through and through: no field can drift from ``to_json()``.
+        for name in ("selection", "counts", "problems", "carried", "shares"):
+            object.__setattr__(self, name, freeze(getattr(self, name)))
+
     @property
     def exit_code(self) -> int:
         """130 or 143 when interrupted; 1 when any check failed or is missing, or an
@@ -114,7 +121,7 @@ class Summary:
         return {
             "schema": SUMMARY_SCHEMA,
             "tool": {"name": TOOL_NAME, "version": __version__},
-            **{k: v for k, v in asdict(self).items() if k != "storage_errors"},
+            **{k: thaw(v) for k, v in asdict(self).items() if k != "storage_errors"},
             "checked": sum(self.counts.values()),
             "exit_code": self.exit_code,
         }
@@ -239,6 +246,9 @@ def run_fixity(
     ledger: Ledger | None = None
     interrupts = Interrupts()
     run: _Run | None = None
+    # A ledger this run creates is removed again if the run fails before it starts, so a
+    # refused run leaves nothing behind (a ledger that existed is kept as it was).
+    new_ledger = not os.path.lexists(config.ledger)
     try:
         interrupts.__enter__()
         try:
@@ -350,6 +360,12 @@ def run_fixity(
             record.abandon()
         if helpers is not None:
             helpers.kill()
+        if ledger is not None and new_ledger and run is None:
+            ledger.close()
+            ledger = None
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{config.ledger}{suffix}")
         raise
     finally:
         if helpers is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bundler.core.digests import PREFIX as DIGEST_PREFIX
 from bundler.core.digests import parse_digest
-from bundler.core.errors import OutputError, UsageError
+from bundler.core.errors import UsageError
 
 ARCHIVE_SUFFIX = ".tar.zst"
 SIDECAR_SUFFIX = ".sig"
@@ -159,7 +159,7 @@ def check_archive_prefix(dest: S3Location) -> None:
         return
     use = f"s3://{dest.bucket}/{prefix}" if prefix else f"s3://{dest.bucket}"
     raise UsageError(
-        f"{dest.url}: upload takes an archive prefix, not a key, and this {why}; "
+        f"{dest.url}: an archive prefix is needed here, not a key, and this {why}; "
         f"use {use} (the key <prefix>/reports/bundles/<report_id>/<digest>{ARCHIVE_SUFFIX} "
         "is chosen from the bundle)"
     )
@@ -176,25 +176,18 @@ def signature_keys(archive_key: str, data: bytes) -> tuple[str, str]:
 def download_path(src: S3Location, path: str) -> Path:
     """Where ``download SRC PATH`` writes, as ``aws s3 cp`` users expect.
 
-    A PATH that is an existing directory, or ends in ``/``, receives the object under
-    its own name (the last segment of the key); a missing ``dir/`` is created (its
-    parent must exist). Any other PATH is the file to create. ``-`` (stdout) is the
-    caller's to handle. Raises UsageError when the key has no usable last segment,
-    OutputError when ``dir/`` cannot be created.
+    A PATH that is an existing directory receives the object under its own name (the
+    last segment of the key). A PATH ending in ``/`` must be an existing directory, as
+    for every output option (SPEC 7): nothing is created but the file. Any other PATH is
+    the file to create. ``-`` (stdout) is the caller's to handle. Raises UsageError when
+    the key has no usable last segment or ``dir/`` does not exist.
     """
-    if not (path.endswith("/") or os.path.isdir(path)):
+    if path.endswith("/") and not os.path.isdir(path):
+        raise UsageError(f"{path!r}: no such directory (a path ending in / names one)")
+    if not os.path.isdir(path):
         return Path(path)
     name = src.key.rpartition("/")[2]
     if name in ("", ".", ".."):
         raise UsageError(f"{src.url}: the key has no name to save under in {path}")
     directory = Path(path)
-    if not directory.is_dir():
-        try:
-            directory.mkdir(0o777)
-        except FileNotFoundError as exc:
-            raise OutputError(f"{directory.parent}: destination directory does not exist") from exc
-        except FileExistsError as exc:
-            raise OutputError(f"{path}: exists and is not a directory") from exc
-        except OSError as exc:
-            raise OutputError(f"{directory}: cannot create ({exc.strerror})") from exc
     return directory / name

@@ -15,7 +15,7 @@ from typing import Any
 
 import botocore.exceptions as bexc
 
-from bundler.core.errors import UsageError
+from bundler.core.errors import ParameterError, UsageError
 from bundler.storage.config import (
     _DENIED_CODES,
     _LOCK_MISSING_CODES,
@@ -48,7 +48,8 @@ def _retention(retain_until: datetime | None, retention_mode: str | None) -> _Re
     if retain_until.tzinfo is None or retain_until.utcoffset() is None:
         raise UsageError(f"retain-until {retain_until.isoformat()} has no time zone")
     if retain_until <= datetime.now(retain_until.tzinfo):
-        raise UsageError(f"retain-until {retain_until.isoformat()} is not in the future")
+        # Named as the library's parameter; the command line relabels it --retain-until.
+        raise ParameterError("retain_until", f"{retain_until.isoformat()} is not in the future")
     try:
         mode = RetentionMode((retention_mode or RetentionMode.GOVERNANCE.value).upper())
     except ValueError as exc:

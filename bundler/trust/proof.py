@@ -91,9 +91,24 @@ _UNANCHORED = (
 
 
 class NotProven(BundlerError):
-    """A well-formed proof that does not prove its case (exit 1)."""
+    """A well-formed proof that does not prove its case (exit 1).
+
+    ``to_json()`` is the object ``check-proof --json`` prints for it (SPEC 7.1: the
+    library's answer and the command's are one), once ``source`` names the proof."""
 
     exit_code = 1
+    source: str = "<proof>"
+
+    def to_json(self) -> dict[str, object]:
+        """The ``evalbook.proof_check.v1`` record of a proof that proves nothing."""
+        return {
+            "schema": "evalbook.proof_check.v1",
+            "source": self.source,
+            "proven": False,
+            "reason": self.message,
+            "exit_code": self.exit_code,
+            "input": self.source,
+        }
 
 
 @dataclass(frozen=True)
