@@ -337,8 +337,19 @@ class _ByteCount(click.IntRange):
     name = "bytes"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and not re.fullmatch(r"[0-9]+", value, re.ASCII):
-            self.fail(f"{value!r} is not a whole number of bytes in ASCII digits", param, ctx)
+        from bundler.api.params import INT_MAX
+
+        if isinstance(value, str):
+            if not re.fullmatch(r"[0-9]+", value, re.ASCII):
+                shown_value = value if len(value) <= 40 else value[:40] + "..."
+                self.fail(
+                    f"{shown_value!r} is not a whole number of bytes in ASCII digits", param, ctx
+                )
+            # A cap of any size is accepted, as the JavaScript verifier accepts it: one
+            # past what any file can hold is no cap beyond the reader's own.
+            stripped = value.lstrip("0")
+            if len(stripped) > len(str(INT_MAX)) or (stripped and int(stripped) > INT_MAX):
+                value = str(INT_MAX)
         return super().convert(value, param, ctx)
 
 

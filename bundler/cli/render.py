@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from bundler.cli.app import cli
-from bundler.cli.common import F, _emit_json, _quiet_option
+from bundler.cli.common import F, _emit_json, _LocalPath, _quiet_option
 from bundler.core.textsafe import shown
 
 RENDER_HELP = """Write the auditor's page of a saved result: one self-contained HTML file.
@@ -50,9 +50,9 @@ def _html_option(help_text: str) -> Callable[[F], F]:
         "evalbook-bundle render f.json --html fixity.html --json",
     ],
 )
-# Any path: what is not a readable regular file is refused by the record reader, exit 3,
-# like every other bad RESULT (a directory included).
-@click.argument("result", type=click.Path(path_type=Path))
+# Any local path: what is not a readable regular file is refused by the record reader,
+# exit 3, like every other bad RESULT (a directory included); a URL is a usage error.
+@click.argument("result", type=_LocalPath())
 @click.option(
     "--html",
     "html",
