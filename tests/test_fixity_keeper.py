@@ -356,6 +356,26 @@ def _written_then(sql: str) -> Any:
     return make
 
 
+def _redefined(table: str, old: str, new: str) -> Any:
+    """A ledger a run wrote, whose ``table`` definition then had ``old`` replaced."""
+
+    def make(path: Path) -> None:
+        ledger_file.Ledger(path, tool_version="0").close()
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            (sql,) = conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()
+            assert old in sql
+            conn.execute("PRAGMA writable_schema = ON")
+            conn.execute(
+                "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?",
+                (sql.replace(old, new), table),
+            )
+            conn.commit()
+
+    return make
+
+
 NOT_LEDGERS = {
     # Objects a ledger never holds, each kind: a trigger would run inside this tool's
     # own transactions and could undo a verdict.
@@ -380,6 +400,26 @@ NOT_LEDGERS = {
     "extra index": (_written_then("CREATE INDEX mine ON events (outcome);"), "index 'mine'"),
     "index dropped": (_written_then("DROP INDEX bundles_open;"), "'bundles_open' is missing"),
     "extra view": (_written_then("CREATE VIEW v AS SELECT 1;"), "view 'v'"),
+    # The right names with other definitions (written in place, as writable_schema allows).
+    "a CHECK refusing a fail": (
+        _redefined("bundles", "verdict TEXT", "verdict TEXT CHECK (verdict IS NOT 'fail')"),
+        "table 'bundles' is not defined",
+    ),
+    "a collation on the key": (
+        _redefined("bundles", "key TEXT NOT NULL", "key TEXT NOT NULL COLLATE NOCASE"),
+        "table 'bundles' is not defined",
+    ),
+    "a default outcome": (
+        _redefined("events", "outcome TEXT NOT NULL", "outcome TEXT NOT NULL DEFAULT 'pass'"),
+        "table 'events' is not defined",
+    ),
+    "a partial index under our name": (
+        _written_then(
+            "DROP INDEX bundles_open; "
+            "CREATE INDEX bundles_open ON bundles (source, verdict) WHERE verdict = 'pass';"
+        ),
+        "index 'bundles_open' is not defined",
+    ),
     # A ledger a run wrote (WAL mode), refused: no -wal or -shm appears beside it.
     "written, then newer": (_written_then("PRAGMA user_version = 3;"), "newer"),
     "written, then negative version": (_written_then("PRAGMA user_version = -1;"), "version -1"),

@@ -24,6 +24,7 @@ of the exact bytes. They are escaped once, where they are shown, never in the le
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -298,11 +299,12 @@ def _inspect(conn: sqlite3.Connection, where: str) -> int:
         raise _refuse(where, f"corrupt (quick_check: {first[:200]})")
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-    schema = [
-        (str(kind), str(name))
-        for kind, name in conn.execute("SELECT type, name FROM sqlite_master")
+    definitions = {
+        (str(kind), str(name)): sql
+        for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master")
         if not str(name).startswith("sqlite_")
-    ]
+    }
+    schema = list(definitions)
     objects = {name: kind for kind, name in schema if kind in ("table", "view")}
     if version > SCHEMA_VERSION and app_id in (0, APPLICATION_ID):
         raise InputError(
@@ -339,7 +341,35 @@ def _inspect(conn: sqlite3.Connection, where: str) -> int:
     if missing:
         kind, name = missing[0]
         raise _refuse(where, f"{kind} {name!r} is missing")
+    # The same names are not enough: a table's definition could carry a CHECK that
+    # refuses a fail, a DEFAULT, another collation; an index could be partial. Each
+    # definition must be the one this tool's own steps give (whitespace aside).
+    expected = _definitions(version)
+    for kind, name in sorted(ours):
+        if _spaced(definitions[(kind, name)]) != _spaced(expected[(kind, name)]):
+            raise _refuse(where, f"{kind} {name!r} is not defined as this tool defines it")
     return version
+
+
+def _spaced(sql: object) -> str:
+    return " ".join(str(sql).split())
+
+
+@functools.cache
+def _definitions(version: int) -> dict[tuple[str, str], object]:
+    """The ``sqlite_master`` definitions a ledger at ``version`` holds, from this tool's
+    own migration steps run on an empty database."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for step in _MIGRATIONS[:version]:
+            conn.executescript(step)
+        return {
+            (str(kind), str(name)): sql
+            for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master")
+            if not str(name).startswith("sqlite_")
+        }
+    finally:
+        conn.close()
 
 
 def verdicts(path: Path, source: str) -> dict[str, str | None]:
