@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import click
-import orjson
 
 from bundler.cli.app import cli
 from bundler.cli.common import (
@@ -21,6 +20,7 @@ from bundler.cli.common import (
 )
 from bundler.cli.render import _html_option
 from bundler.cli.verify import _signature_argument
+from bundler.core import jsonout
 from bundler.core.errors import UsageError
 from bundler.core.textsafe import shown
 
@@ -135,7 +135,7 @@ def audit(
         write_output_dir(
             output_dir,
             {
-                "audit.json": orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n",
+                "audit.json": jsonout.dumps(result.to_json(), indent=True) + b"\n",
                 "audit.md": audit_markdown(result, signature_lines).encode("utf-8"),
             },
         )

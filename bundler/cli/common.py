@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 import click
-import orjson
 
-from bundler.core import times
+from bundler.core import jsonout, times
 from bundler.core.errors import (
     InputError,
     UsageError,
@@ -34,7 +33,7 @@ EPILOG_EXIT = (
 
 def _emit_json(value: Any) -> None:
     """One result as one line of JSON Lines (SPEC 7), so `jq` reads one or many alike."""
-    sys.stdout.buffer.write(orjson.dumps(value) + b"\n")
+    sys.stdout.buffer.write(jsonout.dumps(value) + b"\n")
     sys.stdout.flush()
 
 

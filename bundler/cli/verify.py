@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 
 from bundler.cli.app import cli
 from bundler.cli.common import (
@@ -25,6 +24,7 @@ from bundler.cli.common import (
     _say,
 )
 from bundler.cli.render import _html_option
+from bundler.core import jsonout
 from bundler.core.errors import (
     UsageError,
 )
@@ -159,7 +159,7 @@ def verify(
             from bundler.core.outputs import write_new_file
 
             prefix = "" if stem is None else f"{stem}."
-            saved = orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+            saved = jsonout.dumps(result.to_json(), indent=True) + b"\n"
             write_new_file(output_dir / f"{prefix}verification.json", saved)
             write_new_file(
                 output_dir / f"{prefix}verification.md",
