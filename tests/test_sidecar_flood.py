@@ -353,3 +353,33 @@ def test_untrusted_text_in_a_signature_reason_is_escaped_once(
     assert text not in console
     for page in outdir.rglob("*.md"):
         assert text not in page.read_text(encoding="utf-8")  # Markdown escapes for itself
+
+
+@pytest.mark.parametrize("target", ["a valid signature", "a dangling name", "/dev/zero"])
+def test_a_sidecar_that_is_a_link_is_never_followed_by_either_verifier(
+    keys: Keys, archive: Path, tmp_path: Path, target: str
+) -> None:
+    # A link beside the archive may point anywhere; neither verifier follows it: it is
+    # listed as not followed and, with only it to anchor, both say FAILED alike.
+    original = archive
+    archive = tmp_path / "b.tar.zst"
+    archive.write_bytes(original.read_bytes())
+    signed = tmp_path / "elsewhere.tar.zst"
+    signed.write_bytes(archive.read_bytes())
+    assert run_cli("sign", str(signed), "--key", str(keys.bob)).returncode == 0
+    pointed = {
+        "a valid signature": f"{signed}.sig",
+        "a dangling name": str(tmp_path / "nothing-here"),
+        "/dev/zero": "/dev/zero",
+    }[target]
+    Path(f"{archive}.sig").symlink_to(pointed)
+    anchors = ["--allowed-signers", str(keys.allowed), "--identity", "bob@x", "--json"]
+    python = run_cli("verify", str(archive), *anchors)
+    node = subprocess.run(
+        ["node", str(NODE_VERIFIER), str(archive), *anchors], capture_output=True, check=False
+    )
+    for done in (python, node):
+        record = orjson.loads(done.stdout.splitlines()[-1])
+        assert done.returncode == 1 and record["verdict"] == "failed", done.stderr
+        (listed,) = [s for s in record["signatures"] if s["where"].endswith(".sig")]
+        assert listed["state"] == "invalid" and "not followed" in (listed["reason"] or "")

@@ -121,7 +121,7 @@ def _bounded_sources(paths: list[Path], rest: int) -> list[SignatureSource]:
     for path in paths:
         where = str(path)
         try:
-            data = read_bounded(where, limit=MAX_SIDECAR_BYTES, what="signature")
+            data = read_bounded(where, limit=MAX_SIDECAR_BYTES, what="signature", follow=False)
         except InputError as exc:
             sources.append(
                 SignatureSource(where, "", problem=exc.message.removeprefix(f"{shown(where)}: "))

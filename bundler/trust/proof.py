@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import os
 import re
 import stat
@@ -276,7 +277,7 @@ def _first_difference(left: bytes, right: bytes) -> int:
     return low
 
 
-def read_bounded(path: str, *, limit: int, what: str) -> bytes:
+def read_bounded(path: str, *, limit: int, what: str, follow: bool = True) -> bytes:
     """The bytes of the regular file ``path`` (``-``: standard input), at most ``limit``.
 
     Opened without blocking (a FIFO cannot hang the command) and refused unless it is a
@@ -289,8 +290,13 @@ def read_bounded(path: str, *, limit: int, what: str) -> bytes:
             raise InputError(f"<stdin>: {what} over the {limit} bytes a {what} may hold")
         return data
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        # A file the command found itself (a sidecar beside the archive) is never
+        # followed through a link: anyone who can write beside it can point one anywhere.
+        nofollow = 0 if follow else os.O_NOFOLLOW
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | nofollow | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
+        if not follow and exc.errno == errno.ELOOP:
+            raise InputError(f"{shown(path)}: a symbolic link, not followed") from exc
         raise InputError(f"{shown(path)}: cannot read ({exc.strerror})") from exc
     try:
         info = os.fstat(fd)

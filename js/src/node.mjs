@@ -121,7 +121,10 @@ function readSidecar(path, suffix) {
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (e) {
-    return { name: path, text: empty, problem: `cannot read (${/** @type {any} */ (e).code ?? e})` };
+    const code = /** @type {any} */ (e).code;
+    // Never followed through a link, as the Python verifier reads sidecars.
+    if (code === 'ELOOP') return { name: path, text: empty, problem: 'a symbolic link, not followed' };
+    return { name: path, text: empty, problem: `cannot read (${code ?? e})` };
   }
   try {
     const st = fstatSync(fd);
@@ -142,7 +145,10 @@ function readSidecar(path, suffix) {
     }
     return { name: path, text, problem: null };
   } catch (e) {
-    return { name: path, text: empty, problem: `cannot read (${/** @type {any} */ (e).code ?? e})` };
+    const code = /** @type {any} */ (e).code;
+    // Never followed through a link, as the Python verifier reads sidecars.
+    if (code === 'ELOOP') return { name: path, text: empty, problem: 'a symbolic link, not followed' };
+    return { name: path, text: empty, problem: `cannot read (${code ?? e})` };
   } finally {
     closeSync(fd);
   }
