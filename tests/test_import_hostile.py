@@ -415,6 +415,13 @@ INSPECT_CASES: dict[str, tuple[Callable[[], bytes], str]] = {
         ),
         "both become identifier",
     ),
+    # Ids become member names of the bundle, which must differ after case folding.
+    "ids collide after case folding": (
+        lambda: build_zip(
+            edit_json("header.json", lambda h: h["eval"]["dataset"].update(sample_ids=["A", "a"]))
+        ),
+        "one name once case is folded",
+    ),
     # A header that disagrees with its samples, every way (SPEC 16: the result is derived
     # as SPEC 12 does, so audit re-derives it; a runner's value that is not what its
     # samples give is refused rather than written).
@@ -462,7 +469,11 @@ INSPECT_CASES: dict[str, tuple[Callable[[], bytes], str]] = {
     # Header values the report cannot hold.
     "completed in year 9999": (
         lambda: build_zip(_set_completed("9999-12-31T23:59:59+00:00")),
-        "past 9999-12-31T23:59:59Z",
+        "after 2242-03-16T12:56:31Z",
+    ),
+    "completed after the last time an archive records": (
+        lambda: build_zip(_set_completed("2243-01-01T00:00:00+00:00")),
+        "after 2242-03-16T12:56:31Z",
     ),
     "completed at year 1": (
         lambda: build_zip(_set_completed("0001-01-01T00:00:00+01:00")),

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from bundler.core.errors import InputError
+from bundler.core.times import ARCHIVE_TIME_MAX
 from bundler.importers.storewriter import PayloadRef
 
 _IDENTIFIER = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
@@ -74,6 +75,13 @@ def issued_at_text(moment: datetime, where: str) -> str:
         raise InputError(f"{where}: {moment.isoformat()} is out of range in UTC") from exc
     if utc < EARLIEST:
         raise InputError(f"{where}: {utc.isoformat()} is before 1970-01-01T00:00:00Z")
+    if utc.timestamp() > ARCHIVE_TIME_MAX:
+        # A bundle is exported at or after its report's issued_at, and an archive's times
+        # end there: a report issued later could never be exported.
+        raise InputError(
+            f"{where}: {utc.isoformat()} is after 2242-03-16T12:56:31Z, the last time a "
+            "bundle can record (a report issued later could never be exported)"
+        )
     return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -98,13 +106,22 @@ def unique_joined_identifiers(
     seen: dict[str, tuple[str, ...]] = {}
     for key in keys:
         ident = to_identifier(".".join(key))
-        if ident in seen and seen[ident] != key:
+        # Keyed by the folded form: a bundle's member names must differ after case
+        # folding (SPEC 5), so A.x and a.x would make a report no export can bundle.
+        folded = ident.lower()
+        if folded in seen and seen[folded] != key:
             raise InputError(
-                f"{source}: {what} {_shown(seen[ident])} and {_shown(key)} both become "
-                f"identifier {ident!r} (each character outside A-Z a-z 0-9 . _ - becomes _, "
-                "parts are joined by .); import refused"
+                f"{source}: {what} {_shown(seen[folded])} and {_shown(key)} both become "
+                f"identifier {out[seen[folded]]!r}"
+                + (
+                    f" or {ident!r} (one name once case is folded)"
+                    if out[seen[folded]] != ident
+                    else ""
+                )
+                + " (each character outside A-Z a-z 0-9 . _ - becomes _, parts are joined "
+                "by .); import refused"
             )
-        seen[ident] = key
+        seen[folded] = key
         out[key] = ident
     return out
 
