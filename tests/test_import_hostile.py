@@ -907,25 +907,28 @@ def test_a_symlink_inside_an_existing_store_is_never_written_through(
     assert not any(p.name.startswith(".evalbook-import-") for p in store.iterdir())
 
 
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM", "SIGHUP"])
 @pytest.mark.parametrize("step", ["close", "abort"])
 def test_a_signal_during_cleanup_waits_until_it_is_done(
-    step: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    step: str, signame: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import shutil
     import signal
 
     from bundler.importers import storewriter
 
+    signum = getattr(signal, signame)
+
     def raising(_n: int, _f: Any) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, raising)
+    previous = signal.signal(signum, raising)
     real_rmtree = shutil.rmtree
     calls: list[str] = []
 
     def rmtree_with_a_signal(path: Any, *args: Any, **kw: Any) -> None:
         if not calls:  # the first removal is where the signal arrives
-            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signum)
         calls.append(str(path))
         real_rmtree(path, *args, **kw)
 
@@ -937,7 +940,7 @@ def test_a_signal_during_cleanup_waits_until_it_is_done(
         with pytest.raises(KeyboardInterrupt):
             getattr(writer, step)()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signum, previous)
     assert not writer.staging.exists()
     # abort removes the root this import created; close (after a commit) keeps it.
     assert root.exists() is (step == "close")

@@ -225,8 +225,11 @@ class Terminated(KeyboardInterrupt):
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    # One is enough: a second SIGTERM must not cut the cleanup the first one started.
+    # One is enough: a second SIGTERM (or SIGHUP) must not cut the cleanup the first one
+    # started.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with contextlib.suppress(ValueError):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     raise Terminated()
 
 
@@ -265,9 +268,14 @@ def main(argv: list[str] | None = None) -> NoReturn:
         if reconfigure is not None:  # a terminal that is not UTF-8 gets escapes, not a crash
             reconfigure(errors="backslashreplace")
     previous = None
+    previous_hup = None
     # ValueError: not the main thread (an embedding test); signals stay as they are.
     with contextlib.suppress(ValueError):
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        # A hang-up asks the command to end, as SIGTERM does: the same cleanup, exit 143
+        # (unless the caller chose to ignore it, as nohup does).
+        if signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:
+            previous_hup = signal.signal(signal.SIGHUP, _on_sigterm)
     try:
         cli.main(args=args, prog_name="evalbook-bundle", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -301,4 +309,6 @@ def main(argv: list[str] | None = None) -> NoReturn:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if previous_hup is not None:
+            signal.signal(signal.SIGHUP, previous_hup)
     sys.exit(0)

@@ -24,7 +24,9 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP asks the run to end as SIGTERM does (the command line handles it so): it is
+# held and delivered alike, and recorded as SIGTERM.
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupts:
@@ -58,7 +60,7 @@ class Interrupts:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.pending is None:
-            self.pending = signum
+            self.pending = signal.SIGTERM if signum == signal.SIGHUP else signum
         if self._open and not self._held:
             self._deliver()
 

@@ -61,12 +61,12 @@ class CommitResult:
     files_written: int
 
 
-_DEFERRED = (signal.SIGINT, signal.SIGTERM)
+_DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextmanager
 def deferred_signals() -> Iterator[None]:
-    """Run the block to its end even when SIGINT or SIGTERM arrives; the signal's own
+    """Run the block to its end even when SIGINT, SIGTERM or SIGHUP arrives; the signal's own
     handler runs afterwards. Only the main thread handles signals; elsewhere a no-op."""
     if threading.current_thread() is not threading.main_thread():
         yield
