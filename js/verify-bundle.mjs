@@ -10,7 +10,7 @@
  * The second verifier of SPEC 15. Results on stdout (JSON Lines with --json), errors on
  * stderr; exit 0 verified, 1 failed, 2 usage, 3 unreadable (SPEC 8).
  */
-import { createReadStream, readFileSync, statSync } from 'node:fs';
+import { createReadStream, readFileSync, realpathSync, statSync } from 'node:fs';
 import { verifyBundle, DEFAULT_MAX_BYTES } from './src/verify.mjs';
 import { checkProof, proofLines } from './src/proof.mjs';
 import { humanLines } from './src/record.mjs';
@@ -125,6 +125,19 @@ function readAllowedSigners(path) {
 }
 
 /**
+ * Whether two local paths name one file (a named --signature may be a sidecar itself).
+ * @param {string} a @param {string|undefined} b
+ */
+function sameFile(a, b) {
+  if (b === undefined) return false;
+  try {
+    return realpathSync(a) === realpathSync(b);
+  } catch {
+    return a === b;
+  }
+}
+
+/**
  * --max-bytes: a positive whole number written in ASCII digits only (no sign, no
  * separators, no spaces); any size is accepted, as the Python verifier accepts it.
  * @param {string|undefined} v
@@ -201,7 +214,8 @@ async function verifyCommand(/** @type {string[]} */ argv) {
         source, ...services, expectBundleDigest, expectReportDigest, strict: !!opts['--strict'], maxBytes,
         allowedSigners, allowedSignersSource: opts['--allowed-signers'], identity: opts['--identity'] ?? null,
         // Every signature present is checked (SPEC 11.3): the one named, else each beside the archive.
-        sidecars: opts['--signature'] !== undefined ? sidecars : localSidecars(source),
+        // Every signature present is checked (SPEC 11.3): a named one in addition.
+        sidecars: [...sidecars, ...localSidecars(source).filter((s) => !sameFile(s.name, opts['--signature']))],
       });
     } catch (e) {
       const { errorRecord } = await import('./src/record.mjs');

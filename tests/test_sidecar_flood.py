@@ -383,3 +383,29 @@ def test_a_sidecar_that_is_a_link_is_never_followed_by_either_verifier(
         assert done.returncode == 1 and record["verdict"] == "failed", done.stderr
         (listed,) = [s for s in record["signatures"] if s["where"].endswith(".sig")]
         assert listed["state"] == "invalid" and "not followed" in (listed["reason"] or "")
+
+
+def test_a_named_signature_is_checked_beside_the_sidecars_never_instead(
+    keys: Keys, archive: Path, tmp_path: Path
+) -> None:
+    # SPEC 11.3: every signature present is checked; --signature adds one. Both
+    # verifiers list the named one and the sidecar, and bob's sidecar anchors the bundle.
+    bundle = tmp_path / "b.tar.zst"
+    bundle.write_bytes(archive.read_bytes())
+    assert run_cli("sign", str(bundle), "--key", str(keys.bob)).returncode == 0
+    other = tmp_path / "other.tar.zst"
+    other.write_bytes(archive.read_bytes())
+    mallory = _keygen(tmp_path / "mallory")
+    assert run_cli("sign", str(other), "--key", str(mallory)).returncode == 0
+    named = tmp_path / "named.sig"
+    Path(f"{other}.sig").rename(named)
+    anchors = ["--allowed-signers", str(keys.allowed), "--signature", str(named), "--json"]
+    python = run_cli("verify", str(bundle), *anchors)
+    node = subprocess.run(
+        ["node", str(NODE_VERIFIER), str(bundle), *anchors], capture_output=True, check=False
+    )
+    for done in (python, node):
+        record = orjson.loads(done.stdout.splitlines()[-1])
+        assert done.returncode == 0 and record["verdict"] == "verified", done.stderr
+        states = sorted(s["state"] for s in record["signatures"])
+        assert states == ["not_allowed", "verified"], record["signatures"]

@@ -222,16 +222,24 @@ def with_sidecars(
     signature: str | bytes | SignatureSource | None = None,
     endpoint_url: str | None = None,
 ) -> VerifyOptions:
-    """``options`` that also check the signatures beside the bundle at ``location``
-    (or only ``signature``, when one is named). The verifier always checks the
+    """``options`` that also check the signatures beside the bundle at ``location``,
+    and ``signature`` too when one is named: every signature present is checked (SPEC
+    11.3), a named one in addition, never instead. The verifier always checks the
     embedded one; ``options.allowed_signers`` anchors them (``load_allowed``)."""
+    named: list[SignatureSource] = []
     if isinstance(signature, SignatureSource):
-        sidecars = [signature]
+        named = [signature]
     elif signature is not None:
-        sidecars = [explicit_signature(signature, endpoint_url)]
-    else:
-        sidecars = sidecars_of(location, endpoint_url)
+        named = [explicit_signature(signature, endpoint_url)]
+    beside = sidecars_of(location, endpoint_url)
+    seen = {_same_place(s.where) for s in named}
+    sidecars = named + [s for s in beside if _same_place(s.where) not in seen]
     return replace(options, sidecars=tuple(sidecars))
+
+
+def _same_place(where: str) -> str:
+    """One spelling per local file (a named signature may be a sidecar itself)."""
+    return where if where.startswith("s3://") else os.path.realpath(where)
 
 
 def good_sidecars(

@@ -209,7 +209,10 @@ class VerificationFacts(Facts):
 
 
 # The exit code each verdict gives (SPEC 8): an error is 3, or 5 when storage failed.
-_VERIFICATION_EXIT = {"verified": (0,), "failed": (1,), "error": (3, 5)}
+# A record carries the process's exit code (SPEC 7): with several bundles, one that
+# verified may stand in a run that exits 1 (another failed) or 3 or 5 (another could not
+# be checked). A failed bundle always makes the run exit 1.
+_VERIFICATION_EXIT = {"verified": (0, 1, 3, 5), "failed": (1,), "error": (1, 3, 5)}
 _ANCHOR_SUBJECTS = (EXPECT_BUNDLE_SUBJECT, EXPECT_REPORT_SUBJECT, SIGNER_SUBJECT)
 _EVALBOOK_BUNDLE = "evalbook.reproducibility_bundle.v1"
 # Text fields the page shows whose spelling the contract fixes: (pointer, pattern, rule,
