@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -33,6 +34,12 @@ SCENARIOS = [
     "rpt-every-reason",
 ]
 CLI = [sys.executable, "-m", "bundler"]
+
+# A suite started in the background of a shell without job control inherits SIGINT
+# ignored, which Python then leaves ignored, and every child would inherit it too: the
+# tests of what SIGINT does need the handler an interactive run has.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

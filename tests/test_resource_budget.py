@@ -41,6 +41,7 @@ DEADLINE_SECONDS = 120
 class Run:
     code: int
     wall: float
+    cpu: float
     peak_bytes: int
     killed: bool
     stderr: str
@@ -52,7 +53,7 @@ def run_measured(args: list[str], cwd: Path) -> Run:
     m = measure.spawn_measured(
         cmd, deadline=DEADLINE_SECONDS, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=cwd
     )
-    return Run(m.code, m.wall, m.peak_bytes, m.killed, m.stderr.decode("utf-8", "replace"))
+    return Run(m.code, m.wall, m.cpu, m.peak_bytes, m.killed, m.stderr.decode("utf-8", "replace"))
 
 
 def assert_within_budget(run: Run, input_bytes: int, *, codes: tuple[int, ...] = (1, 3)) -> None:

@@ -30,7 +30,6 @@ kept bytes.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -74,15 +73,15 @@ from bundler.evalbanana.results import (
     Finding,
     FindingKind,
     check_run,
-    recompute_totals,
-    summary_lines,
+)
+from bundler.evalbanana.summary import (
+    MODE_BUNDLE,
+    MODE_RUN_DIRECTORY,
+    run_result,
+    summary_of,
+    tree_of,
 )
 from bundler.evalbook.bagcheck import check_bag_frame
-from bundler.trust.merkle import TreeBuilder
-
-MODE_BUNDLE = "bundle"
-MODE_RUN_DIRECTORY = "run_directory"
-IN_PLACE_NOTE = "run directory in place; claims 1 (BagIt) and 2 (bundle.json) do not apply"
 
 _FINDING_GROUPS: dict[FindingKind, int] = {
     FindingKind.MISSING_FILE: 7,
@@ -146,7 +145,7 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         findings = check_run(run, run_dir)
         with eb.Beneath(project_root) as project:
             definitions = [resolve_definition(run, check, project) for check in run.checks]
-        tree = _tree_of(_read_results(run, run_dir))
+        tree = tree_of(_read_results(run, run_dir))
         not_found = no_definition_found(run, definitions, project_root)
         if not findings and not_found is None:
             # A consistent run verifies in place only if export-eb would write its
@@ -186,7 +185,7 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         )
     final = apply_strict(claims.items, options.strict)
     verdict = Verdict.FAILED if any(c.state is State.FAILED for c in final) else Verdict.VERIFIED
-    summary = _summary(run, MODE_RUN_DIRECTORY, tree)
+    summary = summary_of(run, MODE_RUN_DIRECTORY, tree)
     if not_found is not None:
         summary["labels"].append(["Definitions", f"NONE FOUND: {not_found}"])
     return Verification(
@@ -210,48 +209,6 @@ def _refuse_what_export_refuses(run_dir: Path, project_root: Path) -> None:
         check_exportable(run_dir, project_root)
     except BundlerError as exc:
         raise InputError(f"export-eb would refuse this run: {exc.message}") from exc
-
-
-def run_result(summary: dict[str, Any]) -> str:
-    """The run's own result as its pass rule gives it (recomputed): ``pass`` or ``fail``."""
-    return "pass" if summary["recomputed"]["run_passed"] else "fail"
-
-
-# --------------------------------------------------------------------------- shared claims
-
-
-def recomputed_labels(run: eb.Run) -> list[list[str]]:
-    """eval-banana's console labels (Run ID, Score, Percentage, Passed) as recomputed."""
-    totals = recompute_totals([c.status for c in run.checks], run.pass_threshold)
-    return [line.split(": ", 1) for line in summary_lines(run.run_id, totals)]
-
-
-def _summary(run: eb.Run, mode: str, tree: dict[str, Any] | None) -> dict[str, Any]:
-    totals = recompute_totals([c.status for c in run.checks], run.pass_threshold)
-    labels = recomputed_labels(run)
-    if mode == MODE_RUN_DIRECTORY:
-        labels.insert(0, ["Checked", IN_PLACE_NOTE])
-    return {
-        "mode": mode,
-        "labels": labels,
-        "run_id": run.run_id,
-        # Each check's own status and score, so a page lists them from structure.
-        "pass_threshold": run.pass_threshold,
-        "checks": [
-            {"check_id": c.check_id, "status": c.status.value, "score": c.score} for c in run.checks
-        ],
-        # Every field of Totals, in its order: the counts, points, percentage and verdict.
-        "recomputed": dataclasses.asdict(totals),
-        "cases_tree": tree,
-    }
-
-
-def _tree_of(leaves: Sequence[bytes] | None) -> dict[str, Any] | None:
-    if leaves is None:
-        return None
-    tree = TreeBuilder()
-    tree.extend(leaves)
-    return {"tree_size": tree.size, "root": tree.root().hex()}
 
 
 def _read_results(run: eb.Run, run_dir: Path) -> list[bytes] | None:
@@ -460,7 +417,7 @@ class _BundleVerifier:
             "report_digest": self.bundle["run"]["digest"],
         }
         if self.run is not None:
-            facts["summary"] = _summary(self.run, MODE_BUNDLE, self.bundle["cases_tree"])
+            facts["summary"] = summary_of(self.run, MODE_BUNDLE, self.bundle["cases_tree"])
             facts["report_result"] = run_result(facts["summary"])
             facts["report_issued_at"] = self.run.completed_at
         else:
@@ -674,7 +631,7 @@ class _BundleVerifier:
                 )
                 return
             leaves.append(data)
-        tree = _tree_of(leaves)
+        tree = tree_of(leaves)
         assert tree is not None
         self.claims.compare(
             8,

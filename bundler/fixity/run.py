@@ -27,6 +27,7 @@ import orjson
 
 from bundler import storage
 from bundler.core.errors import BundlerError, InputError, StorageError, UsageError
+from bundler.core.exits import SIGNAL_EXIT
 from bundler.core.frozen import freeze, thaw
 from bundler.core.textsafe import shown
 from bundler.core.version import TOOL_NAME, __version__
@@ -44,7 +45,6 @@ OUTCOMES = ("pass", "fail", "missing", "error")
 SHARE_WINDOWS = (("30d", 30), ("90d", 90), ("365d", 365))
 # The first checks of a run, all ending in the same storage error, that stop it.
 EARLY_STOP_CHECKS = 10
-SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 
 
 @dataclass(frozen=True)

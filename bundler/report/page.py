@@ -198,7 +198,7 @@ def _eb(head: Mapping[str, Any]) -> dict[str, Any]:
     )
     labels: list[tuple[str, str]] = []
     if summary.get("mode") == "run_directory":
-        from bundler.evalbanana.verify import IN_PLACE_NOTE
+        from bundler.evalbanana.summary import IN_PLACE_NOTE
 
         labels.append(("Checked", IN_PLACE_NOTE))
     if totals is None:

@@ -21,7 +21,6 @@ list and ``MAX_KEPT_BYTES`` in all (the rest are counted, and the page says how 
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import stat
@@ -34,7 +33,9 @@ from typing import Any
 from bundler.core import canonical
 from bundler.core.claims import EXPECT_BUNDLE_SUBJECT, EXPECT_REPORT_SUBJECT, SIGNER_SUBJECT
 from bundler.core.errors import InputError, SchemaError
+from bundler.core.exits import SIGNAL_EXIT
 from bundler.core.schemas import validate
+from bundler.report.audit_values import audit_field_contradiction, field_disagreements, is_number
 from bundler.report.jsonscan import Buffer, Span, scan_array, scan_object
 
 # A saved record is at most what verify writes for a 20,000-case bundle, many times over.
@@ -406,8 +407,8 @@ class AuditFacts(Facts):
         self.outcomes[f["outcome"]] += 1
         if f["outcome"] not in ("agree", "disagree"):
             return
-        wrong = _audit_field_contradiction(f)
-        n = _field_disagreements(f)
+        wrong = audit_field_contradiction(f)
+        n = field_disagreements(f)
         self.found += n
         if wrong is None and (n > 0) != (f["outcome"] == "disagree"):
             wrong = (
@@ -518,103 +519,6 @@ def _audit_anchor_contradictions(
         yield "/verification/anchor", "differs from /anchor/description"
 
 
-def _field_disagreements(f: Mapping[str, Any]) -> int:
-    from bundler.evalbook.audit import Derived, Field
-    from bundler.evalbook.auditor import disagreement_count
-
-    derived = f["derived"]
-    return disagreement_count(
-        Field(f["field"]),
-        [v["value"] for v in f["issued"]],
-        Derived(derived["value"]) if isinstance(derived, Mapping) else None,
-    )
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _is_count(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 2**53 - 1
-
-
-def _coverage_problem(value: Any, derived: bool) -> str | None:
-    if not isinstance(value, Mapping):
-        return "must be an object of counts"
-    if not all(_is_count(value.get(k)) for k in ("expected", "executed")):
-        return "expected and executed must be counts (integers from 0 to 2^53 - 1)"
-    if "missing" in value and not _is_count(value["missing"]):
-        return "missing must be a count"
-    if derived and value["executed"] > value["expected"]:
-        return "executed must not exceed expected"
-    if derived and "missing" in value and value["missing"] != value["expected"] - value["executed"]:
-        return "missing must be expected minus executed"
-    return None
-
-
-def _interval_problem(value: Any, derived: bool) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        return "must be an object or null"
-    low, high, level = value.get("low"), value.get("high"), value.get("level")
-    for name, x in (("low", low), ("high", high), ("level", level)):
-        if x is not None and not _is_number(x):
-            return f"{name} must be a finite number or null"
-    if derived and low is not None and high is not None and low > high:
-        return "low must not exceed high"
-    if derived and level is not None and not 0 < level < 1:
-        return "level must lie between 0 and 1"
-    return None
-
-
-def _score_problem(value: Any, derived: bool) -> str | None:
-    return None if value is None or _is_number(value) else "must be a finite number or null"
-
-
-def _aggregation_problem(value: Any, derived: bool) -> str | None:
-    if not isinstance(value, Mapping):
-        return "must be an object"
-    for name in ("threshold", "min_coverage"):
-        x = value.get(name)
-        if x is not None and not _is_number(x):
-            return f"{name} must be a finite number or null"
-    return None
-
-
-# The values of each audited field as the bundle's schemas (issued) and the deriving
-# rules (derived) give them: what the page charts, so what a record must hold.
-_VALUE_SHAPES = {
-    "coverage": _coverage_problem,
-    "interval": _interval_problem,
-    "score": _score_problem,
-    "aggregation": _aggregation_problem,
-}
-
-
-def _audit_field_contradiction(f: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(relative pointer, rule) for the first thing wrong with one field's values."""
-    from bundler.evalbook.audit import Field
-    from bundler.evalbook.auditor import comparison_of
-
-    want = comparison_of(Field(f["field"])).value
-    if f["comparison"] != want:
-        return "comparison", f"says {f['comparison']}, but field {f['field']} is compared {want}"
-    shape = _VALUE_SHAPES.get(f["field"])
-    if shape is None:
-        return None
-    for k, v in enumerate(f["issued"]):
-        problem = shape(v["value"], False)
-        if problem is not None:
-            return f"issued/{k}/value", f"{f['field']}: {problem}"
-    derived = f["derived"]
-    if isinstance(derived, Mapping):
-        problem = shape(derived["value"], True)
-        if problem is not None:
-            return "derived/value", f"{f['field']}: {problem}"
-    return None
-
-
 class FixityFacts(Facts):
     def __init__(self) -> None:
         super().__init__()
@@ -638,8 +542,6 @@ class FixityFacts(Facts):
         return self.kept["problems"].total + self.kept["carried"].total
 
     def exit_code(self, head: Mapping[str, Any]) -> tuple[int, ...]:
-        from bundler.fixity.run import SIGNAL_EXIT
-
         """The exit codes the record's items give (SPEC 13, 13.1; run.Summary.exit_code):
         130 or 143 when interrupted; 1 while a bundle failed, is missing or an earlier
         failure is open; 5 or 3 for errors alone (storage or not: the record does not
@@ -652,7 +554,6 @@ class FixityFacts(Facts):
         return (3, 5) if self.by_outcome["error"] else (0,)
 
     def contradictions(self, head: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-        from bundler.fixity.run import SIGNAL_EXIT
 
         counts = head["counts"]
         # The problems list exactly this run's bundles that did not pass (run._Run.take).
@@ -683,7 +584,7 @@ class FixityFacts(Facts):
         last = 0.0
         for period in ("30d", "90d", "365d"):
             share = shares[period]
-            if not (_is_number(share) and last <= share <= 1):
+            if not (is_number(share) and last <= share <= 1):
                 yield (
                     f"/shares/{period}",
                     f"says {share}, but a share lies from 0 to 1 and never shrinks as the "
