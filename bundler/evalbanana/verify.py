@@ -65,7 +65,6 @@ from bundler.evalbanana.export import (
     REPORT_MEMBER,
     RUN_PREFIX,
     UnavailableReason,
-    check_exportable,
     result_member,
     top_directory,
 )
@@ -147,12 +146,6 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
             definitions = [resolve_definition(run, check, project) for check in run.checks]
         tree = tree_of(_read_results(run, run_dir))
         not_found = no_definition_found(run, definitions, project_root)
-        if not findings and not_found is None:
-            # A consistent run verifies in place only if export-eb would write its
-            # bundle: the exporter's own rules decide, so the two never disagree. (A
-            # project holding none of the definitions is export's usage error, and an
-            # unprovable claim here.)
-            _refuse_what_export_refuses(run_dir, project_root)
     except BundlerError as exc:
         return Verification(
             source=source, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
@@ -202,13 +195,6 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         report_result=run_result(summary),
         report_issued_at=run.completed_at,
     )
-
-
-def _refuse_what_export_refuses(run_dir: Path, project_root: Path) -> None:
-    try:
-        check_exportable(run_dir, project_root)
-    except BundlerError as exc:
-        raise InputError(f"export-eb would refuse this run: {exc.message}") from exc
 
 
 def _read_results(run: eb.Run, run_dir: Path) -> list[bytes] | None:
