@@ -552,7 +552,7 @@ def test_a_bundle_that_fails_verification_exits_1(repeats_bundle: Path, tmp_path
     assert doc["verdict"] == "error" and doc["exit_code"] == 1
     # The error is said on stderr too, in one line, even with --json.
     (line,) = run.stderr.splitlines()
-    assert line.startswith("error: verification failed")
+    assert line.startswith("evalbook-bundle: error: verification failed")
 
 
 def test_a_bundle_that_cannot_be_read_exits_3(tmp_path: Path) -> None:

@@ -132,7 +132,7 @@ def test_an_unreadable_bundle_is_a_valid_error_record_and_one_stderr_line(
     assert doc["verdict"] == "error" and doc["anchor"]["self_consistent_only"] is True
     done = audit(str(junk), "--json", "-q")
     (line,) = done.stderr.decode().splitlines()  # an error is not quieted
-    assert line.startswith("error: the bundle could not be verified")
+    assert line.startswith("evalbook-bundle: error: the bundle could not be verified")
     human = audit(str(junk))
     assert human.returncode == 3
     assert "Verdict:     ERROR (no audit possible)" in out(human)

@@ -45,6 +45,7 @@ CONSTRAINED = {
     "observed",
     "value",
     "verified_at",
+    "found",
     "audited_at",
     "bundle_digest",
     "report_digest",

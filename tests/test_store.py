@@ -335,9 +335,13 @@ def test_bad_report_id_is_refused_before_any_read(fixture_store: Path, report_id
 
 @pytest.mark.parametrize("report_id", ["../rpt-clean", "..", "reports/rpt-clean", "rpt-clean/../rpt-clean"])
 def test_bad_report_id_on_the_command_line(fixture_store: Path, tmp_path: Path, report_id: str) -> None:
+    # A bad value of an option is a usage error (SPEC 8: exit 2), named with its option.
     out = tmp_path / "out.tar.zst"
     proc = cli_export(fixture_store, report_id, out)
-    assert_cli_input_error(proc, repr(report_id), out)
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 2 and proc.stdout == b"", stderr
+    assert len(stderr.splitlines()) == 1 and "--report" in stderr and repr(report_id) in stderr
+    assert not out.exists()
 
 
 def _edit_body(store: Path, report_id: str, edit: Any) -> Path:

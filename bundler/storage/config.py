@@ -384,7 +384,11 @@ def failure_kind(exc: BaseException) -> str:
 
 def _is_not_found(exc: bexc.ClientError) -> bool:
     code, _, status = _error_code(exc)
-    return code in _NOT_FOUND_CODES or (status == 404 and code != "NoSuchBucket")
+    # A 404 about the bucket or its configuration (no such bucket, no Object Lock
+    # configuration) is the service refusing the request, not an item not found.
+    return code in _NOT_FOUND_CODES or (
+        status == 404 and code not in ("NoSuchBucket", "ObjectLockConfigurationNotFoundError")
+    )
 
 
 def _is_precondition_failed(exc: bexc.ClientError) -> bool:
