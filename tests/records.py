@@ -13,6 +13,7 @@ from bundler.evalbanana.results import recompute_totals
 from bundler.evalbanana.run import CheckStatus
 from bundler.evalbook.audit import Derived, Field
 from bundler.evalbook.auditor import comparison_of, disagreement_count
+from bundler.report import audit_values
 from bundler.report import record as rec
 
 D = "sha256:" + "1" * 64
@@ -358,7 +359,7 @@ def _consistent_field(f: dict[str, Any]) -> int:
     if f["outcome"] not in ("agree", "disagree"):
         return 0
     f["comparison"] = comparison_of(Field(f["field"])).value
-    shape = rec._VALUE_SHAPES.get(f["field"])
+    shape = audit_values.VALUE_SHAPES.get(f["field"])
     if shape is not None:
         for v in f["issued"]:
             if shape(v["value"], False) is not None:
@@ -461,8 +462,8 @@ def _consistent_fixity(r: dict[str, Any]) -> None:
     last = 0.0
     for period in ("30d", "90d", "365d"):
         share = r["shares"][period]
-        if not (rec._is_number(share) and last <= share <= 1):
-            share = max(last, min(1.0, share)) if rec._is_number(share) else last
+        if not (audit_values.is_number(share) and last <= share <= 1):
+            share = max(last, min(1.0, share)) if audit_values.is_number(share) else last
             r["shares"][period] = share
         last = share
 

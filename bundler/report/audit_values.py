@@ -79,7 +79,7 @@ def _aggregation_problem(value: Any, derived: bool) -> str | None:
 
 # The values of each audited field as the bundle's schemas (issued) and the deriving
 # rules (derived) give them: what the page charts, so what a record must hold.
-_VALUE_SHAPES = {
+VALUE_SHAPES = {
     "coverage": _coverage_problem,
     "interval": _interval_problem,
     "score": _score_problem,
@@ -95,7 +95,7 @@ def audit_field_contradiction(f: Mapping[str, Any]) -> tuple[str, str] | None:
     want = comparison_of(Field(f["field"])).value
     if f["comparison"] != want:
         return "comparison", f"says {f['comparison']}, but field {f['field']} is compared {want}"
-    shape = _VALUE_SHAPES.get(f["field"])
+    shape = VALUE_SHAPES.get(f["field"])
     if shape is None:
         return None
     for k, v in enumerate(f["issued"]):

@@ -289,13 +289,8 @@ def _signer_of(signatures: Any) -> str | None:
     return " and ".join(dict.fromkeys(names)) or None
 
 
-def _anchor_contradictions(
-    head: Mapping[str, Any], claims: Mapping[str, list[tuple[Any, Any, str]]]
-) -> Iterator[tuple[str, str]]:
-    """The anchor (the page's trust statement) against the claims that checked it."""
-    anchor = head["anchor"]
-    if not isinstance(anchor, Mapping):
-        return
+def _self_consistency_contradiction(anchor: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``self_consistent_only`` exactly when the anchor names no digest and no signer."""
     stated = [anchor[k] for k in ("expected_bundle_digest", "expected_report_digest", "signer")]
     if anchor["self_consistent_only"] != (not any(stated)):
         yield (
@@ -304,6 +299,16 @@ def _anchor_contradictions(
             + ("names" if any(stated) else "names no")
             + " expected digest or signer",
         )
+
+
+def _anchor_contradictions(
+    head: Mapping[str, Any], claims: Mapping[str, list[tuple[Any, Any, str]]]
+) -> Iterator[tuple[str, str]]:
+    """The anchor (the page's trust statement) against the claims that checked it."""
+    anchor = head["anchor"]
+    if not isinstance(anchor, Mapping):
+        return
+    yield from _self_consistency_contradiction(anchor)
     if "signatures" in head and anchor["signer"] != _signer_of(head["signatures"]):
         yield (
             "/anchor/signer",
@@ -487,14 +492,7 @@ def _audit_anchor_contradictions(
     anchor = head.get("anchor")
     if not isinstance(anchor, Mapping):
         return
-    stated = [anchor[k] for k in ("expected_bundle_digest", "expected_report_digest", "signer")]
-    if anchor["self_consistent_only"] != (not any(stated)):
-        yield (
-            "/anchor/self_consistent_only",
-            f"says {str(anchor['self_consistent_only']).lower()}, but the anchor "
-            + ("names" if any(stated) else "names no")
-            + " expected digest or signer",
-        )
+    yield from _self_consistency_contradiction(anchor)
     if not isinstance(verification, Mapping):
         return
     if "signatures" in verification and anchor["signer"] != _signer_of(verification["signatures"]):
