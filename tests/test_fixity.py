@@ -17,6 +17,8 @@ from typing import Any
 import orjson
 import pytest
 from conftest import CLI, run_cli
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bundler.core.schemas import validator_for
 from bundler.fixity.ledger import SCHEMA_VERSION
@@ -239,6 +241,96 @@ def test_ledger_schema_version_and_bad_ledger(tmp_path: Path, bundles: dict[str,
         assert bad[0].encode() in done.stderr
 
 
+# Every value past an option's bound is a usage error naming the bound, in every unit,
+# at the bound and one past it; never a traceback (a cutoff before year 1 once was).
+@pytest.mark.parametrize(
+    ("option", "value", "accepted"),
+    [
+        ("--older-than", "36525d", True),
+        ("--older-than", "36526d", False),
+        ("--older-than", "740000d", False),
+        ("--older-than", "2932897d", False),
+        ("--older-than", "5217w", True),
+        ("--older-than", "5218w", False),
+        ("--older-than", "876600h", True),
+        ("--older-than", "876601h", False),
+        ("--older-than", "52596000m", True),
+        ("--older-than", "3155760001s", False),
+        ("--older-than", "9" * 40 + "d", False),
+        ("--sample", "0/999999999", True),
+        ("--sample", "1/1000000000", False),
+        ("--sample", "0/" + "9" * 40, False),
+    ],
+)
+def test_option_bounds_are_named(
+    option: str, value: str, accepted: bool, tmp_path: Path, bundles: dict[str, Path]
+) -> None:
+    root = _archive(tmp_path, bundles, n=1)
+    ledger = tmp_path / "l.sqlite"
+    done = run_cli("fixity", str(root), "--ledger", str(ledger), option, value, "-q")
+    assert b"Traceback" not in done.stderr
+    if accepted:
+        assert done.returncode == 0, done.stderr
+        return
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.decode().strip()
+    assert "\n" not in line and line.startswith(f"evalbook-bundle: error: {option}:")
+    assert ("36,525 days" if option == "--older-than" else "999,999,999") in line
+    assert not ledger.exists()
+
+
+# Every file a run writes is an output checked before any work: an existing record or
+# (when signed) record signature is refused like any output (exit 3), and the record
+# may not be the ledger or a file SQLite keeps beside it (exit 2); no ledger is made.
+@pytest.mark.parametrize(
+    ("record", "planted", "signed", "code"),
+    [
+        ("r.jsonl", "r.jsonl", False, 3),
+        ("r.jsonl", "r.jsonl", True, 3),
+        ("r.jsonl", "r.jsonl.sig", True, 3),
+        ("l.sqlite", None, False, 2),
+        ("l.sqlite-wal", None, False, 2),
+        ("l.sqlite-journal", None, True, 2),
+        ("l.sqlite-shm", None, False, 2),
+        ("l.sqlit", None, True, None),  # the signature l.sqlit.sig is no ledger file
+    ],
+)
+def test_record_outputs_are_checked_before_the_run(
+    record: str,
+    planted: str | None,
+    signed: bool,
+    code: int | None,
+    tmp_path: Path,
+    bundles: dict[str, Path],
+) -> None:
+    root = _archive(tmp_path, bundles, n=1)
+    work = tmp_path / "out"
+    work.mkdir()
+    if planted is not None:
+        (work / planted).write_bytes(b"kept")
+    key = tmp_path / "id_ed25519"
+    key.write_bytes(
+        Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        )
+    )
+    key.chmod(0o600)
+    args = ["--record", str(work / record), *(["--key", str(key)] if signed else [])]
+    done = run_cli("fixity", str(root), "--ledger", str(work / "l.sqlite"), *args, "-q")
+    assert b"Traceback" not in done.stderr
+    if code is None:
+        assert done.returncode == 0, done.stderr
+        assert (work / (record + ".sig")).is_file()
+        return
+    assert done.returncode == code, done.stderr
+    assert done.stderr.count(b"\n") == 1 and b"--record" in done.stderr
+    assert not (work / "l.sqlite").exists(), "a refused run made a ledger"
+    if planted is not None:
+        assert (work / planted).read_bytes() == b"kept"
+
+
 def _record_lines(path: Path) -> list[dict[str, Any]]:
     data = path.read_bytes()
     raw_lines = data.splitlines(keepends=True)
@@ -312,7 +404,7 @@ def test_record_is_schema_valid_and_signed(tmp_path: Path, bundles: dict[str, Pa
     again = run_cli(
         "fixity", str(root), "--ledger", str(tmp_path / "l.sqlite"), "--record", str(record)
     )
-    assert again.returncode == 2 and b"never overwritten" in again.stderr
+    assert again.returncode == 3 and b"never written over" in again.stderr
 
 
 # ------------------------------------------------------------------ object storage
@@ -435,7 +527,9 @@ def test_a_sidecar_signature_replaced_by_another_keys_fails(
     keys = {}
     for name in ("alice", "mallory"):
         key = tmp_path / name
-        subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
+        subprocess.run(
+            [keygen, "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True
+        )
         keys[name] = key
     key_type, blob = (tmp_path / "alice.pub").read_text().split()[:2]
     allowed = tmp_path / "allowed_signers"
@@ -445,14 +539,18 @@ def test_a_sidecar_signature_replaced_by_another_keys_fails(
     for archive in archives:
         assert run_cli("sign", str(archive), "--key", str(keys["alice"]), "-q").returncode == 0
     ledger = tmp_path / "ledger.sqlite"
-    code, summary, _ = _fixity(str(root), "--ledger", str(ledger), "--allowed-signers", str(allowed))
+    code, summary, _ = _fixity(
+        str(root), "--ledger", str(ledger), "--allowed-signers", str(allowed)
+    )
     assert (code, summary["counts"]["pass"]) == (0, 2)
 
     # Replace the first archive's sidecar with mallory's signature of the same head.
     victim = archives[0]
     Path(f"{victim}.sig").unlink()
     assert run_cli("sign", str(victim), "--key", str(keys["mallory"]), "-q").returncode == 0
-    code, summary, _ = _fixity(str(root), "--ledger", str(ledger), "--allowed-signers", str(allowed))
+    code, summary, _ = _fixity(
+        str(root), "--ledger", str(ledger), "--allowed-signers", str(allowed)
+    )
     assert code == 1
     assert summary["counts"] == {"pass": 1, "fail": 1, "missing": 0, "error": 0}
     (problem,) = summary["problems"]

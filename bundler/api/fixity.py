@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from bundler.api import params
@@ -13,6 +14,26 @@ from bundler.core.errors import ParameterError, UsageError
 from bundler.fixity.run import Summary
 
 OnProgress = Callable[[Progress], None]
+
+
+def _distinct_outputs(ledger: Path, record: Path, *, signed: bool) -> None:
+    """Every file the run will write is checked before any work: the record and, when
+    it is signed, its ``.sig`` are outputs like any other (never over anything, exit 3),
+    and neither may be the ledger or one of the files SQLite keeps beside it."""
+    if record.is_dir():
+        raise ParameterError("record", f"{record}: is a directory; name the record's file")
+    outputs = [record]
+    if signed:
+        outputs.append(params.output(record.with_name(record.name + ".sig"), "record"))
+    ledger_files = {
+        os.path.abspath(ledger.with_name(ledger.name + suffix))
+        for suffix in ("", "-journal", "-wal", "-shm")
+    }
+    for target in outputs:
+        if os.path.abspath(target) in ledger_files:
+            raise ParameterError(
+                "record", f"{target}: is the ledger's own file; the record needs a path of its own"
+            )
 
 
 def _parsed(parse: Callable[[str], Any], value: object, param: str) -> Any:
@@ -66,10 +87,8 @@ def fixity(
         raise ParameterError("upload_record", "needs an s3://bucket/prefix source")
     if key is not None and record_path is None and not is_upload:
         raise ParameterError("key", "signs the record: give record or upload_record")
-    if record_path is not None and os.path.lexists(record_path):
-        raise ParameterError(
-            "record", f"{record_path} already exists; a record is never overwritten"
-        )
+    if record_path is not None:
+        _distinct_outputs(ledger_path, record_path, signed=key is not None)
     selection = Selection(
         sample=None if sample is None else _parsed(parse_sample, sample, "sample"),
         older_than=None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -159,8 +158,6 @@ def fixity(
         raise UsageError("--upload-record needs an s3://bucket/prefix SOURCE")
     if key_path is not None and record is None and not upload_record:
         raise UsageError("--key signs the record: give --record FILE or --upload-record")
-    if record is not None and os.path.lexists(record):
-        raise UsageError(f"--record: {record} already exists; a record is never overwritten")
     _warn_key(key_path)
     line = _ProgressLine(not quiet, "fixity", unit="bundles")
     try:

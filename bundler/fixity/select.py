@@ -17,9 +17,15 @@ from bundler.core.errors import InputError, UsageError
 from bundler.fixity.ledger import RETIRED, KnownBundle
 
 ARCHIVE_SUFFIX = ".tar.zst"
-_DURATION_RE = re.compile(r"\A([1-9][0-9]{0,8})([smhdw])\Z")
+# Digits are matched without a length limit (up to a sanity cap that only keeps int()
+# cheap) so a value too large is refused by its bound, named, not called malformed.
+_DURATION_RE = re.compile(r"\A([1-9][0-9]{0,39})([smhdw])\Z")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_SAMPLE_RE = re.compile(r"\A(0|[1-9][0-9]{0,8})/([1-9][0-9]{0,8})\Z")
+# --older-than at most 100 years: longer than any archive has existed, and far inside
+# the dates a timestamp can hold (a cutoff before year 1 cannot be computed).
+MAX_DURATION_DAYS = 36_525
+_SAMPLE_RE = re.compile(r"\A(0|[1-9][0-9]{0,39})/([1-9][0-9]{0,39})\Z")
+MAX_SAMPLE_GROUPS = 999_999_999
 
 
 @dataclass(frozen=True)
@@ -59,15 +65,26 @@ def parse_duration(text: str, *, option: str = "--older-than") -> timedelta:
     match = _DURATION_RE.match(text)
     if match is None:
         raise UsageError(f"{option}: {text!r} is not a duration such as 12h, 30d or 2w")
-    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+    seconds = int(match.group(1)) * _UNITS[match.group(2)]
+    if seconds > MAX_DURATION_DAYS * 86400:
+        raise UsageError(
+            f"{option}: {text!r} is longer than {MAX_DURATION_DAYS:,} days (100 years), "
+            "the longest accepted"
+        )
+    return timedelta(seconds=seconds)
 
 
 def parse_sample(text: str) -> tuple[int, int]:
-    """``K/N`` with 0 <= K < N; UsageError otherwise."""
+    """``K/N`` with 0 <= K < N <= MAX_SAMPLE_GROUPS; UsageError otherwise."""
     match = _SAMPLE_RE.match(text)
     if match is None or int(match.group(1)) >= int(match.group(2)):
         raise UsageError(f"--sample: {text!r} is not K/N with 0 <= K < N (e.g. 0/7)")
-    return int(match.group(1)), int(match.group(2))
+    k, n = int(match.group(1)), int(match.group(2))
+    if n > MAX_SAMPLE_GROUPS:
+        raise UsageError(
+            f"--sample: {text!r} has N over {MAX_SAMPLE_GROUPS:,}, the most groups accepted"
+        )
+    return k, n
 
 
 def group_of(key: str, n: int) -> int:
