@@ -465,8 +465,9 @@ def test_an_edited_fixture_store_is_refused_or_exports_a_bundle_that_verifies(
 # ------------------------------------------- eval-banana run directories, by size
 #
 # A run exports iff it verifies in place (SPEC 5, Resources; threat model class 6), and
-# when both refuse they name the same rule: verify RUN --project asks the exporter's own
-# writer (evalbanana.export.check_exportable). Runs are the fixture run with stdout
+# when both refuse they name the same rule: export and verify RUN --project ask the one
+# BundleBudget (evalbanana.budget), export as it writes, verify in place over the sizes and
+# documents it has (evalbanana.export.check_exportable). Runs are the fixture run with stdout
 # files (sparse, NUL bytes) at and around every size the bundle reader bounds: the
 # 2,000-character tail, the 32 MiB document cap, and the 48 MiB of documents in all.
 
@@ -475,19 +476,15 @@ EB_CAP = MAX_DOCUMENT_BYTES
 EB_KEPT = MAX_KEPT_BYTES
 EB_LONG = "long-output-with-a-very-long-check-identifier-over-forty"
 EB_SECOND = "passes"
-# Over the reader's caps, export refuses and in-place verify still says VERIFIED: open
-# (docs/format.md, "eval-banana runs and the reader caps"); held here as expected failures
-# so the day they agree is seen.
-_OPEN = pytest.mark.xfail(strict=True, reason="exporter/verifier agreement over the caps is open")
-EB_SIZES: list[Any] = [
+EB_SIZES: list[tuple[int, int]] = [
     (eb.STDOUT_TAIL_CHARS, 0),
     (eb.STDOUT_TAIL_CHARS + 1, 0),
     (EB_CAP - 1, 0),
     (EB_CAP, 0),
-    pytest.param(EB_CAP + 1, 0, marks=_OPEN),
-    pytest.param(50 * 1000 * 1000, 0, marks=_OPEN),  # the 50 MB stdout of issue 28
+    (EB_CAP + 1, 0),
+    (50 * 1000 * 1000, 0),  # the 50 MB stdout of issue 28
     (EB_KEPT // 2 - 2**20, EB_KEPT // 2 - 2**20),  # room left for the other documents
-    pytest.param(EB_KEPT // 2, EB_KEPT // 2, marks=_OPEN),  # over the documents in all
+    (EB_KEPT // 2, EB_KEPT // 2),  # over the documents in all, each under the cap
 ]
 
 
