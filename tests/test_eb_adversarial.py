@@ -637,7 +637,7 @@ def test_export_of_a_run_the_reader_cannot_hold_in_all_is_refused(tmp_path: Path
 @pytest.mark.xfail(
     strict=True,
     reason="needs the bag reader to keep a bounded tail of data/run/**.stdout.txt "
-    "instead of the whole file (see the note in bundler/evalbanana/export.py)",
+    "instead of the whole file (see the note in bundler/evalbanana/budget.py)",
 )
 def test_stdout_over_the_document_cap_exports_and_verifies(tmp_path: Path) -> None:
     run = copy_run(tmp_path)
