@@ -20,6 +20,7 @@ repinned, payload refs whose size or location disagrees with the bytes.
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 import time
 import unicodedata
@@ -34,15 +35,17 @@ from hypothesis import strategies as st
 from test_export_eb import PROJECT as EB_PROJECT
 from test_export_eb import copy_run, edit_check
 
-from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES, MAX_KEPT_BYTES
+from bundler.archive import names
+from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES, MAX_KEPT_BYTES, json_values
 from bundler.bundles.verify import verify_bundle
 from bundler.core import canonical
 from bundler.core.claims import Verdict, VerifyOptions
 from bundler.core.digests import SCORER_TAG, framed_digest, json_digest
 from bundler.core.errors import BundlerError
+from bundler.evalbanana import export as eb_export
 from bundler.evalbanana import run as eb
 from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
-from bundler.evalbanana.verify import verify_run_dir
+from bundler.evalbanana.verify import EXPORT_WOULD_REFUSE, verify_run_dir
 from bundler.evalbook.export import ExportConfig, export_bundle
 from bundler.testing.fixturegen import CaseSpec, CheckSpec, StoreBuilder
 
@@ -465,8 +468,9 @@ def test_an_edited_fixture_store_is_refused_or_exports_a_bundle_that_verifies(
 # ------------------------------------------- eval-banana run directories, by size
 #
 # A run exports iff it verifies in place (SPEC 5, Resources; threat model class 6), and
-# when both refuse they name the same rule: verify RUN --project asks the exporter's own
-# writer (evalbanana.export.check_exportable). Runs are the fixture run with stdout
+# when both refuse they name the same rule: export and verify RUN --project ask the one
+# BundleBudget (evalbanana.budget), export as it writes, verify in place over the sizes and
+# documents it has (evalbanana.export.check_exportable). Runs are the fixture run with stdout
 # files (sparse, NUL bytes) at and around every size the bundle reader bounds: the
 # 2,000-character tail, the 32 MiB document cap, and the 48 MiB of documents in all.
 
@@ -475,19 +479,16 @@ EB_CAP = MAX_DOCUMENT_BYTES
 EB_KEPT = MAX_KEPT_BYTES
 EB_LONG = "long-output-with-a-very-long-check-identifier-over-forty"
 EB_SECOND = "passes"
-# Over the reader's caps, export refuses and in-place verify still says VERIFIED: open
-# (docs/format.md, "eval-banana runs and the reader caps"); held here as expected failures
-# so the day they agree is seen.
-_OPEN = pytest.mark.xfail(strict=True, reason="exporter/verifier agreement over the caps is open")
-EB_SIZES: list[Any] = [
-    (eb.STDOUT_TAIL_CHARS, 0),
-    (eb.STDOUT_TAIL_CHARS + 1, 0),
-    (EB_CAP - 1, 0),
-    (EB_CAP, 0),
-    pytest.param(EB_CAP + 1, 0, marks=_OPEN),
-    pytest.param(50 * 1000 * 1000, 0, marks=_OPEN),  # the 50 MB stdout of issue 28
-    (EB_KEPT // 2 - 2**20, EB_KEPT // 2 - 2**20),  # room left for the other documents
-    pytest.param(EB_KEPT // 2, EB_KEPT // 2, marks=_OPEN),  # over the documents in all
+# (first stdout, second stdout, whether export refuses)
+EB_SIZES: list[tuple[int, int, bool]] = [
+    (eb.STDOUT_TAIL_CHARS, 0, False),
+    (eb.STDOUT_TAIL_CHARS + 1, 0, False),
+    (EB_CAP - 1, 0, False),
+    (EB_CAP, 0, False),
+    (EB_CAP + 1, 0, True),
+    (50 * 1000 * 1000, 0, True),  # the 50 MB stdout of issue 28
+    (EB_KEPT // 2 - 2**20, EB_KEPT // 2 - 2**20, False),  # room left for the other documents
+    (EB_KEPT // 2, EB_KEPT // 2, True),  # over the documents in all, each under the cap
 ]
 
 
@@ -503,29 +504,34 @@ def _eb_stdout(run: Path, check_id: str, size: int) -> None:
     edit_check(run, check_id, lambda c: c.update(stdout=tail))
 
 
-@pytest.mark.parametrize(("first", "second"), EB_SIZES)
+@pytest.mark.parametrize(("first", "second", "refused"), EB_SIZES)
 def test_an_eval_banana_run_exports_iff_it_verifies_in_place(
-    first: int, second: int, tmp_path: Path
+    first: int, second: int, refused: bool, tmp_path: Path
 ) -> None:
     run = copy_run(tmp_path)
     _eb_stdout(run, EB_LONG, first)
     if second:
         _eb_stdout(run, EB_SECOND, second)
-    in_place = verify_run_dir(run, EB_PROJECT, VerifyOptions())
+    assert (_eb_agree(run, EB_PROJECT, tmp_path) is not None) is refused
+
+
+def _eb_agree(run: Path, project: Path, tmp_path: Path) -> str | None:
+    """Export ``run`` and verify it in place; assert they agree. Returns export's refusal
+    (which verify in place gave, in the same words, exit 3), or None when the run
+    exported and both the run in place and its bundle verify."""
+    in_place = verify_run_dir(run, project, VerifyOptions())
     out = tmp_path / "b.tar.zst"
+    out.unlink(missing_ok=True)
     try:
-        export_eb_bundle(EbExportConfig(run, EB_PROJECT, EB_EXPORTED_AT, out=out))
+        export_eb_bundle(EbExportConfig(run, project, EB_EXPORTED_AT, out=out))
     except BundlerError as e:
         assert e.exit_code == 3, f"export refused with exit {e.exit_code}: {e}"
         assert not out.exists(), "a refused export left its archive"
         assert in_place.verdict is Verdict.ERROR, (
             f"export refused ({e}) but verify in place says {in_place.verdict.value}"
         )
-        assert in_place.error is not None and e.message in in_place.error, (
-            in_place.error,
-            e.message,
-        )
-        return
+        assert in_place.error == EXPORT_WOULD_REFUSE + e.message, (in_place.error, e.message)
+        return e.message
     assert in_place.verdict is Verdict.VERIFIED, in_place.error or [
         c.detail for c in in_place.failures()
     ]
@@ -533,3 +539,134 @@ def test_an_eval_banana_run_exports_iff_it_verifies_in_place(
     assert bundled.verdict is Verdict.VERIFIED, bundled.error or [
         c.detail for c in bundled.failures()
     ]
+    return None
+
+
+# ------------------------------------------- the size rule's caps, at and around each
+#
+# Each cap of the rule (evalbanana.budget) is met exactly: the largest run it admits is
+# found by asking verify in place, then export and verify in place must agree on it and on
+# one byte (value, name byte) more, and the one more must be refused naming the cap.
+
+
+def _evidence(run: Path, check_id: str = EB_SECOND) -> Path:
+    directory = run / "checks" / eb.check_stem(check_id)
+    directory.mkdir(exist_ok=True)
+    return directory
+
+
+def _sparse(path: Path, size: int) -> None:
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+
+
+def _values_json(path: Path, n: int) -> None:
+    """A JSON array of ``n`` zeros: ``json_values`` counts n + 1."""
+    path.write_bytes(b"[" + b"0," * (n - 1) + b"0]" if n else b"[]")
+
+
+def _largest_admitted(set_n: Any, run: Path, lo: int, hi: int) -> int:
+    """The largest n in [lo, hi) that verify in place admits (lo admitted, hi refused)."""
+
+    def admitted(n: int) -> bool:
+        set_n(n)
+        return verify_run_dir(run, EB_PROJECT, VerifyOptions()).verdict is Verdict.VERIFIED
+
+    assert admitted(lo) and not admitted(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if admitted(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def test_the_kept_bytes_cap_is_met_exactly_by_export_and_verify_in_place(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    evidence = _evidence(run)
+    _sparse(evidence / "big.bin", EB_CAP)
+    last = _largest_admitted(lambda n: _sparse(evidence / "more.bin", n), run, 0, EB_CAP)
+    assert EB_KEPT - EB_CAP - 2**20 < last < EB_KEPT - EB_CAP
+    _sparse(evidence / "more.bin", last)
+    assert _eb_agree(run, EB_PROJECT, tmp_path) is None
+    _sparse(evidence / "more.bin", last + 1)
+    refusal = _eb_agree(run, EB_PROJECT, tmp_path)
+    assert refusal is not None and f"exceed {EB_KEPT} bytes in total" in refusal
+
+
+def test_the_json_values_cap_is_met_exactly_by_export_and_verify_in_place(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    path = _evidence(run) / "values.json"
+    last = _largest_admitted(lambda n: _values_json(path, n), run, 0, eb.MAX_JSON_VALUES)
+    assert eb.MAX_JSON_VALUES - 100_000 < last < eb.MAX_JSON_VALUES
+    _values_json(path, last)
+    assert _eb_agree(run, EB_PROJECT, tmp_path) is None
+    _values_json(path, last + 1)
+    refusal = _eb_agree(run, EB_PROJECT, tmp_path)
+    assert refusal is not None
+    assert f"JSON documents in the bundle hold more than {eb.MAX_JSON_VALUES} values" in refusal
+
+
+@pytest.mark.parametrize("extra", [-1, 0, 1])
+def test_the_member_name_cap_is_met_exactly_by_export_and_verify_in_place(
+    extra: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A member name of 4,096 bytes (the strict reader's cap) and one byte either side, in
+    # an evidence directory nested deep enough; the run is named relative to the working
+    # directory, as the whole path on disk would pass the system's own limit.
+    copy_run(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    run = Path("run")
+    top = f"eval-banana-bundle-{eb.read_run(run).run_id}"
+    evidence = _evidence(run).relative_to(run).as_posix()
+    prefix = f"{top}/data/run/{evidence}/"
+    want = names.MAX_NAME_BYTES + extra - len(prefix)
+    depth = (want - 1) // 201  # directories of 200 bytes, then a file of 1 to 201
+    rel = "/".join(["d" * 200] * depth + ["f" * (want - 201 * depth)])
+    assert len(prefix + rel) == names.MAX_NAME_BYTES + extra
+    fd = os.open(run / evidence, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for segment in rel.split("/")[:-1]:
+            os.mkdir(segment, dir_fd=fd)
+            inner = os.open(segment, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(os.open(rel.split("/")[-1], os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+    refusal = _eb_agree(run, EB_PROJECT.resolve(), tmp_path)
+    if extra <= 0:
+        assert refusal is None
+    else:
+        assert refusal is not None and f"name longer than {names.MAX_NAME_BYTES} bytes" in refusal
+
+
+def test_in_place_builds_the_bundle_document_export_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # verify in place counts bundle.json's bytes and values from the document export
+    # builds, with unhashed digests: it must be that document, field for field, but for the
+    # digests, the tree root and the time, which are as long and hold no separator.
+    documents: list[dict[str, Any]] = []
+    admit = eb_export._admit_bundle_json
+
+    def spy(budget: Any, bundle: dict[str, Any]) -> bytes:
+        documents.append(bundle)
+        return admit(budget, bundle)
+
+    monkeypatch.setattr(eb_export, "_admit_bundle_json", spy)
+    run = copy_run(tmp_path)
+    _eb_stdout(run, EB_LONG, eb.STDOUT_TAIL_CHARS + 1)
+    _values_json(_evidence(run) / "a,b:[c]{d}.json", 3)
+    assert _eb_agree(run, EB_PROJECT, tmp_path) is None
+    in_place, exported = documents
+    assert len(canonical.dumps(in_place)) == len(canonical.dumps(exported))
+    assert json_values(canonical.dumps(in_place)) == json_values(canonical.dumps(exported))
+
+    def masked(bundle: dict[str, Any]) -> dict[str, Any]:
+        files = [dict(f, digest=None) for f in bundle["files"]]
+        return dict(bundle, files=files, exported_at=None, cases_tree=None)
+
+    assert masked(in_place) == masked(exported)
+    assert in_place["cases_tree"]["tree_size"] == exported["cases_tree"]["tree_size"]

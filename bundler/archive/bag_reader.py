@@ -367,10 +367,26 @@ def document_problem(
     the sum of ``json_values`` over the JSON documents (``.json``, ``.jsonl``) kept
     before this one, both in member order.
     """
-    if len(data) > MAX_DOCUMENT_BYTES:
-        return f"document of {len(data)} bytes is over the {MAX_DOCUMENT_BYTES}-byte cap"
-    if kept_before + len(data) > MAX_KEPT_BYTES:
+    values = json_values(data) if is_json(rel) else 0
+    return sized_document_problem(
+        len(data), values, kept_before=kept_before, values_before=values_before
+    )
+
+
+def is_json(rel: str) -> bool:
+    """Whether the reader counts the values of the kept document at ``rel``."""
+    return rel.endswith((".json", ".jsonl"))
+
+
+def sized_document_problem(
+    size: int, values: int, *, kept_before: int, values_before: int
+) -> str | None:
+    """``document_problem`` from a kept document's size and ``json_values`` (0 for a
+    document that is not JSON), for a caller that knows them without holding the bytes."""
+    if size > MAX_DOCUMENT_BYTES:
+        return f"document of {size} bytes is over the {MAX_DOCUMENT_BYTES}-byte cap"
+    if kept_before + size > MAX_KEPT_BYTES:
         return f"documents in the bundle exceed {MAX_KEPT_BYTES} bytes in total"
-    if rel.endswith((".json", ".jsonl")) and values_before + json_values(data) > MAX_JSON_VALUES:
+    if values_before + values > MAX_JSON_VALUES:
         return f"JSON documents in the bundle hold more than {MAX_JSON_VALUES} values"
     return None

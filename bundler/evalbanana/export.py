@@ -20,7 +20,6 @@ Nothing is written at the target name until the archive is complete and fsynced.
 
 from __future__ import annotations
 
-import os
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -29,12 +28,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, assert_never
 
-from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES, document_problem, is_kept, json_values
 from bundler.core import canonical
 from bundler.core.digests import json_digest
 from bundler.core.errors import InputError, StrictFailure
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbanana import run as eb
+from bundler.evalbanana.budget import BundleBudget, run_file_sizes
 from bundler.evalbanana.definitions import (
     Definition,
     DefinitionState,
@@ -206,21 +205,34 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
     if project_root.is_symlink() or not project_root.is_dir():
         raise InputError(f"{project_root}: project root is not a directory")
     run = eb.read_run(run_dir)
-    run_sizes = _refuse_what_verify_rejects(run, run_dir)
+    run_sizes = run_file_sizes(run, run_dir)
     findings = check_run(run, run_dir)
     if findings:
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
         raise InputError(
             f"{run_dir}: not a consistent eval-banana run: {findings[0].message}{more}"
         )
+    with eb.Beneath(project_root) as project:
+        resolved = []
+        for check in run.checks:
+            definition = resolve_definition(run, check, project)
+            _refuse_empty_inline_script(project.root, definition)
+            resolved.append(definition)
+    return plan_from(run, run_sizes, resolved, project_root)
+
+
+def plan_from(
+    run: eb.Run, run_sizes: dict[str, int], resolved: list[Definition], project_root: Path
+) -> _Plan:
+    """The plan of a consistent run whose definitions are resolved (one per check, in
+    report order): each check's entry, its definition bundled or listed. Raises
+    InputError when no definition at all is found under the project root."""
     files = set(run.files)
     definitions: dict[str, bytes] = {}
     checks: list[dict[str, Any]] = []
     unavailable: list[dict[str, Any]] = []
-    resolved: list[Definition] = []
-    with eb.Beneath(project_root) as project:
-        for check in run.checks:
-            _plan_check(run, check, project, files, definitions, checks, unavailable, resolved)
+    for check, definition in zip(run.checks, resolved, strict=True):
+        _plan_check(check, definition, files, definitions, checks, unavailable)
     problem = no_definition_found(run, resolved, project_root)
     if problem is not None:
         raise InputError(problem + "; nothing written", param="project")
@@ -228,15 +240,23 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
     return _Plan(run, definitions, checks, unavailable, run_sizes)
 
 
+def _refuse_empty_inline_script(project_root: Path, definition: Definition) -> None:
+    if definition.state is DefinitionState.MATCHES and definition.empty_inline_script:
+        raise InputError(
+            f"{project_root / (definition.yaml_path or '')}: an empty inline script beside "
+            f"script_path {definition.script_path}: eval-banana ran the empty script while "
+            "the digest covers the referenced one (SPEC 10.2); its bundle would fail "
+            "verification, nothing written"
+        )
+
+
 def _plan_check(
-    run: eb.Run,
     check: eb.CheckRecord,
-    project: eb.Beneath,
+    definition: Definition,
     files: set[str],
     definitions: dict[str, bytes],
     checks: list[dict[str, Any]],
     unavailable: list[dict[str, Any]],
-    resolved: list[Definition],
 ) -> None:
     """One check's entry, and its definition bundled or listed."""
     stem = check.stem
@@ -252,15 +272,6 @@ def _plan_check(
         "definition": None,
         "script": None,
     }
-    definition = resolve_definition(run, check, project)
-    resolved.append(definition)
-    if definition.state is DefinitionState.MATCHES and definition.empty_inline_script:
-        raise InputError(
-            f"{project.root / (definition.yaml_path or '')}: an empty inline script beside "
-            f"script_path {definition.script_path}: eval-banana ran the empty script while "
-            "the digest covers the referenced one (SPEC 10.2); its bundle would fail "
-            "verification, nothing written"
-        )
     listed = _listing(definition)
     if listed is not None:
         unavailable.append(listed)
@@ -275,66 +286,6 @@ def _plan_check(
                 definitions, definition.script_path, definition.script_bytes
             )
     checks.append(entry)
-
-
-def _refuse_what_verify_rejects(run: eb.Run, run_dir: Path) -> dict[str, int]:
-    """Refuse, before reading it, a run file the bundle's reader would not keep whole;
-    return the size of each run file.
-
-    The bundle reader (bag_reader) keeps each data/run/ file under its document cap, and
-    the verifier re-derives the stdout tails from those bytes; a larger file would make
-    the bundle fail its own verification, so export refuses it up front. A legitimate
-    stdout can be larger: once the reader keeps a bounded tail of
-    data/run/checks/*.stdout.txt (its last 8 KiB, with the file's size and whether it is
-    UTF-8) instead of the whole file, stdout files leave this rule.
-    """
-    sizes: dict[str, int] = {}
-    for rel in run.files:
-        try:
-            size = os.lstat(run_dir / rel).st_size
-        except OSError as exc:
-            raise InputError(f"{run_dir / rel}: cannot be read ({exc.strerror})") from exc
-        if size > MAX_DOCUMENT_BYTES or not is_kept(RUN_PREFIX + rel, b"", size):
-            raise InputError(
-                f"{run_dir / rel}: {size} bytes, over the {MAX_DOCUMENT_BYTES}-byte document "
-                "cap of the bundle reader (SPEC 5, Resources): its bundle would fail "
-                "verification; nothing written"
-            )
-        sizes[rel] = size
-    return sizes
-
-
-class _ReaderBudget:
-    """The bundle reader's totals, asked of every member as it is written (bag_reader's
-    ``document_problem``): an export the reader would refuse stops, nothing written."""
-
-    # bagit.txt, bag-info.txt, bundle-head.json (and its signature), tagmanifest: small.
-    TAG_FILES_BYTES = 16 * 1024
-    TAG_FILES_VALUES = 64
-
-    def __init__(self, where: Path) -> None:
-        self.where = where
-        self.kept = 0
-        self.values = 0
-
-    def admit(self, member: str, data: bytes) -> None:
-        if not is_kept(member, data[:1024], len(data)):
-            return
-        problem = document_problem(member, data, self.kept, values_before=self.values)
-        if problem is not None:
-            raise InputError(
-                f"{self.where}: {member}: {problem} (the bundle reader's limit, SPEC 5, "
-                "Resources): its bundle would fail verification; nothing written"
-            )
-        self.kept += len(data)
-        if member.endswith((".json", ".jsonl")):
-            self.values += json_values(data)
-
-    def admit_tag_files(self, paths: list[str]) -> None:
-        manifest = sum(64 + 2 + len(p.encode("utf-8")) + 1 for p in paths)
-        self.admit("manifest-sha256.txt", b"\n" * manifest)
-        self.admit("bundle-head.json", b"," * self.TAG_FILES_VALUES)
-        self.admit("bag-info.txt", b"\n" * self.TAG_FILES_BYTES)
 
 
 def _run_member_if(files: set[str], rel: str) -> str | None:
@@ -425,29 +376,89 @@ def _checked_top(plan: _Plan) -> str:
     return top
 
 
-class _Discard:
-    def write(self, data: bytes) -> int:
-        return len(data)
+# Stands for a sha256 digest or a tree root where the bytes are not hashed: the same
+# length and no comma, colon or bracket, so bundle.json's size and ``json_values`` are
+# those of the document export writes (tests/test_export_verify_property.py).
+_UNHASHED_DIGEST = "sha256:" + "0" * 64
+_UNHASHED_ROOT = "0" * 64
 
 
-def check_exportable(run_dir: Path, project_root: Path) -> None:
-    """Raise what ``export_eb_bundle`` would raise for this run and project, writing nothing.
+def check_exportable(
+    run: eb.Run,
+    run_dir: Path,
+    run_sizes: dict[str, int],
+    resolved: list[Definition],
+    project_root: Path,
+) -> None:
+    """Raise what ``export_eb_bundle`` raises over the bundle's names and reader caps,
+    for a consistent run already read (``run_sizes`` from ``run_file_sizes``) whose
+    definitions are resolved; nothing is written, hashed or archived.
 
-    The bundle is built exactly as export builds it, through the same ``BagWriter``
-    and ``_ReaderBudget``, into a tar that discards its bytes: every rule the bundle's
-    reader applies (document and value caps, member names, counts and name bytes) is
-    asked by the one code that export uses, so ``verify RUN --project`` refuses exactly
-    the runs export refuses, in the same words (SPEC 5, Resources; docs/format.md,
-    "eval-banana runs and the reader caps"). Raises InputError or StoreError (exit 3).
+    Every member goes through the same ``BundleBudget``, in the order export writes
+    it, with the sizes already known; only the kept JSON run files are read again, to
+    count their values. bundle.json is the document export builds (``bundle_document``),
+    with unhashed digests of the same length. Raises InputError (exit 3), in export's
+    words. (SPEC 5, Resources; docs/format.md, "Sizes: one rule for export and verify in
+    place".)
     """
-    from bundler.archive.tarwriter import TarWriter
+    plan = plan_from(run, run_sizes, resolved, project_root)
+    budget = BundleBudget(run_dir, _checked_top(plan))
+    files: list[dict[str, Any]] = []
+    with eb.Beneath(run_dir) as source:
+        for rel in run.files:
+            member = RUN_PREFIX + rel
+            size = run_sizes[rel]
+            budget.admit(member, size, lambda rel=rel: _read_run_file(source, rel, run_dir))
+            files.append({"path": member, "digest": _UNHASHED_DIGEST, "size": size})
+    for rel in sorted(plan.definitions, key=lambda p: p.encode("utf-8")):
+        data = plan.definitions[rel]
+        budget.admit_bytes(DEFINITIONS_PREFIX + rel, data)
+        files.append(
+            {"path": DEFINITIONS_PREFIX + rel, "digest": _UNHASHED_DIGEST, "size": len(data)}
+        )
+    files.sort(key=lambda f: f["path"].encode("utf-8"))
+    tree = {"tree_size": len(run.checks), "root": _UNHASHED_ROOT}
+    bundle = bundle_document(plan, files, tree, datetime.now(UTC))
+    _admit_bundle_json(budget, bundle)
 
-    plan = plan_export(run_dir, project_root)
-    config = EbExportConfig(
-        run_dir=run_dir, project_root=project_root, exported_at=datetime.now(UTC)
-    )
-    tar = TarWriter(_Discard(), mtime=0)
-    _fill_bag(BagWriter(tar, _checked_top(plan), None), plan, config)
+
+def _read_run_file(source: eb.Beneath, rel: str, run_dir: Path) -> bytes:
+    data = source.read(rel, what="a run file")
+    if data is None:
+        raise InputError(f"{run_dir / rel}: disappeared during export; export again")
+    return data
+
+
+def _admit_bundle_json(budget: BundleBudget, bundle: dict[str, Any]) -> bytes:
+    """bundle.json's canonical bytes, after the budget admits them and the tag files."""
+    bundle_bytes = canonical.dumps(bundle)
+    budget.admit_bytes("data/bundle.json", bundle_bytes)
+    budget.admit_tag_files([f["path"] for f in bundle["files"]] + ["data/bundle.json"])
+    return bundle_bytes
+
+
+def bundle_document(
+    plan: _Plan, files: list[dict[str, Any]], tree: dict[str, Any], exported_at: datetime
+) -> dict[str, Any]:
+    """bundle.json of the plan, naming ``files`` (sorted) with the case tree ``tree``."""
+    run = plan.run
+    return {
+        "schema": BUNDLE_SCHEMA,
+        "exported_at": format_timestamp(exported_at),
+        "exporter": {"tool": TOOL_NAME, "version": __version__},
+        "run": {
+            "run_id": run.run_id,
+            "digest": run.report_digest,
+            "path": REPORT_MEMBER,
+            "project_root": run.project_root,
+            "run_passed": run.run_passed,
+        },
+        "files": files,
+        "checks": plan.checks,
+        "unavailable": plan.unavailable,
+        "redacted": [],
+        "cases_tree": tree,
+    }
 
 
 def _add_run_file(
@@ -458,14 +469,12 @@ def _add_run_file(
     config: EbExportConfig,
     files: list[dict[str, Any]],
     leaves: dict[str, bytes],
-    budget: _ReaderBudget,
+    budget: BundleBudget,
     planned: int,
 ) -> None:
-    data = source.read(rel, what="a run file")
-    if data is None:
-        raise InputError(f"{config.run_dir / rel}: disappeared during export; export again")
+    data = _read_run_file(source, rel, config.run_dir)
     member = RUN_PREFIX + rel
-    budget.admit(member, data)
+    budget.admit_bytes(member, data)
     hex_digest = writer.add(member, data, planned=planned)
     files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
     if rel == "report.json" and "sha256:" + hex_digest != run.report_digest:
@@ -479,8 +488,7 @@ def _fill_bag(writer: BagWriter, plan: _Plan, config: EbExportConfig) -> dict[st
     run = plan.run
     files: list[dict[str, Any]] = []
     leaves: dict[str, bytes] = {}
-    report_digest = run.report_digest
-    budget = _ReaderBudget(config.run_dir)
+    budget = BundleBudget(config.run_dir, writer.top)
     writer.plan(sum(plan.run_sizes.values()) + sum(map(len, plan.definitions.values())))
     with eb.Beneath(config.run_dir) as source:
         for rel in run.files:
@@ -490,33 +498,16 @@ def _fill_bag(writer: BagWriter, plan: _Plan, config: EbExportConfig) -> dict[st
     for rel in sorted(plan.definitions, key=lambda p: p.encode("utf-8")):
         data = plan.definitions[rel]
         member = DEFINITIONS_PREFIX + rel
-        budget.admit(member, data)
+        budget.admit_bytes(member, data)
         hex_digest = writer.add(member, data, planned=len(data))
         files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
     tree = TreeBuilder()
     for entry in plan.checks:
         tree.append(leaves[entry["result"]])
     files.sort(key=lambda f: f["path"].encode("utf-8"))
-    bundle: dict[str, Any] = {
-        "schema": BUNDLE_SCHEMA,
-        "exported_at": format_timestamp(config.exported_at),
-        "exporter": {"tool": TOOL_NAME, "version": __version__},
-        "run": {
-            "run_id": run.run_id,
-            "digest": report_digest,
-            "path": REPORT_MEMBER,
-            "project_root": run.project_root,
-            "run_passed": run.run_passed,
-        },
-        "files": files,
-        "checks": plan.checks,
-        "unavailable": plan.unavailable,
-        "redacted": [],
-        "cases_tree": {"tree_size": tree.size, "root": tree.root().hex()},
-    }
-    bundle_bytes = canonical.dumps(bundle)
-    budget.admit("data/bundle.json", bundle_bytes)
-    budget.admit_tag_files([f["path"] for f in files] + ["data/bundle.json"])
+    cases_tree = {"tree_size": tree.size, "root": tree.root().hex()}
+    bundle = bundle_document(plan, files, cases_tree, config.exported_at)
+    bundle_bytes = _admit_bundle_json(budget, bundle)
     writer.add("data/bundle.json", bundle_bytes)
     write_tag_files(writer, bundle, bundle_bytes, config.sign)
     return bundle

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bundler.archive.bag_reader import BagContents
 from bundler.core.claims import (
@@ -51,6 +51,7 @@ from bundler.core.claims import (
 from bundler.core.digests import is_digest
 from bundler.core.errors import BundlerError, InputError, UsageError
 from bundler.evalbanana import run as eb
+from bundler.evalbanana.budget import run_file_sizes
 from bundler.evalbanana.bundled_definitions import bundled_definition, expected_definition_member
 from bundler.evalbanana.definitions import (
     Definition,
@@ -65,6 +66,7 @@ from bundler.evalbanana.export import (
     REPORT_MEMBER,
     RUN_PREFIX,
     UnavailableReason,
+    check_exportable,
     result_member,
     top_directory,
 )
@@ -81,6 +83,10 @@ from bundler.evalbanana.summary import (
     tree_of,
 )
 from bundler.evalbook.bagcheck import check_bag_frame
+
+T = TypeVar("T")
+# How verify in place begins the message of a run export-eb refuses over its bundle's size.
+EXPORT_WOULD_REFUSE = "export-eb would refuse this run: "
 
 _FINDING_GROUPS: dict[FindingKind, int] = {
     FindingKind.MISSING_FILE: 7,
@@ -123,8 +129,10 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
     A definition that is missing under ``project_root`` (or outside it, or unreadable)
     is unprovable as ``definition_missing``, one that no longer recomputes is
     unprovable as ``definition_digest_mismatch``: exactly what ``export-eb`` would list.
-    An unreadable, unsafe or malformed run directory, or a project root that is not a
-    directory, gives verdict ``error``. Raises UsageError for options that need a
+    An unreadable, unsafe or malformed run directory, a project root that is not a
+    directory, or a run whose bundle export-eb refuses over the bundle reader's caps
+    and names (``budget.BundleBudget``, in export's words after ``EXPORT_WOULD_REFUSE``)
+    gives verdict ``error``. Raises UsageError for options that need a
     bundle (``--expect-bundle-digest``, signatures).
     """
     if options.expect_bundle_digest is not None:
@@ -141,6 +149,10 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         if project_root.is_symlink() or not project_root.is_dir():
             raise InputError(f"{project_root}: project root is not a directory")
         run = eb.read_run(run_dir)
+        # Export's first refusal, before any file is read: a run file the bundle reader
+        # would not keep whole (docs/format.md, "Sizes: one rule for export and verify
+        # in place").
+        run_sizes = _as_export_would(lambda: run_file_sizes(run, run_dir))
         findings = check_run(run, run_dir)
         with eb.Beneath(project_root) as project:
             definitions = [resolve_definition(run, check, project) for check in run.checks]
@@ -178,6 +190,19 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         )
     final = apply_strict(claims.items, options.strict)
     verdict = Verdict.FAILED if any(c.state is State.FAILED for c in final) else Verdict.VERIFIED
+    if verdict is Verdict.VERIFIED and not_found is None:
+        # A run that verifies in place must be one export-eb writes a bundle of, and one
+        # export refuses over the bundle's names and reader caps is refused here in its
+        # words: the same rule (BundleBudget), asked with the sizes, definitions and
+        # JSON documents already at hand, nothing hashed or archived.
+        try:
+            _as_export_would(
+                lambda: check_exportable(run, run_dir, run_sizes, definitions, project_root)
+            )
+        except BundlerError as exc:
+            return Verification(
+                source=source, verdict=Verdict.ERROR, error=exc.message, strict=options.strict
+            )
     summary = summary_of(run, MODE_RUN_DIRECTORY, tree)
     if not_found is not None:
         summary["labels"].append(["Definitions", f"NONE FOUND: {not_found}"])
@@ -195,6 +220,14 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         report_result=run_result(summary),
         report_issued_at=run.completed_at,
     )
+
+
+def _as_export_would(ask: Callable[[], T]) -> T:
+    """``ask()``, its refusal said as export-eb's (exit 3, export's own message)."""
+    try:
+        return ask()
+    except InputError as exc:
+        raise InputError(f"{EXPORT_WOULD_REFUSE}{exc.message}") from exc
 
 
 def _read_results(run: eb.Run, run_dir: Path) -> list[bytes] | None:
