@@ -26,6 +26,7 @@ from test_import_hostile import refuse
 from test_importers import EXPORTED_AT, _reseal
 
 from bundler.cli import main
+from bundler.importers.lmgroups import MAX_GROUP_DEPTH
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUP_RUN = ROOT / "fixtures" / "runners" / "lm-eval" / "group-run"
@@ -75,6 +76,16 @@ def _add_outer(r: dict[str, Any], outer_children: list[str], values: dict[str, A
     entry = {"alias": "fixture_outer", "name": "fixture_outer", **values}
     r["results"]["fixture_outer"] = entry
     r["groups"]["fixture_outer"] = copy.deepcopy(entry)
+
+
+def _deep(r: dict[str, Any], depth: int) -> None:
+    """A chain of groups, each the only subtask of the one before, down to fixture_group."""
+    child = GROUP
+    for i in range(depth):
+        name = f"fixture_nest{i}"
+        r["group_subtasks"][name] = [child]
+        r["results"][name] = {"alias": name, "name": name}
+        child = name
 
 
 def _drop_subtask(r: dict[str, Any]) -> None:
@@ -136,15 +147,28 @@ HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     ),
     "a subtask counted twice": (
         lambda r: r["group_subtasks"][GROUP].append("fixture_mc"),
-        f"group_subtasks.{GROUP}[2]: task 'fixture_mc' counted twice",
+        f"group_subtasks.{GROUP}[2]: 'fixture_mc' is already a subtask of '{GROUP}'",
+    ),
+    "a subtask under two groups": (
+        lambda r: (
+            r["group_subtasks"].update(fixture_other=["fixture_mc2"])
+            or r["results"].update(fixture_other={"alias": "o", "name": "fixture_other"})
+        ),
+        "'fixture_mc2' is already a subtask of 'fixture_group'",
     ),
     "a group containing itself": (
         lambda r: r["group_subtasks"][GROUP].append(GROUP),
         f"group_subtasks.{GROUP}[2]: group '{GROUP}' contains itself",
     ),
+    "groups nested too deep": (
+        lambda r: _deep(r, MAX_GROUP_DEPTH + 1),
+        f"groups nested more than {MAX_GROUP_DEPTH} deep",
+    ),
     "a cycle through a nested group": (
-        lambda r: _add_outer(r, [GROUP], {"acc,none": _weighted("acc,none", LEAVES)})
-        or r["group_subtasks"][GROUP].append("fixture_outer"),
+        lambda r: (
+            _add_outer(r, [GROUP], {"acc,none": _weighted("acc,none", LEAVES)})
+            or r["group_subtasks"][GROUP].append("fixture_outer")
+        ),
         "contains itself",
     ),
     "nested: outer value not the leaves' mean": (
@@ -256,8 +280,10 @@ def test_weight_by_size_both_ways(
 
 
 def test_equal_sizes_match_either_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A group of one task: both of lm-eval's rules give its value."""
+    """A group of one task (nested in fixture_group: a task has one parent): both of
+    lm-eval's rules give its value."""
     results = copy.deepcopy(REAL)
+    results["group_subtasks"][GROUP] = ["fixture_solo", "fixture_mc"]
     results["group_subtasks"]["fixture_solo"] = ["fixture_mc2"]
     entry = {
         "alias": "fixture_solo",
@@ -301,10 +327,13 @@ def test_a_group_without_an_aggregate_is_recorded(
     """lm-eval writes a group with no aggregate_metric_list into results (alias and name)
     and group_subtasks, not into groups."""
     results = copy.deepcopy(REAL)
+    results["group_subtasks"][GROUP] = ["fixture_plain", "fixture_mc2"]
     results["group_subtasks"]["fixture_plain"] = ["fixture_mc"]
     results["results"]["fixture_plain"] = {"alias": "fixture_plain", "name": "fixture_plain"}
-    plain = _import(results, tmp_path, capsys)["fixture_plain"]
-    assert plain["aggregates"] == [] and plain["tasks"] == ["fixture_mc"]
+    groups = _import(results, tmp_path, capsys)
+    assert groups["fixture_plain"]["aggregates"] == []
+    assert groups["fixture_plain"]["tasks"] == ["fixture_mc"]
+    assert groups[GROUP]["tasks"] == ["fixture_mc", "fixture_mc2"]  # through the subgroup
 
 
 # ------------------------------------------------------------------ the whole chain
@@ -348,9 +377,7 @@ def test_the_real_group_run_imports_with_its_aggregates_rederived(chain: dict[st
         "fixture_mc2.acc.none",
         "fixture_mc2.acc_norm.none",
     ]  # the group is no check: it has no samples of its own
-    body = json.loads(
-        (chain["store"] / "reports" / record["report_id"] / "body.json").read_bytes()
-    )
+    body = json.loads((chain["store"] / "reports" / record["report_id"] / "body.json").read_bytes())
     (group,) = body["subject"]["run"]["groups"]
     assert group["group"] == GROUP and group["subtasks"] == LEAVES and group["tasks"] == LEAVES
     assert group["version"] == REAL["versions"][GROUP] and group["sample_len"] == 5

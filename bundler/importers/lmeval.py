@@ -30,6 +30,7 @@ from typing import Any
 
 from bundler.core import canonical
 from bundler.core.errors import CanonicalJSONError, InputError
+from bundler.importers.lmgroups import group_names, read_groups
 from bundler.importers.model import (
     CaseStatus,
     ImportedCase,
@@ -45,7 +46,6 @@ from bundler.importers.model import (
     unique_identifiers,
     unique_joined_identifiers,
 )
-from bundler.importers.lmgroups import group_names, read_groups
 from bundler.importers.runfile import RunFile
 from bundler.importers.storewriter import StoreWriter
 

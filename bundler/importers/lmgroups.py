@@ -81,11 +81,7 @@ class ImportedGroup:
 
 
 def _number(value: Any) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def group_names(results: dict[str, Any], where: str) -> set[str]:
@@ -113,7 +109,7 @@ def _leaves(
     name: str, tree: dict[str, list[str]], tasks: set[str], groups: set[str], where: str
 ) -> list[str]:
     """The leaf tasks of group ``name``, in lm-eval's order; every child must be a task
-    or a group of the run, with no cycle and no task twice."""
+    or a group of the run, with no cycle (each name has one parent: ``_one_parent``)."""
     out: list[str] = []
 
     def walk(group: str, path: tuple[str, ...]) -> None:
@@ -125,11 +121,6 @@ def _leaves(
         for i, child in enumerate(tree[group]):
             field = f"group_subtasks.{group}[{i}]"
             if child in tasks:
-                if child in out:
-                    raise InputError(
-                        f"{where}: {field}: task {child!r} counted twice in group {name!r}; "
-                        "import refused"
-                    )
                 out.append(child)
             elif child in groups:
                 if child in path:
@@ -146,6 +137,22 @@ def _leaves(
 
     walk(name, (name,))
     return out
+
+
+def _one_parent(tree: dict[str, list[str]], where: str) -> None:
+    """Each task or group is a child of one group at most, once: lm-eval runs a task
+    once and refuses one named under two groups. So the groups form a forest, and the
+    leaf lists of all groups together hold each task at most MAX_GROUP_DEPTH times."""
+    parent: dict[str, str] = {}
+    for g in sorted(tree):
+        for i, child in enumerate(tree[g]):
+            if child in parent:
+                raise InputError(
+                    f"{where}: group_subtasks.{g}[{i}]: {child!r} is already a subtask of "
+                    f"{parent[child]!r} (lm-eval runs a task or group once, under one group); "
+                    "import refused"
+                )
+            parent[child] = g
 
 
 def read_groups(
@@ -165,6 +172,7 @@ def read_groups(
     tasks = set(results["configs"])
     groups = group_names(results, where)
     tree = {g: results["group_subtasks"][g] for g in groups}
+    _one_parent(tree, where)
     recorded = results.get("groups", {})
     if not isinstance(recorded, dict):
         raise InputError(f"{where}: groups: not an object")
@@ -242,7 +250,7 @@ def _aggregates(
             continue
         if metric.endswith("_stderr"):
             if not (_number(value) or value == "N/A"):
-                raise InputError(f"{where}: results.{g}.{key}: not a number or \"N/A\"")
+                raise InputError(f'{where}: results.{g}.{key}: not a number or "N/A"')
             continue
         field = f"{where}: results.{g}.{key}"
         if not _number(value):
@@ -294,9 +302,7 @@ def _means(values: list[float], sizes: list[int]) -> tuple[float | None, float]:
     """lm-eval's ``aggregate_subtask_metrics`` both ways, summed in its order: (weighted
     by size, or None when the sizes sum to 0; unweighted)."""
     total = sum(sizes)
-    weighted = (
-        sum(v * n for v, n in zip(values, sizes, strict=True)) / total if total else None
-    )
+    weighted = sum(v * n for v, n in zip(values, sizes, strict=True)) / total if total else None
     return weighted, sum(values) / len(values)
 
 
