@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import measure
 import pytest
 import repack
 from conftest import run_cli
@@ -425,3 +427,55 @@ def test_check_names_a_forged_group_record(
     assert done.returncode == 1, done.stdout + done.stderr
     named = {d["path"] for d in json.loads(done.stdout)["differences"]}
     assert "data/report/body.json" in named
+
+
+# ------------------------------------------------------------------ SPEC 5 bounds
+
+
+def _doubling(r: dict[str, Any]) -> None:
+    """40 levels, each group naming the next twice: walked naively, 2^40 visits."""
+    for i in range(40):
+        name = f"fixture_level{i}"
+        r["group_subtasks"][name] = [f"fixture_level{i + 1}"] * 2
+        r["results"][name] = {"alias": name, "name": name}
+    r["group_subtasks"]["fixture_level40"] = []
+    r["results"]["fixture_level40"] = {"alias": "l", "name": "fixture_level40"}
+
+
+def _wide(r: dict[str, Any]) -> None:
+    """An outer group of fixture_group and 50,000 empty groups, its aggregate true."""
+    empties = [f"fixture_empty{i}" for i in range(50_000)]
+    for name in empties:
+        r["group_subtasks"][name] = []
+        r["results"][name] = {"alias": name, "name": name}
+    _add_outer(r, [GROUP, *empties], {"acc,none": _weighted("acc,none", LEAVES)})
+
+
+@pytest.mark.parametrize(
+    ("shape", "code", "phrase"),
+    [(_doubling, 3, b"is already a subtask of"), (_wide, 0, b"")],
+    ids=["doubling", "wide"],
+)
+def test_group_shapes_stay_within_memory_and_time(
+    shape: Callable[[dict[str, Any]], None], code: int, phrase: bytes, tmp_path: Path
+) -> None:
+    results = copy.deepcopy(REAL)
+    shape(results)
+    run = measure.spawn_measured(
+        [
+            sys.executable,
+            "-m",
+            "bundler",
+            "import-lm-eval",
+            *args_of(results, tmp_path),
+            "--store",
+            str(tmp_path / "store"),
+            "--principal",
+            "a",
+        ],
+        deadline=120,
+    )
+    assert run.code == code, run.stderr
+    assert phrase in run.stderr
+    assert run.peak_bytes < 300 * 1024 * 1024
+    assert run.cpu < 20, run.cpu  # CPU, not wall: the suite shares two cores

@@ -189,7 +189,9 @@ def read_groups(
                 f"{where}: results.{task}.sample_len: {size!r}, but its samples hold "
                 f"{len(datasets[task].examples)} documents; import refused"
             )
-    by_key = {(c.scorer, c.metric, c.filter): c for c in checks}
+    by_task: dict[str, list[ImportedCheck]] = {}
+    for c in checks:
+        by_task.setdefault(c.scorer, []).append(c)
     out = []
     for g in sorted(groups):
         values = results["results"].get(g)
@@ -199,7 +201,7 @@ def read_groups(
                 "of group_subtasks into results); import refused"
             )
         leaves = _leaves(g, tree, tasks, groups, where)
-        aggregates = _aggregates(g, values, leaves, by_key, datasets, where)
+        aggregates = _aggregates(g, values, leaves, by_task, datasets, where)
         if aggregates and g not in recorded:
             raise InputError(
                 f"{where}: groups.{g}: missing, but results.{g} holds an aggregate (lm-eval "
@@ -233,10 +235,17 @@ def _aggregates(
     g: str,
     values: dict[str, Any],
     leaves: list[str],
-    by_key: dict[tuple[str, str, str], ImportedCheck],
+    by_task: dict[str, list[ImportedCheck]],
     datasets: dict[str, ImportedDataset],
     where: str,
 ) -> list[GroupAggregate]:
+    # The leaf tasks' checks by (metric, filter), in leaf order: one pass over them, so a
+    # group costs its keys plus its tasks' checks, never their product.
+    by_key: dict[tuple[str, str], list[Member]] = {}
+    for task in leaves:
+        for c in by_task.get(task, []):
+            member = Member(task, c.check_id, len(datasets[task].examples))
+            by_key.setdefault((c.metric, c.filter), []).append(member)
     out = []
     for key, value in values.items():
         metric, sep, filt = key.partition(",")
@@ -255,11 +264,7 @@ def _aggregates(
         field = f"{where}: results.{g}.{key}"
         if not _number(value):
             raise InputError(f"{field}: not a number; import refused")
-        members = tuple(
-            Member(task, by_key[(task, metric, filt)].check_id, len(datasets[task].examples))
-            for task in leaves
-            if (task, metric, filt) in by_key
-        )
+        members = tuple(by_key.get((metric, filt), ()))
         if not members:
             raise InputError(
                 f"{field}: none of the group's tasks ({', '.join(leaves) or 'none'}) reports "
