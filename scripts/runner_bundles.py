@@ -5,8 +5,8 @@ deterministically, for any verifier to be run against:
 
 writes into OUTDIR (absent or empty) one ``.tar.zst`` per case and ``expected.json``:
 ``{name: {"verdict", "exit_code", "why"}}``, the outcome SPEC 5 and 16 give (written
-from the contract, not from a verifier's output). The legitimate ones are the two runs
-imported (the Inspect one also with a dataset file over 262,144 bytes, so one run file
+from the contract, not from a verifier's output). The legitimate ones are the three runs
+imported (lm-eval's second one of a group task; the Inspect one also with a dataset file over 262,144 bytes, so one run file
 sits at SSO and is exported all the same), exported by alice (every permission) and bob
 (no dataset.read_body: run files, examples and outputs withheld, digests kept). The
 tampered ones re-seal every digest (tests/repack.py), so only the rules of claims 10 and
@@ -99,6 +99,15 @@ def build(out: Path) -> dict[str, dict[str, Any]]:
             tuple(sorted((RUNNERS / "lm-eval" / "tasks").glob("*.yaml"))),
         )
     )
+    group_run = RUNNERS / "lm-eval" / "group-run"
+    lm_group = import_run(
+        ImportConfig(
+            Runner.LM_EVAL,
+            (next(group_run.glob("results_*.json")), *sorted(group_run.glob("samples_*.jsonl"))),
+            store,
+            tuple(sorted((RUNNERS / "lm-eval" / "tasks").glob("*.yaml"))),
+        )
+    )
     access = json.loads((store / "access.json").read_bytes())
     access["principals"]["bob"] = ["report.export"]
     (store / "access.json").write_bytes(canonical.dumps(access))
@@ -106,6 +115,7 @@ def build(out: Path) -> dict[str, dict[str, Any]]:
     for name, report_id in (
         ("imported-inspect", inspect.report_id),
         ("imported-lm-eval", lm.report_id),
+        ("imported-lm-eval-group", lm_group.report_id),
     ):
         for principal in ("alice", "bob"):
             path = out / f"{name}-{principal}.tar.zst"

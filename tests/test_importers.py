@@ -563,7 +563,7 @@ def test_run_file_bundles_verify_as_the_contract_says(tmp_path: Path) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     expected = module.build(tmp_path / "bundles")
-    assert len(expected) == 9
+    assert len(expected) == 11  # three runs by alice and bob, five listings against the rule
     for name, e in sorted(expected.items()):
         result = verify_bundle(str(tmp_path / "bundles" / name), VerifyOptions())
         assert (result.verdict.value, result.exit_code) == (e["verdict"], e["exit_code"]), name

@@ -32,6 +32,7 @@ from bundler.evalbook.contract import MAX_EVIDENCE_REFS
 from bundler.evalbook.derive import derive_check, derive_report
 from bundler.evalbook.scorers import scorer_file_order, scorer_version_digest
 from bundler.importers.decision import Decision, no_threshold
+from bundler.importers.lmgroups import rederive_groups
 from bundler.importers.model import ImportedCheck, ImportedFile, ImportedRun, to_identifier
 from bundler.importers.storewriter import PayloadRef, StoreWriter
 
@@ -180,10 +181,16 @@ def build_documents(
 
     derived = derive_report((c["required"], c["derived"]) for c in checks_out)
     reasons = _reasons(checks_out, decision, derived.result.value)
+    run_identity = run.run
+    if run.groups:
+        # A group's aggregate is no check (no samples of its own): it is re-derived from
+        # its tasks' means and recorded with the rule it matches (lmgroups).
+        means = {c["body"]["check_id"]: c["mean"] for c in checks_out}
+        run_identity = {**run.run, "groups": rederive_groups(run.groups, means)}
     subject = {
         "importer": {"tool": TOOL_NAME, "version": __version__},
         "runner": run.runner,
-        "run": run.run,
+        "run": run_identity,
         "files": [f.subject_entry() for f in run.files],
         "task_files": [t.entry.subject_entry() for t in task_files],
         "decision": None
@@ -273,9 +280,10 @@ def _reasons(checks_out: list[dict[str, Any]], decision: Decision | None, result
 
 def _runner_value_problem(
     check: ImportedCheck, dataset_id: str, example_ids: list[str], cases: list[dict[str, Any]]
-) -> str | None:
+) -> tuple[str | None, float | None]:
     """Why the runner's own value of the metric is not what SPEC 12 derives from the
-    check's cases under the no-decision rule (the mean), or None when it is."""
+    check's cases under the no-decision rule (the mean), or None when it is; and that
+    mean."""
     mean = derive_check(
         no_threshold(check.repeats),
         dataset_id=dataset_id,
@@ -284,13 +292,13 @@ def _runner_value_problem(
         cases=cases,
     )
     if mean.problems:
-        return f"its samples cannot be derived ({mean.problems[0].message})"
+        return f"its samples cannot be derived ({mean.problems[0].message})", None
     if numbers_agree(check.value, mean.score):
-        return None
+        return None, mean.score
     return (
         f"{check.value!r} is not what its samples give, {mean.score!r} (SPEC 12's mean over "
         "the examples whose every repeat was scored, of the mean of their repeats)"
-    )
+    ), mean.score
 
 
 def _build_checks(
@@ -347,7 +355,7 @@ def _build_checks(
             raise InputError(
                 f"check {check.check_id}: {derived.problems[0].message}; import refused"
             )
-        problem = _runner_value_problem(check, dataset_id, example_ids, cases)
+        problem, mean = _runner_value_problem(check, dataset_id, example_ids, cases)
         if problem is not None:
             raise InputError(f"{check.value_where}: {problem}; import refused")
         ordered = sorted(evidence_keys)
@@ -402,6 +410,7 @@ def _build_checks(
                 "body": body,
                 "result": result,
                 "cases": b"".join(line + b"\n" for line in lines),
+                "mean": mean,
                 "suite": {
                     "check_id": check.check_id,
                     "required": required,

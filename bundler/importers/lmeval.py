@@ -14,7 +14,8 @@ Mapping (docs/format.md has the whole table): a check per (task, metric, filter)
 metric's ``_stderr`` going into the check's observations; a case per document and
 filter; the example is the document; the output the filtered responses; the evidence
 the request arguments, all responses and lm-eval's three hashes; the score lm-eval's own
-per-document value of the metric.
+per-document value of the metric. A group's aggregate is no check: it is re-derived from
+its tasks' checks (``lmgroups``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 from bundler.core import canonical
 from bundler.core.errors import CanonicalJSONError, InputError
+from bundler.importers.lmgroups import group_names, read_groups
 from bundler.importers.model import (
     CaseStatus,
     ImportedCase,
@@ -150,14 +152,17 @@ def read_lm_eval_run(
     for task in tasks:
         if task not in by_task:
             raise InputError(f"{where}: task {task!r} has no samples file (give it with --samples)")
-    # Nothing hidden: every task the results report is one the import maps, and every
-    # task hash names one of them.
+    # Nothing hidden: every entry of results is a task the import maps or a group whose
+    # aggregate it re-derives (lmgroups), and every task hash names a task.
+    groups = group_names(results, where)
     for key in ("results", "task_hashes"):
         for task in results[key]:
-            if task not in results["configs"]:
+            if task not in results["configs"] and (key == "task_hashes" or task not in groups):
                 raise InputError(
                     f"{where}: {key}.{task}: a task with no entry in configs and no samples "
-                    "file (a group's aggregate is not imported; import its tasks); import refused"
+                    "file"
+                    + ("" if key == "task_hashes" else ", and no group of group_subtasks")
+                    + "; import refused"
                 )
 
     unique_identifiers(tasks, what="tasks", source=where)
@@ -191,6 +196,7 @@ def read_lm_eval_run(
     unique_joined_identifiers(
         [(c.scorer, c.metric, c.filter) for c in checks], what="checks", source=where
     )
+    imported_groups = read_groups(results, checks, datasets, where)
     files = [
         ImportedFile(
             Role.RESULTS,
@@ -229,6 +235,7 @@ def read_lm_eval_run(
         datasets=datasets,
         checks=checks,
         report_base=f"lm-eval-{to_identifier(str(model or 'model'))}",
+        groups=imported_groups,
     )
 
 

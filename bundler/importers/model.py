@@ -13,11 +13,14 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bundler.core.errors import InputError
 from bundler.core.times import ARCHIVE_TIME_MAX
 from bundler.importers.storewriter import PayloadRef
+
+if TYPE_CHECKING:
+    from bundler.importers.lmgroups import ImportedGroup
 
 _IDENTIFIER = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _OUTSIDE = re.compile(r"[^A-Za-z0-9._-]")
@@ -215,3 +218,5 @@ class ImportedRun:
     datasets: dict[str, ImportedDataset]
     checks: list[ImportedCheck]
     report_base: str  # the readable part of the default report id
+    # lm-eval groups: aggregates over checks, re-derived once the checks are (lmgroups)
+    groups: list[ImportedGroup] = field(default_factory=list)
