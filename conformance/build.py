@@ -494,6 +494,54 @@ def edit_cases(c: Corpus, bundles: dict[str, Path]) -> None:
         why="every file under data/ is named by bundle.json",
     )
 
+    # Names that collide after NFC + full case folding (Python's str.casefold()) are
+    # refused before a verdict; names that do not collide are two unnamed files. Each pair
+    # is one where a fold by toUpperCase().toLowerCase() answers otherwise, and a code
+    # point assigned after Unicode 14.0.0 is refused (docs/format.md, "Member names").
+    def extra_files(*names: str) -> Edit:
+        def run(eb: repack.EditableBag) -> None:
+            for name in names:
+                eb.files[f"data/extra/{name}"] = f"{name}\n".encode()
+
+        return run
+
+    for label, pair in [
+        ("capital-sharp-s", ("\u1e9e.json", "ss.json")),
+        ("sharp-s", ("\u00df.json", "SS.json")),
+        ("final-sigma", ("\u03c2.json", "\u03a3.json")),
+        ("long-s", ("\u017f.json", "s.json")),
+        ("fi-ligature", ("\ufb01.json", "FI.json")),
+        ("cherokee", ("\u13a0.json", "\uab70.json")),
+    ]:
+        c.add(
+            f"edit/names/fold-collision-{label}",
+            "archive",
+            "5",
+            build(f"names/fold-{label}", clean, extra_files(*pair)),
+            error(),
+            why="two names that are one after NFC and full case folding: refused before a verdict",
+        )
+    for label, pair in [
+        ("dotless-i", ("\u0131.json", "i.json")),
+        ("dotted-capital-i", ("\u0130.json", "i.json")),
+    ]:
+        c.add(
+            f"edit/names/fold-distinct-{label}",
+            "tamper",
+            "5 claim 10",
+            build(f"names/distinct-{label}", clean, extra_files(*pair)),
+            failed(*((10, f"data/extra/{name}") for name in pair), exact=True),
+            why="two names full case folding keeps apart (no Turkic rule): two unnamed files",
+        )
+    c.add(
+        "edit/names/unassigned-in-unicode-14",
+        "archive",
+        "5",
+        build("names/unassigned", clean, extra_files("\U0001e08f.json")),
+        error(),
+        why="a name with a code point not assigned in Unicode 14.0.0 (docs/format.md)",
+    )
+
     # Group 2: bundle.json and the head.
     def non_canonical(eb: repack.EditableBag) -> None:
         value = eb.bundle
@@ -1674,7 +1722,9 @@ def imported_cases(c: Corpus) -> None:
     the rule, every digest re-sealed."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("runner_bundles", ROOT / "scripts" / "runner_bundles.py")
+    spec = importlib.util.spec_from_file_location(
+        "runner_bundles", ROOT / "scripts" / "runner_bundles.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -1687,8 +1737,14 @@ def imported_cases(c: Corpus) -> None:
             reasons = ["no_dataset_read_body"] if name.endswith("-bob.tar.zst") else []
             c.add(case_id, "fixture", "16", name, verified(reasons), why=e["why"])
         else:
-            c.add(case_id, "listing", "16, 5 claim 10", name, failed((10, None), exact=True),
-                  why=e["why"])
+            c.add(
+                case_id,
+                "listing",
+                "16, 5 claim 10",
+                name,
+                failed((10, None), exact=True),
+                why=e["why"],
+            )
 
 
 def main() -> int:
