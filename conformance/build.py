@@ -1288,6 +1288,42 @@ def signature_cases(c: Corpus) -> tuple[Path, Path]:
         args=["--allowed-signers", allowed],
         why="without --identity any principal of the line",
     )
+    # ssh-keygen's time spellings (parse_absolute_time): Z or UTC in any case, a day past
+    # the month's end normalised; a past valid-after lets the signer sign, a future one not.
+    for label, value, expect in [
+        ("z-lower", "20200101z", verified([])),
+        ("utc-mixed-case", "20200101uTc", verified([])),
+        ("seconds-z", "20200101000000Z", verified([])),
+        ("february-30", "20200230Z", verified([])),
+        ("future", "29991231z", failed((2, None))),
+    ]:
+        timed = c.text(
+            f"allowed_signers_valid_after_{label}",
+            f'auditor@example.org valid-after="{value}" {" ".join(pub)}\n',
+        )
+        c.add(
+            f"signature/valid-after-{label}",
+            "signature",
+            "11.3",
+            s,
+            expect,
+            args=["--allowed-signers", timed, "--identity", "auditor@example.org"],
+            why=f'valid-after="{value}" read as ssh-keygen reads it',
+        )
+    for label, value in [("bad-month", "20201301Z"), ("seven-digits", "2020010Z")]:
+        bad = c.text(
+            f"allowed_signers_valid_after_{label}",
+            f'auditor@example.org valid-after="{value}" {" ".join(pub)}\n',
+        )
+        c.add(
+            f"options/allowed-signers-valid-after-{label}",
+            "options",
+            "8",
+            s,
+            {"exit_code": 3},
+            args=["--allowed-signers", bad],
+            why="a time ssh-keygen cannot parse makes the allowed_signers file invalid",
+        )
     c.add(
         "signature/wrong-identity",
         "signature",
