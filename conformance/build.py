@@ -494,6 +494,54 @@ def edit_cases(c: Corpus, bundles: dict[str, Path]) -> None:
         why="every file under data/ is named by bundle.json",
     )
 
+    # Names that collide after NFC + full case folding (Python's str.casefold()) are
+    # refused before a verdict; names that do not collide are two unnamed files. Each pair
+    # is one where a fold by toUpperCase().toLowerCase() answers otherwise, and a code
+    # point assigned after Unicode 14.0.0 is refused (docs/format.md, "Member names").
+    def extra_files(*names: str) -> Edit:
+        def run(eb: repack.EditableBag) -> None:
+            for name in names:
+                eb.files[f"data/extra/{name}"] = f"{name}\n".encode()
+
+        return run
+
+    for label, pair in [
+        ("capital-sharp-s", ("\u1e9e.json", "ss.json")),
+        ("sharp-s", ("\u00df.json", "SS.json")),
+        ("final-sigma", ("\u03c2.json", "\u03a3.json")),
+        ("long-s", ("\u017f.json", "s.json")),
+        ("fi-ligature", ("\ufb01.json", "FI.json")),
+        ("cherokee", ("\u13a0.json", "\uab70.json")),
+    ]:
+        c.add(
+            f"edit/names/fold-collision-{label}",
+            "archive",
+            "5",
+            build(f"names/fold-{label}", clean, extra_files(*pair)),
+            error(),
+            why="two names that are one after NFC and full case folding: refused before a verdict",
+        )
+    for label, pair in [
+        ("dotless-i", ("\u0131.json", "i.json")),
+        ("dotted-capital-i", ("\u0130.json", "i.json")),
+    ]:
+        c.add(
+            f"edit/names/fold-distinct-{label}",
+            "tamper",
+            "5 claim 10",
+            build(f"names/distinct-{label}", clean, extra_files(*pair)),
+            failed(*((10, f"data/extra/{name}") for name in pair), exact=True),
+            why="two names full case folding keeps apart (no Turkic rule): two unnamed files",
+        )
+    c.add(
+        "edit/names/unassigned-in-unicode-14",
+        "archive",
+        "5",
+        build("names/unassigned", clean, extra_files("\U0001e08f.json")),
+        error(),
+        why="a name with a code point not assigned in Unicode 14.0.0 (docs/format.md)",
+    )
+
     # Group 2: bundle.json and the head.
     def non_canonical(eb: repack.EditableBag) -> None:
         value = eb.bundle
@@ -1240,6 +1288,42 @@ def signature_cases(c: Corpus) -> tuple[Path, Path]:
         args=["--allowed-signers", allowed],
         why="without --identity any principal of the line",
     )
+    # ssh-keygen's time spellings (parse_absolute_time): Z or UTC in any case, a day past
+    # the month's end normalised; a past valid-after lets the signer sign, a future one not.
+    for label, value, expect in [
+        ("z-lower", "20200101z", verified([])),
+        ("utc-mixed-case", "20200101uTc", verified([])),
+        ("seconds-z", "20200101000000Z", verified([])),
+        ("february-30", "20200230Z", verified([])),
+        ("future", "29991231z", failed((2, None))),
+    ]:
+        timed = c.text(
+            f"allowed_signers_valid_after_{label}",
+            f'auditor@example.org valid-after="{value}" {" ".join(pub)}\n',
+        )
+        c.add(
+            f"signature/valid-after-{label}",
+            "signature",
+            "11.3",
+            s,
+            expect,
+            args=["--allowed-signers", timed, "--identity", "auditor@example.org"],
+            why=f'valid-after="{value}" read as ssh-keygen reads it',
+        )
+    for label, value in [("bad-month", "20201301Z"), ("seven-digits", "2020010Z")]:
+        bad = c.text(
+            f"allowed_signers_valid_after_{label}",
+            f'auditor@example.org valid-after="{value}" {" ".join(pub)}\n',
+        )
+        c.add(
+            f"options/allowed-signers-valid-after-{label}",
+            "options",
+            "8",
+            s,
+            {"exit_code": 3},
+            args=["--allowed-signers", bad],
+            why="a time ssh-keygen cannot parse makes the allowed_signers file invalid",
+        )
     c.add(
         "signature/wrong-identity",
         "signature",
@@ -1674,7 +1758,9 @@ def imported_cases(c: Corpus) -> None:
     the rule, every digest re-sealed."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("runner_bundles", ROOT / "scripts" / "runner_bundles.py")
+    spec = importlib.util.spec_from_file_location(
+        "runner_bundles", ROOT / "scripts" / "runner_bundles.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -1687,8 +1773,14 @@ def imported_cases(c: Corpus) -> None:
             reasons = ["no_dataset_read_body"] if name.endswith("-bob.tar.zst") else []
             c.add(case_id, "fixture", "16", name, verified(reasons), why=e["why"])
         else:
-            c.add(case_id, "listing", "16, 5 claim 10", name, failed((10, None), exact=True),
-                  why=e["why"])
+            c.add(
+                case_id,
+                "listing",
+                "16, 5 claim 10",
+                name,
+                failed((10, None), exact=True),
+                why=e["why"],
+            )
 
 
 def main() -> int:

@@ -146,9 +146,7 @@ def test_two_signers_on_one_stored_bundle(
     assert human.returncode == 0, human.stderr.decode()
     text = human.stdout.decode()
     assert "Signatures:  3 (1 not allowed, 2 verified)" in text
-    assert (
-        f"  - {counter[1]} (sidecar): not allowed: signing key {_fingerprint(stranger)}" in text
-    )
+    assert f"  - {counter[1]} (sidecar): not allowed: signing key {_fingerprint(stranger)}" in text
 
     # One allowed signer is enough: only the auditor's key.
     only_auditor = _allowed(tmp_path / "auditor-only", auditor=auditor)
@@ -461,3 +459,44 @@ def test_inspect_of_a_stored_bundle_names_its_signatures(
     assert names[0] == url + ".sig" and len(names) == 2 and names[1].startswith(url + ".sig.")
     human = run_cli("inspect", url, *endpoint)
     assert b"Signed:      yes: 2 signatures beside it" in human.stdout
+
+
+# ------------------------------------------- a countersignature's name held by junk
+
+
+def test_junk_at_a_signers_sidecar_names_is_refused_alike_locally_and_in_storage(
+    bundles: dict[str, Path], bucket: str, endpoint: list[str], tmp_path: Path, raw: Any
+) -> None:
+    """Ed25519 signatures are deterministic, so the name a key's signature of a head takes
+    (<archive>.sig.<sha256 of it>) is known to anyone who saw it once; junk planted there
+    (and at .sig) makes sign refuse with exit 3 and one message in both places, never
+    exit 5 (the service answered) and never overwriting."""
+    key = _key(tmp_path / "signer")
+    learn = tmp_path / "learn.tar.zst"
+    shutil.copyfile(bundles["rpt-clean/alice"], learn)
+    assert run_cli("sign", str(learn), "--key", str(key)).returncode == 0
+    hex_name = hashlib.sha256((tmp_path / "learn.tar.zst.sig").read_bytes()).hexdigest()
+
+    local = tmp_path / "local" / "b.tar.zst"
+    local.parent.mkdir()
+    shutil.copyfile(bundles["rpt-clean/alice"], local)
+    for suffix in (".sig", f".sig.{hex_name}"):
+        Path(f"{local}{suffix}").write_bytes(b"junk\n")
+    info = _upload(bundles["rpt-clean/alice"], f"s3://{bucket}/junk", endpoint)
+    url = f"s3://{bucket}/{info['key']}"
+    for suffix in (".sig", f".sig.{hex_name}"):
+        raw.put_object(Bucket=bucket, Key=info["key"] + suffix, Body=b"junk\n")
+
+    for target in (str(local), url):
+        done = run_cli("sign", target, "--key", str(key), *endpoint)
+        assert done.returncode == 3, done.stderr.decode()
+        assert done.stderr.decode() == (
+            f"evalbook-bundle: error: {target}.sig.{hex_name}: holds other bytes than this "
+            "signature, at the name it takes; refusing to overwrite (if it is not a "
+            "signature anyone keeps, remove or rename it and sign again)\n"
+        )
+        assert done.stdout == b""
+    for suffix in (".sig", f".sig.{hex_name}"):
+        assert Path(f"{local}{suffix}").read_bytes() == b"junk\n"
+        body = raw.get_object(Bucket=bucket, Key=info["key"] + suffix)["Body"].read()
+        assert body == b"junk\n"

@@ -242,6 +242,7 @@ def sign(
     from bundler.bundles.signatures import sidecar_name, with_sidecars
     from bundler.core.claims import VerifyOptions
     from bundler.core.outputs import write_new_file
+    from bundler.core.signatures import sidecar_taken
 
     where = params.stored_object(params.location(bundle, "bundle"), "bundle")
     endpoint = params.endpoint(endpoint_url)
@@ -269,6 +270,8 @@ def sign(
         data = signature.encode("ascii")
         free = not os.path.lexists(sidecar_name(where, data, first_free=True))
         target, state = sidecar_name(where, data, first_free=free), "stored"
+        if not free and os.path.lexists(target):
+            raise sidecar_taken(target)
         write_new_file(Path(target), data)
     return SignResult(
         {**record, "signature": target, "state": state},

@@ -9,10 +9,13 @@ verifier rejects.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 import unicodedata
 from typing import Final
+
+from bundler.archive import unicode14
 
 MAX_NAME_BYTES: Final = 4096
 MAX_SEGMENT_BYTES: Final = 255
@@ -66,13 +69,38 @@ def _full_name_problem(name: str) -> str | None:
             return f"{segment!r} path segment"
         if (len(segment) if plain else len(segment.encode("utf-8"))) > MAX_SEGMENT_BYTES:
             return f"path segment longer than {MAX_SEGMENT_BYTES} bytes"
-    if not plain and not unicodedata.is_normalized("NFC", name):
+    if plain:
+        return None
+    unassigned = first_unassigned(name)
+    if unassigned is not None:
+        return f"U+{unassigned:04X} is not assigned in Unicode {unicode14.UNICODE_VERSION}"
+    if not unicodedata.is_normalized("NFC", name):
         return "name is not NFC-normalised"
     return None
 
 
+def first_unassigned(name: str) -> int | None:
+    """The first code point of ``name`` not assigned in Unicode 14.0.0, or None.
+
+    NFC and case folding are stable only for assigned characters: a code point assigned
+    later may compose, reorder or fold differently in another Python or JavaScript engine.
+    Refusing such names keeps every verifier's answer the same (docs/format.md).
+    """
+    for char in name:
+        cp = ord(char)
+        if cp <= unicode14.ENDS[0]:
+            continue
+        i = bisect.bisect_right(unicode14.STARTS, cp) - 1
+        if cp > unicode14.ENDS[i]:
+            return cp
+    return None
+
+
 def folded(name: str) -> str:
-    """The form two names must not share: NFC after Unicode case folding."""
+    """The form two names must not share: NFC after Unicode full case folding.
+
+    For names ``name_problem`` accepts (assigned code points only) this is the same in
+    every Python from 3.11 on; js/src/names.mjs folds with a table generated from it."""
     return name.lower() if name.isascii() else unicodedata.normalize("NFC", name.casefold())
 
 

@@ -51,6 +51,65 @@ class Command(click.Command):
         _INVOKED.append(ctx)
         return super().invoke(ctx)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        repeated = repeated_option(self.params, args)
+        if repeated is not None:
+            raise click.UsageError(f"option {repeated} given twice", ctx=ctx)
+        return super().parse_args(ctx, args)
+
+
+def repeated_option(params: Sequence[click.Parameter], args: Sequence[str]) -> str | None:
+    """The first value option given more than once in ``args``, by its first long name.
+
+    Click keeps the last of a repeated option silently; a second trust anchor
+    (``--expect-bundle-digest``) or cap would then override the first without a word, so
+    every command refuses it, as the JavaScript verifier does (SPEC 8, 15). The scan
+    follows Click's parser: ``--x v``, ``--x=v``, ``-x v``, ``-xv``, short flags grouped
+    before a short option (``-qx v``), nothing after ``--``. Flags and options that take
+    several values (``multiple``) may be given again.
+    """
+    by_name: dict[str, click.Option] = {}
+    for param in params:
+        if isinstance(param, click.Option):
+            for name in (*param.opts, *param.secondary_opts):
+                by_name[name] = param
+    seen: set[str] = set()
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            break
+        if not arg.startswith("-") or arg == "-":
+            continue
+        if arg.startswith("--"):
+            name, equals, _ = arg.partition("=")
+            found: list[tuple[click.Option | None, bool]] = [(by_name.get(name), bool(equals))]
+        else:
+            found = []
+            for at, char in enumerate(arg[1:], start=1):
+                option = by_name.get("-" + char)
+                found.append((option, at + 1 < len(arg)))
+                if option is None or not _takes_value(option):
+                    continue
+                break
+        for option, inline in found:
+            if option is None or not _takes_value(option):
+                continue
+            if not inline:
+                i += option.nargs
+            if option.multiple:
+                continue
+            if option.name in seen:
+                longs = [o for o in option.opts if o.startswith("--")]
+                return (longs or option.opts)[0]
+            seen.add(option.name or "")
+    return None
+
+
+def _takes_value(option: click.Option) -> bool:
+    return not option.is_flag and not option.count
+
 
 _INVOKED: list[click.Context] = []
 

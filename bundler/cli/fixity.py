@@ -33,8 +33,9 @@ that is killed loses only the checks in flight. A failure is carried into every 
 summary, and the exit code, until a check passes the bundle or the keeper retires it
 with --retire KEY --reason TEXT. Exit 0 when every check passed and no failure is
 open, 1 when any failed or is missing, 5 when storage kept some from being checked, 3
-when the run cannot start (a ledger this tool did not write, bad source) or a check
-ended in an error other than storage's; 130 or 143 after SIGINT or SIGTERM, with the
+when the run cannot start (a ledger this tool did not write, bad source) or some
+bundle could not be read for a reason other than storage's (a local file that cannot be
+opened); 130 or 143 after SIGINT or SIGTERM, with the
 summary so far.
 """
 

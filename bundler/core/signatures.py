@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from bundler.core.errors import OutputError
+
 # Bounds on what lies beside a bundle (SPEC 6): anyone who can write beside an archive
 # can add a sidecar, so each is read only up to this size and only this many are read.
 MAX_SIDECAR_BYTES: Final = 64 * 1024
@@ -100,3 +102,16 @@ class SignatureCheck:
             "identity": self.identity,
             "reason": self.reason,
         }
+
+
+def sidecar_taken(name: str) -> OutputError:
+    """The one refusal when the name a new signature takes beside a bundle, locally or in
+    storage, holds other bytes: ``<archive>.sig.<sha256 of the signature>`` is fixed for
+    a key and a head (Ed25519 signatures are deterministic), so anyone who can write
+    beside the bundle can pre-empt it (docs/format.md, an open limit). Exit 3: the input
+    is in the way, not the service."""
+    return OutputError(
+        f"{name}: holds other bytes than this signature, at the name it takes; refusing "
+        "to overwrite (if it is not a signature anyone keeps, remove or rename it and "
+        "sign again)"
+    )

@@ -14,9 +14,11 @@ import dataclasses
 import functools
 import hashlib
 import os
+import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import botocore.exceptions as bexc
 import botocore.loaders
@@ -137,6 +139,22 @@ class StorageConfig:
             )
 
 
+# The shortest string treated as a secret: a real secret key is 40 characters and a
+# session token hundreds; a test secret of one letter ("S") would otherwise turn every
+# capital S of a message into ***.
+MIN_SECRET_CHARS: Final = 8
+
+
+def scrub_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each secret of at least MIN_SECRET_CHARS characters written ***, where
+    it stands as a whole token (not inside a longer run of letters and digits)."""
+    for secret in secrets:
+        if len(secret) >= MIN_SECRET_CHARS:
+            token = re.compile(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])")
+            text = token.sub("***", text)
+    return text
+
+
 @dataclass(frozen=True)
 class _Conn:
     """A client plus what messages need: the endpoint and the strings never to print."""
@@ -146,10 +164,7 @@ class _Conn:
     hidden: tuple[str, ...]
 
     def scrub(self, text: str) -> str:
-        for secret in self.hidden:
-            if secret:
-                text = text.replace(secret, "***")
-        return " ".join(text.split())
+        return " ".join(scrub_secrets(text, self.hidden).split())
 
     def fail(
         self,

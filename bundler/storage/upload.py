@@ -27,7 +27,7 @@ import botocore.exceptions as bexc
 from bundler.core.digests import PREFIX as DIGEST_PREFIX
 from bundler.core.digests import parse_digest
 from bundler.core.errors import InputError, StorageError, VerificationFailed
-from bundler.core.signatures import MAX_SIDECAR_BYTES
+from bundler.core.signatures import MAX_SIDECAR_BYTES, sidecar_taken
 from bundler.storage.checksums import _b64_hex, _Crc, _full_object_crc, _Hashed
 from bundler.storage.config import (
     CHUNK,
@@ -755,9 +755,4 @@ def _store_signature(
         status = _put_sidecar(conn, loc, data, bundle_digest=bundle_digest, retention=retention)
         if status is not None:
             return SignatureUpload(archive.bucket, key, status)
-    raise conn.fail(
-        loc.url,
-        "storing the signature",
-        detail="another object holds the key named by this signature's own SHA-256 "
-        "(altered?); refusing to overwrite",
-    )
+    raise sidecar_taken(loc.url)

@@ -250,17 +250,31 @@ export function matchPatternList(text, patterns) {
  *   namespaces: string|null, certAuthority: boolean, validAfter: number|null, validBefore: number|null}} AllowedSigner
  */
 
-/** @param {string} value @param {string} where @param {string} option */
+/**
+ * ssh-keygen's absolute times (parse_absolute_time), read as bundler/trust/sshsig.py reads
+ * them: YYYYMMDD[HHMM[SS]], UTC when it ends in Z or UTC in any case, else local time;
+ * fields in glibc strptime's ranges (day 1-31 whatever the month, second 0-61), the
+ * moment normalised as timegm/mktime do; the epoch itself and earlier refused.
+ * @param {string} value @param {string} where @param {string} option
+ */
 function parseTime(value, where, option) {
-  const m = /^([0-9]{4})([0-9]{2})([0-9]{2})(?:([0-9]{2})([0-9]{2})(?:([0-9]{2}))?)?(Z?)$/.exec(value);
-  if (!m) throw new TrustError(`${where}: ${option}="${value}" is not YYYYMMDD[HHMM[SS]][Z]`);
-  const [y, mo, d, h, mi, s] = [m[1], m[2], m[3], m[4] ?? '0', m[5] ?? '0', m[6] ?? '0'].map(Number);
-  const t = m[7] ? Date.UTC(y, mo - 1, d, h, mi, s) : new Date(y, mo - 1, d, h, mi, s).getTime();
-  const check = new Date(Date.UTC(y, mo - 1, d, h, mi, s));
-  if (Number.isNaN(t) || check.getUTCMonth() !== mo - 1 || check.getUTCDate() !== d || h > 23 || mi > 59 || s > 59) {
+  let digits = value;
+  let utc = false;
+  if (value.length > 1 && value.slice(-1).toUpperCase() === 'Z') [utc, digits] = [true, value.slice(0, -1)];
+  else if (value.length > 3 && value.slice(-3).toUpperCase() === 'UTC') [utc, digits] = [true, value.slice(0, -3)];
+  if (!/^[0-9]+$/.test(digits) || ![8, 12, 14].includes(digits.length)) {
+    throw new TrustError(`${where}: ${option}="${value}" is not YYYYMMDD[HHMM[SS]][Z]`);
+  }
+  const field = (/** @type {number} */ at) => Number(digits.slice(at, at + (at === 0 ? 4 : 2)) || '0');
+  const [y, mo, d, h, mi, s] = [0, 4, 6, 8, 10, 12].map(field);
+  if (!(mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h <= 23 && mi <= 59 && s <= 61)) {
     throw new TrustError(`${where}: ${option}="${value}" is not a valid time`);
   }
-  if (t < 0) throw new TrustError(`${where}: ${option}="${value}" is before 1970`);
+  const date = utc ? new Date(Date.UTC(y, mo - 1, d, h, mi, s)) : new Date(y, mo - 1, d, h, mi, s);
+  if (y < 100) date[utc ? 'setUTCFullYear' : 'setFullYear'](y, mo - 1, d);
+  const t = date.getTime();
+  if (Number.isNaN(t)) throw new TrustError(`${where}: ${option}="${value}" is not a valid time`);
+  if (t <= 0) throw new TrustError(`${where}: ${option}="${value}" is not after 1970-01-01T00:00:00Z`);
   return Math.floor(t / 1000);
 }
 

@@ -105,3 +105,25 @@ test('--max-bytes of any length in ASCII digits is accepted, as the Python verif
   assert.equal(r.code, 3, r.stderr);
   assert.equal(JSON.parse(r.stdout.split('\n')[0]).schema, 'evalbook.verification.v1');
 });
+
+test('every value option given twice is a usage error (exit 2), in every spelling; flags twice are accepted', () => {
+  const proof = file('proof-absent.json', '{}');
+  const VALUES = {
+    verify: [BUNDLE, ['--expect-bundle-digest', '--expect-report-digest', '--allowed-signers', '--identity', '--signature', '--max-bytes']],
+    'check-proof': [proof, ['--allowed-signers', '--identity', '--expect-bundle-digest']],
+  };
+  for (const [command, [target, options]] of Object.entries(VALUES)) {
+    const head = command === 'verify' ? [target] : [command, target];
+    for (const option of /** @type {string[]} */ (options)) {
+      for (const twice of [[option, 'a', option, 'b'], [`${option}=a`, option, 'b'], [option, 'a', `${option}=b`]]) {
+        const r = run([...head, ...twice]);
+        assert.equal(r.code, 2, `${command} ${twice.join(' ')}: ${r.stderr}`);
+        assert.match(r.stderr, new RegExp(`option ${option} given twice`));
+      }
+    }
+    for (const flags of [['-q', '-q'], ['--quiet', '-q'], ['--json', '--json']]) {
+      const r = run([...head, ...flags]);
+      assert.notEqual(r.code, 2, `${command} ${flags.join(' ')}: ${r.stderr}`);
+    }
+  }
+});
