@@ -167,7 +167,6 @@ def check_status_contradiction(check: Mapping[str, Any]) -> tuple[str, str] | No
     failed, the unscored repeats' statuses) is tried at every value it can take. A
     status not re-derived (slices, a check that could not be derived) is not held.
     """
-    from bundler.evalbook.derive import statuses_given
     from bundler.evalbook.verdicts import CheckResult, CheckStatus
 
     fields = check["fields"]
@@ -175,10 +174,15 @@ def check_status_contradiction(check: Mapping[str, Any]) -> tuple[str, str] | No
     status_at = derived.get("status")
     status: CheckStatus | None = None
     if status_at is not None:
-        j, value = status_at
-        status = next((s for s in CheckStatus if s.value == value), None)
+        status = next((s for s in CheckStatus if s.value == status_at[1]), None)
         if status is None:
-            return f"fields/{j}/derived/value", f"status: {value!r} is not a check status"
+            return (
+                f"fields/{status_at[0]}/derived/value",
+                f"status: {status_at[1]!r} is not a check status",
+            )
+        wrong = _status_rule_contradiction(check, derived, status_at[0], status)
+        if wrong is not None:
+            return wrong
     result_at = derived.get("result")
     if result_at is not None:
         j, value = result_at
@@ -190,8 +194,15 @@ def check_status_contradiction(check: Mapping[str, Any]) -> tuple[str, str] | No
                 f"result: says {value}, but the derived status {status.value} gives "
                 f"{CheckResult.from_status(status).value} (SPEC 12)",
             )
-    if status is None or status_at is None:
-        return None
+    return None
+
+
+def _status_rule_contradiction(
+    check: Mapping[str, Any], derived: Mapping[str, tuple[int, Any]], j: int, status: Any
+) -> tuple[str, str] | None:
+    from bundler.evalbook.derive import statuses_given
+
+    fields = check["fields"]
     errors = len(check["errors"])
     coverage_at = derived.get("coverage")
     coverage = _coverage_of(coverage_at[1]) if coverage_at is not None else None
@@ -201,7 +212,7 @@ def check_status_contradiction(check: Mapping[str, Any]) -> tuple[str, str] | No
     aggregations = _issued_aggregations(fields)
     if not aggregations and not errors:
         return None  # no aggregation to hold the status to: nothing the record keeps decides
-    allowed: set[CheckStatus] = set()
+    allowed: set[Any] = set()
     for aggregation in aggregations or [{}]:
         allowed |= statuses_given(
             defects=bool(errors),
@@ -224,7 +235,7 @@ def check_status_contradiction(check: Mapping[str, Any]) -> tuple[str, str] | No
                 for k in ("rule", "threshold", "min_coverage", "min_samples")
             ]
     return (
-        f"fields/{status_at[0]}/derived/value",
+        f"fields/{j}/derived/value",
         f"status: says {status.value}, but SPEC 12's status rule over the check's own "
         f"derived values ({', '.join(facts)}) gives "
         f"{' or '.join(sorted(s.value for s in allowed))}",
