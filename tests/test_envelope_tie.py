@@ -64,7 +64,9 @@ def _record_envelope(env: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize(("env", "bad"), ENVELOPES, ids=lambda x: json.dumps(x, sort_keys=True, default=sorted))
+@pytest.mark.parametrize(
+    ("env", "bad"), ENVELOPES, ids=lambda x: json.dumps(x, sort_keys=True, default=sorted)
+)
 def test_the_envelope_schema_ties_status_and_supersession(
     env: dict[str, Any], bad: frozenset[str]
 ) -> None:
@@ -77,7 +79,9 @@ def test_the_envelope_schema_ties_status_and_supersession(
         assert "SPEC 3.2" in caught.value.message
 
 
-@pytest.mark.parametrize(("env", "bad"), ENVELOPES, ids=lambda x: json.dumps(x, sort_keys=True, default=sorted))
+@pytest.mark.parametrize(
+    ("env", "bad"), ENVELOPES, ids=lambda x: json.dumps(x, sort_keys=True, default=sorted)
+)
 def test_render_refuses_exactly_what_the_envelope_schema_refuses(
     tmp_path: Path, env: dict[str, Any], bad: frozenset[str]
 ) -> None:
@@ -101,15 +105,26 @@ def test_render_refuses_exactly_what_the_envelope_schema_refuses(
         assert not (tmp_path / "page.html").exists()
 
 
-@pytest.mark.parametrize(("env", "bad"), [e for e in ENVELOPES if e[1]], ids=lambda x: json.dumps(x, sort_keys=True, default=sorted))
+@pytest.mark.parametrize(
+    ("env", "bad"),
+    [e for e in ENVELOPES if e[1]],
+    ids=lambda x: json.dumps(x, sort_keys=True, default=sorted),
+)
 def test_export_refuses_a_store_envelope_that_contradicts_itself(
     store_copy: Path, tmp_path: Path, env: dict[str, Any], bad: frozenset[str]
 ) -> None:
     (store_copy / "reports" / "rpt-clean" / "envelope.json").write_text(json.dumps(env))
     out = tmp_path / "out.tar.zst"
     proc = run_cli(
-        "export", "--store", str(store_copy), "--report", "rpt-clean", "--principal", "alice",
-        "--out", str(out),
+        "export",
+        "--store",
+        str(store_copy),
+        "--report",
+        "rpt-clean",
+        "--principal",
+        "alice",
+        "--out",
+        str(out),
     )
     err = proc.stderr.decode()
     assert proc.returncode == 3, err

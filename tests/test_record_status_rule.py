@@ -177,7 +177,10 @@ REASONS: dict[str, tuple[dict[str, Any], frozenset[str]]] = {
         frozenset({"inconclusive"}),
     ),
     "nothing_executed": ({"executed": 0, "score": None}, UNSCORED | {"fail"}),
-    "no_expected_example": ({"expected": 0, "executed": 0, "score": None}, frozenset({"inconclusive"})),
+    "no_expected_example": (
+        {"expected": 0, "executed": 0, "score": None},
+        frozenset({"inconclusive"}),
+    ),
     # Errors listed make the status error, whatever the numbers say.
     "errors_listed": ({"errors": 1, "score": 0.9}, frozenset({"error"})),
     "errors_listed_below": ({"errors": 2, "score": 0.1}, frozenset({"error"})),
@@ -309,7 +312,9 @@ def test_the_report_result_follows_its_required_checks(
 
 def test_the_command_refuses_a_report_result_its_checks_do_not_give(tmp_path: Path) -> None:
     line = _refused(
-        tmp_path, _report((("pass", True), ("fail", True)), "pass"), "/report/fields/0/derived/value"
+        tmp_path,
+        _report((("pass", True), ("fail", True)), "pass"),
+        "/report/fields/0/derived/value",
     )
     assert "give fail" in line
     _renders(tmp_path, _report((("pass", True), ("fail", True)), "fail"))

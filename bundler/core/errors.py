@@ -56,9 +56,7 @@ class BundlerError(Exception):
         (None keeps the parameter's name)."""
         if self.parts is None:
             return self.message
-        return "".join(
-            p if isinstance(p, str) else (label(p.param) or p.param) for p in self.parts
-        )
+        return "".join(p if isinstance(p, str) else (label(p.param) or p.param) for p in self.parts)
 
     def relabel(self, label: str) -> str:
         """The message with ``label`` in place of the parameter's name it begins with."""

@@ -92,6 +92,7 @@ from bundler.evalbook.stats import (
     wilson_interval,
 )
 from bundler.evalbook.verdicts import (
+    UNSCORED_STATUS_RANKING,
     AggregationRule,
     Assurance,
     BasisKind,
@@ -106,7 +107,6 @@ from bundler.evalbook.verdicts import (
     ProblemCode,
     ReportResult,
     StatusBasis,
-    UNSCORED_STATUS_RANKING,
     highest_unscored_status,
     weakest_assurance,
 )
