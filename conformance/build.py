@@ -1412,9 +1412,10 @@ def signature_cases(c: Corpus) -> tuple[Path, Path]:
         "signature",
         "11.3",
         unsigned.name,
-        failed((2, None)),
+        failed((2, other_sidecar)),
         args=["--allowed-signers", allowed, "--signature", other_sidecar],
-        why="a valid sidecar by a signer not in the file fails nothing by itself, but nothing anchors",
+        why="a valid sidecar by a signer not in the file fails nothing by itself, but nothing "
+        "anchors; the signature claim names that sidecar, not bundle-head.json.sig",
     )
     garbage = c.text(
         "sidecar-garbage.sig", "-----BEGIN SSH SIGNATURE-----\nAAAA\n-----END SSH SIGNATURE-----\n"

@@ -13,6 +13,9 @@ from bundler.evalbanana.results import recompute_totals
 from bundler.evalbanana.run import CheckStatus
 from bundler.evalbook.audit import Derived, Field
 from bundler.evalbook.auditor import comparison_of, disagreement_count
+from bundler.evalbook.derive import report_result
+from bundler.evalbook.verdicts import CheckResult
+from bundler.evalbook.verdicts import CheckStatus as CheckStatus_
 from bundler.report import audit_values
 from bundler.report import record as rec
 
@@ -130,7 +133,8 @@ def audit(**over: Any) -> dict[str, Any]:
         "check_id": "acc",
         "required": True,
         "fields": [
-            field("status", "disagree", "pass", "fail"),
+            # A listed error makes the derived status error (SPEC 12).
+            field("status", "disagree", "pass", "error"),
             field("coverage", "agree", {"expected": 10, "executed": 7, "missing": 3}),
             field("score", "agree", 0.7),
             field("aggregation", "agree", {"rule": "pass_rate", "threshold": 0.8}),
@@ -170,14 +174,16 @@ def audit(**over: Any) -> dict[str, Any]:
         "tolerance": {"value": 1e-12, "rule": "within 1e-12"},
         "counts": {
             "checks": 1,
-            "agree": 4,
+            "agree": 3,
             "disagree": 1,
-            "not_rederivable": 0,
+            "not_rederivable": 1,
             "informational": 0,
             "disagreements": 1,
             "errors": 1,
         },
-        "report": {"report_id": "rpt-old", "fields": [field("result", "agree", "pass")]},
+        # The report's result rests on its required checks' derived results and evidence,
+        # which this record does not carry: not re-derived.
+        "report": {"report_id": "rpt-old", "fields": [field("result", "not_rederivable", "pass")]},
         "checks": [check],
         "disagreements": [
             {
@@ -186,12 +192,14 @@ def audit(**over: Any) -> dict[str, Any]:
                 "field": "status",
                 "kind": "issued_vs_derived",
                 "issued": [{"document": "body.json", "value": "pass"}],
-                "derived": {"value": "fail"},
+                "derived": {"value": "error"},
                 "comparison": "exact",
-                "detail": "issued pass, derived fail",
+                "detail": "issued pass, derived error",
             }
         ],
-        "not_rederivable": [],
+        "not_rederivable": [
+            {"scope": "report", "check_id": None, "fields": ["result"], "reason": "because"}
+        ],
         "errors": [{"check_id": "acc", "code": "missing_score", "message": "a case has no score"}],
         "tool": {"name": "evalbook-bundle", "version": "0.1.0"},
         "audited_at": "2026-11-30T00:00:00Z",
@@ -377,6 +385,45 @@ def _consistent_field(f: dict[str, Any]) -> int:
     return n
 
 
+def _consistent_status(c: dict[str, Any]) -> None:
+    """Make a check's derived status one SPEC 12's rule gives over its derived values,
+    and its derived result the one that status gives."""
+    derived = audit_values._derived_fields(c["fields"])
+    status = derived.get("status")
+    if status is not None:
+        holder = c["fields"][status[0]]["derived"]
+        others = {**c, "fields": [f for f in c["fields"] if f["field"] != "result"]}
+        for s in CheckStatus_:
+            holder["value"] = s.value
+            if audit_values.check_status_contradiction(others) is None:
+                break
+    result = derived.get("result")
+    if result is not None:
+        holder = c["fields"][result[0]]["derived"]
+        if status is not None:
+            value = c["fields"][status[0]]["derived"]["value"]
+            holder["value"] = CheckResult.from_status(CheckStatus_(value)).value
+        elif not any(holder["value"] == x.value for x in CheckResult):
+            holder["value"] = "inconclusive"
+
+
+def _consistent_report_result(r: dict[str, Any]) -> None:
+    """Make the report's derived result the one its required checks' give, or mark it
+    not re-derived when one of them has no derived result to rest on."""
+    report = r["report"]
+    if not isinstance(report, dict):
+        return
+    facts = audit_values.ReportResultFacts()
+    for c in r["checks"]:
+        facts.add(c)
+    while (at := audit_values._derived_fields(report["fields"]).get("result")) is not None:
+        f = report["fields"][at[0]]
+        if facts.underived is None:
+            f["derived"]["value"] = report_result(facts.pairs).value
+            return
+        f.update(outcome="not_rederivable", derived=None, reason=f["reason"] or "because")
+
+
 def _consistent_audit(r: dict[str, Any]) -> None:
     if r["verdict"] == "error":
         r.update(report=None, checks=[], disagreements=[], not_rederivable=[], errors=[])
@@ -384,6 +431,11 @@ def _consistent_audit(r: dict[str, Any]) -> None:
         r["exit_code"] = 3
     fields = [f for f in (r["report"] or {}).get("fields", [])]
     fields += [f for c in r["checks"] for f in c["fields"]]
+    for f in fields:
+        _consistent_field(f)  # the shapes first: the status rule reads them
+    for c in r["checks"]:
+        _consistent_status(c)
+    _consistent_report_result(r)
     found = sum(_consistent_field(f) for f in fields)
     template = {
         "scope": "check",

@@ -598,6 +598,6 @@ def test_a_mistyped_report_id_suggests_the_near_ones(fixture_store: Path, tmp_pa
         capture_output=True, text=True,
     )
     assert done.returncode == 3, done.stderr
-    assert "report 'rpt-claen' not found" in done.stderr
+    assert "--report 'rpt-claen': no such report" in done.stderr
     assert "did you mean 'rpt-clean'" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "x.tar.zst").exists()

@@ -176,7 +176,8 @@ def test_export_json_success_and_failure(tmp_path: Path) -> None:
         ),
         3,
     )
-    assert "rpt-nope" in line["error"]
+    # The missing report is the --report option's (the library's report_id), not the store's.
+    assert line["error"].startswith("--report 'rpt-nope': no such report"), line["error"]
     assert not (tmp_path / "c.tar.zst").exists()
     denied = run_cli(
         "export", "--store", str(STORE), "--report", "rpt-clean", "--principal", "carol",

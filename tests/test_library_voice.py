@@ -207,7 +207,7 @@ def _fifo_dir(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("case", "param", "code"),
     [
-        ("report not found", "store", 3),
+        ("report not found", "report_id", 3),
         ("not a store", "store", 3),
         ("report id ../x", "report_id", 2),
         ("report id .", "report_id", 2),

@@ -46,6 +46,8 @@ CONSTRAINED = {
     "value",
     "verified_at",
     "found",
+    # An aggregation's rule: a check's derived status rests on it (SPEC 12's rule).
+    "rule",
     "audited_at",
     "bundle_digest",
     "report_digest",

@@ -371,6 +371,11 @@ def test_check_proof_expect_bundle_digest(
         assert "--allowed-signers" in message
         assert "Proven:" not in message
 
+    as_json = _check(path, "--expect-bundle-digest", signed.digest, "--json")
+    assert as_json.returncode == 1
+    reason = json.loads(as_json.stdout)["reason"]
+    assert "--expect-bundle-digest alone" in reason and "give --allowed-signers " in reason
+
     done = _check(
         path, "--expect-bundle-digest", signed.digest, "--allowed-signers", str(signer.allowed)
     )
@@ -875,3 +880,19 @@ def test_proof_in_a_20000_case_bundle_has_15_hashes(
             f"case tree alone {tree_seconds * 1000:.1f} ms "
             f"({sum(map(len, lines)):,} bytes of case lines)"
         )
+
+
+def test_the_library_names_its_parameters_where_the_command_names_options(
+    signed: Bundle, proof_bytes: bytes
+) -> None:
+    """SPEC 7.1: a library error names the function's parameters, never an option."""
+    import bundler
+
+    for digest in (signed.digest, "sha256:" + "0" * 64):
+        with pytest.raises(NotProven) as caught:
+            bundler.check_proof(proof_bytes, expect_bundle_digest=digest)
+        message = caught.value.message
+        assert "expect_bundle_digest alone cannot anchor a proof" in message
+        assert "give allowed_signers to check" in message
+        assert "--" not in message
+        assert caught.value.to_json()["reason"] == message

@@ -433,3 +433,23 @@ def test_every_json_line_validates_and_render_takes_every_record(
                 assert f"Signature {sig['where']} (" in html, (args, sig)
             rendered += 1
     assert rendered >= 10
+
+
+@pytest.mark.parametrize("kind", [k for k, _, _ in SIDECAR_KINDS])
+def test_the_anchor_claim_names_the_sidecar_it_rests_on(
+    kind: str, world: World, tmp_path: Path
+) -> None:
+    """A sidecar alone: the signature claim names that sidecar, never
+    bundle-head.json.sig, which the bundle does not hold (on the console and in JSON)."""
+    archive = _copy(world.unsigned, tmp_path / kind)
+    sidecar = _plant(kind, world, archive)
+    args = [*CLI, "verify", str(archive), "--allowed-signers", str(world.allowed)]
+    done = subprocess.run([*args, "--json"], capture_output=True, timeout=60)
+    record = json_lines(done)[0]
+    claims = [c for c in record["claims"] if c["subject"] == "signature"]
+    assert len(claims) == 1 and claims[0]["path"] == str(sidecar), claims
+    if claims[0]["state"] == "failed":
+        text = subprocess.run(args, capture_output=True, timeout=60)
+        shown = (text.stdout + text.stderr).decode()
+        assert f"path {sidecar}" in shown, shown
+        assert "path bundle-head.json.sig" not in shown, shown

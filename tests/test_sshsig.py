@@ -667,3 +667,21 @@ def test_group_readable_key_warns_but_works(keys: Keys, tmp_path: Path) -> None:
 def test_sign_refuses_empty_namespace(keys: Keys) -> None:
     with pytest.raises(UsageError, match="namespace"):
         sign(MESSAGE, load_private_key(keys.alice, passphrase=None), namespace="")
+
+
+def test_a_namespace_with_a_backslash_reads_as_the_node_verifier_reads_it() -> None:
+    """SPEC 5's one escaping rule: the reason quotes the namespace unescaped (one
+    backslash), as js/test/sshsig.test.mjs expects of the Node verifier for these bytes."""
+    from pathlib import Path
+
+    from bundler.trust import sshsig
+
+    data = Path(__file__).parent.parent / "js" / "test" / "data"
+    message = (data / "namespace-backslash.msg").read_bytes()
+    text = (data / "namespace-backslash.sig").read_text()
+    with pytest.raises(sshsig.SignatureError) as caught:
+        sshsig.check_novalidate(message, text, source="namespace-backslash.sig")
+    assert caught.value.message == (
+        "namespace-backslash.sig: signature is for namespace 'evalbook\\bundle', "
+        "not 'evalbook-bundle-head-v1'"
+    )

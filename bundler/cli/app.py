@@ -253,11 +253,31 @@ def _concerned(exc: BundlerError) -> click.Parameter | None:
     return None
 
 
+def _option_label(name: str) -> str | None:
+    """How the running command spells the library parameter ``name``, or None."""
+    if not _INVOKED:
+        return None
+    names = {name, *_PARAM_ALIASES.get(name, ())}
+    for param in _INVOKED[-1].command.params:
+        if param.name in names:
+            if isinstance(param, click.Argument):
+                return param.human_readable_name
+            return max(param.opts, key=len, default=None)
+    return None
+
+
+def message_of(exc: BundlerError) -> str:
+    """The error's one line as the command line says it (``_message``)."""
+    return _message(exc)
+
+
 def _message(exc: BundlerError) -> str:
     """The error's message, a library parameter named as the command's option spells it
     (``exported_at`` as ``--exported-at``, ``bundle`` as ``BUNDLE``)."""
     if exc.bare_message is not None:
         return exc.bare_message  # the command's argument is the file it names
+    if exc.parts is not None:
+        return exc.spelled(_option_label)
     param = _concerned(exc)
     if param is None:
         return exc.message

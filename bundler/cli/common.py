@@ -218,24 +218,36 @@ class _LocalPath(click.Path):
 class _Count(click.IntRange):
     """A whole number as Click's IntRange reads it, bounded above by ``params.INT_MAX``
     too, and never echoing a huge value whole: a 5000-digit argument is refused in one
-    short line, not a screenful (nor Python's digit limit as a traceback)."""
+    short line, not a screenful (nor Python's digit limit as a traceback). Every value
+    out of range, however many digits it has, is told the option's real range (its own
+    bound, else ``INT_MAX``), in Click's spelling of a range."""
 
     def __init__(self, low: int, high: int | None = None) -> None:
         super().__init__(min=low, max=high)
 
+    def _range(self) -> str:
+        from bundler.api.params import INT_MAX
+
+        high = INT_MAX if self.max is None else min(int(self.max), INT_MAX)
+        return f"{self.min}<=x<={high}"
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         from bundler.api.params import INT_MAX
 
+        high = INT_MAX if self.max is None else min(int(self.max), INT_MAX)
         if isinstance(value, str):
             text = value.strip()
             shown_text = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
             if not re.fullmatch(r"[+-]?[0-9]+", text, re.ASCII):
                 self.fail(f"{shown_text!r} is not a whole number", param, ctx)
             if len(text.lstrip("+-").lstrip("0")) > 19:
-                self.fail(f"{shown_text} is out of range (at most {INT_MAX})", param, ctx)
+                self.fail(f"{shown_text} is not in the range {self._range()}.", param, ctx)
+            value = int(text)
+        if isinstance(value, int) and not isinstance(value, bool):
+            low = self.min if self.min is not None else -INT_MAX
+            if not low <= value <= high:
+                self.fail(f"{value} is not in the range {self._range()}.", param, ctx)
         number = super().convert(value, param, ctx)
-        if number > INT_MAX:
-            self.fail(f"{number} is out of range (at most {INT_MAX})", param, ctx)
         return number
 
 

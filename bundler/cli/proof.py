@@ -216,8 +216,11 @@ def check_proof_cmd(
     except NotProven as exc:
         if not as_json:
             raise  # told on stderr by main, as every failure is
-        _emit_json({**exc.to_json(), "input": proof_file})
-        _say(f"evalbook-bundle: error: {shown(exc.message)}\n")
+        from bundler.cli.app import message_of
+
+        # The command names its options where the library names its parameters.
+        _emit_json({**exc.to_json(), "reason": message_of(exc), "input": proof_file})
+        _say(f"evalbook-bundle: error: {shown(message_of(exc))}\n")
         sys.exit(exc.exit_code)
     if as_json:
         _emit_json(result.to_json())

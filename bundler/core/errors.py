@@ -6,6 +6,18 @@ entry point is the only place that turns these into exit codes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Self
+
+
+@dataclass(frozen=True)
+class Named:
+    """A library parameter a message names inside its text: the library shows the
+    parameter's name, the command line the option that carries it (``spelled``)."""
+
+    param: str
+
 
 class BundlerError(Exception):
     """Base of every error the toolkit raises on purpose."""
@@ -27,6 +39,24 @@ class BundlerError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    # The message in parts when it names parameters inside its text (``naming``).
+    parts: tuple[str | Named, ...] | None = None
+
+    @classmethod
+    def naming(cls, *parts: str | Named) -> Self:
+        """An error whose message names parameters inside its text: each ``Named`` part
+        reads as the parameter's name here, as its option on the command line."""
+        exc = cls("".join(p if isinstance(p, str) else p.param for p in parts))
+        exc.parts = parts
+        return exc
+
+    def spelled(self, label: Callable[[str], str | None]) -> str:
+        """The message with each parameter it names inside its text given by ``label``
+        (None keeps the parameter's name)."""
+        if self.parts is None:
+            return self.message
+        return "".join(p if isinstance(p, str) else (label(p.param) or p.param) for p in self.parts)
 
     def relabel(self, label: str) -> str:
         """The message with ``label`` in place of the parameter's name it begins with."""

@@ -92,6 +92,7 @@ from bundler.evalbook.stats import (
     wilson_interval,
 )
 from bundler.evalbook.verdicts import (
+    UNSCORED_STATUS_RANKING,
     AggregationRule,
     Assurance,
     BasisKind,
@@ -405,31 +406,17 @@ def derive_check(
         )
 
     outcome = _aggregate(parsed, table, executed_ids)
-    status: CheckStatus
-    kind: BasisKind
-    unscored: CheckStatus | None = None
-    if problems:
-        status, kind = CheckStatus.ERROR, BasisKind.DEFECTS
-    elif parsed.rule is not AggregationRule.ALL_PASS and parsed.threshold is None:
-        status, kind = CheckStatus.INCONCLUSIVE, BasisKind.NO_THRESHOLD
-    elif outcome.already_failed:
-        status, kind = CheckStatus.FAIL, BasisKind.ALREADY_FAILED
-    elif (
-        coverage.executed == 0
-        or not meets_min_coverage(coverage.executed, coverage.expected, parsed.min_coverage)
-        or coverage.executed < parsed.min_samples
-    ):
-        if coverage.executed == 0:
-            kind = BasisKind.NOTHING_EXECUTED
-        elif not meets_min_coverage(coverage.executed, coverage.expected, parsed.min_coverage):
-            kind = BasisKind.BELOW_MIN_COVERAGE
-        else:
-            kind = BasisKind.BELOW_MIN_SAMPLES
-        unscored = highest_unscored_status(table.unscored_statuses())
-        status = unscored or CheckStatus.INCONCLUSIVE
-    else:
-        status = CheckStatus.PASS if outcome.meets_threshold else CheckStatus.FAIL
-        kind = BasisKind.THRESHOLD
+    unscored = highest_unscored_status(table.unscored_statuses())
+    status, kind = decide_status(
+        defects=bool(problems),
+        aggregation=parsed,
+        coverage=coverage,
+        already_failed=outcome.already_failed,
+        meets_threshold=outcome.meets_threshold,
+        unscored=unscored,
+    )
+    if kind not in _SHORT_KINDS:
+        unscored = None
     basis = StatusBasis(
         kind,
         rule=parsed.rule,
@@ -459,6 +446,109 @@ def derive_check(
         basis=basis,
         cases=len(counted),
     )
+
+
+_SHORT_KINDS = frozenset(
+    {BasisKind.NOTHING_EXECUTED, BasisKind.BELOW_MIN_COVERAGE, BasisKind.BELOW_MIN_SAMPLES}
+)
+
+
+def meets_threshold(value: float | None, threshold: float | None) -> bool:
+    """A rule's value meets its threshold: both present and value >= threshold (SPEC 12)."""
+    return value is not None and threshold is not None and value >= threshold
+
+
+def decide_status(
+    *,
+    defects: bool,
+    aggregation: Aggregation | None,
+    coverage: Coverage,
+    already_failed: bool,
+    meets_threshold: bool,
+    unscored: CheckStatus | None,
+) -> tuple[CheckStatus, BasisKind]:
+    """SPEC 12's status rule, and which of its branches decided.
+
+    ``defects``: the inputs have a defect (or ``aggregation`` is None: invalid);
+    ``already_failed`` and ``meets_threshold`` as the rule's value gives them;
+    ``unscored`` the highest-ranked status among the unscored repeats (None: none).
+    The one place the rule lives: ``derive_check`` and a saved audit record's check
+    (``statuses_given``) both come here.
+    """
+    if defects or aggregation is None:
+        return CheckStatus.ERROR, BasisKind.DEFECTS
+    if aggregation.rule is not AggregationRule.ALL_PASS and aggregation.threshold is None:
+        return CheckStatus.INCONCLUSIVE, BasisKind.NO_THRESHOLD
+    if already_failed:
+        return CheckStatus.FAIL, BasisKind.ALREADY_FAILED
+    if coverage.executed == 0:
+        short: BasisKind | None = BasisKind.NOTHING_EXECUTED
+    elif not meets_min_coverage(coverage.executed, coverage.expected, aggregation.min_coverage):
+        short = BasisKind.BELOW_MIN_COVERAGE
+    elif coverage.executed < aggregation.min_samples:
+        short = BasisKind.BELOW_MIN_SAMPLES
+    else:
+        short = None
+    if short is not None:
+        return unscored or CheckStatus.INCONCLUSIVE, short
+    return (CheckStatus.PASS if meets_threshold else CheckStatus.FAIL), BasisKind.THRESHOLD
+
+
+def statuses_given(
+    *,
+    defects: bool,
+    aggregation: Mapping[str, object],
+    coverage: Coverage | None,
+    score: float | None,
+    score_known: bool,
+) -> frozenset[CheckStatus]:
+    """Every status ``decide_status`` can give when only what an audit record keeps of
+    a check is known: whether derivation found defects, the suite check's
+    ``aggregation``, the derived ``coverage`` (None: not re-derived) and the derived
+    ``score`` (``score_known`` False: not re-derived).
+
+    What the record does not keep is tried at every value it can take: whether the
+    check already failed, whether an all_pass check met its rule, the highest-ranked
+    unscored status. Coverage narrows them: with no expected example nothing is scored
+    or unscored; with every expected example executed every repeat is scored, so the
+    optimistic value is the value (already failed exactly when the threshold is not
+    met) and no repeat is unscored.
+    """
+    parsed, _, problems = _parse_aggregation(aggregation)
+    if defects or problems or parsed is None:
+        return frozenset({CheckStatus.ERROR})
+    if parsed.rule is AggregationRule.ALL_PASS or not score_known:
+        meets_options: tuple[bool, ...] = (False, True)
+    else:
+        meets_options = (meets_threshold(score, parsed.threshold),)
+    unscored_options: tuple[CheckStatus | None, ...] = (None, *UNSCORED_STATUS_RANKING)
+    coverages = (
+        [coverage]
+        if coverage is not None
+        else [Coverage(1, 0, 1), Coverage(1, 1, 0), Coverage(2**53, 1, 2**53 - 1)]
+    )
+    found: set[CheckStatus] = set()
+    for cov in coverages:
+        for meets in meets_options:
+            if cov.expected == 0:
+                failed_options: tuple[bool, ...] = (False,)
+                unscored_here: tuple[CheckStatus | None, ...] = (None,)
+            elif cov.missing == 0:
+                failed_options, unscored_here = (not meets,), (None,)
+            else:
+                failed_options, unscored_here = (False, True), unscored_options
+            for already_failed in failed_options:
+                for unscored in unscored_here:
+                    status, _ = decide_status(
+                        defects=False,
+                        aggregation=parsed,
+                        coverage=cov,
+                        already_failed=already_failed,
+                        meets_threshold=meets,
+                        unscored=unscored,
+                    )
+                    found.add(status)
+    return frozenset(found)
 
 
 @dataclass(frozen=True)
@@ -569,7 +659,7 @@ def _aggregate(aggregation: Aggregation, table: _Table, executed_ids: Sequence[s
         if table.slot_count > 0:
             best = optimistic_passes / table.slot_count
         already_failed = best is not None and threshold is not None and best < threshold
-        meets = value is not None and threshold is not None and value >= threshold
+        meets = meets_threshold(value, threshold)
     elif rule is AggregationRule.MEAN:
         example_means = tuple(_mean_of(_scores(row), repeats) for row in executed)
         if executed:
@@ -578,13 +668,13 @@ def _aggregate(aggregation: Aggregation, table: _Table, executed_ids: Sequence[s
         if optimistic:
             best = _mean_of(optimistic, len(optimistic))
         already_failed = best is not None and threshold is not None and best < threshold
-        meets = value is not None and threshold is not None and value >= threshold
+        meets = meets_threshold(value, threshold)
     elif rule is AggregationRule.MIN:
         if executed:
             value = min(score for row in executed for score in _scores(row))
         best = min(_scores(scored), default=None)
         already_failed = best is not None and threshold is not None and best < threshold
-        meets = value is not None and threshold is not None and value >= threshold
+        meets = meets_threshold(value, threshold)
     else:
         assert_never(rule)
     return _Outcome(
@@ -655,6 +745,24 @@ def _derive_interval(
     return Interval(low, high)
 
 
+def report_result(required: Iterable[tuple[CheckResult, bool]]) -> ReportResult:
+    """SPEC 12's report result from each required check's (result, evidence complete).
+
+    Fail if one fails, else error if one is in error, else pass if there is one and
+    every one passed with complete evidence, else inconclusive. It depends only on
+    which pairs occur, so a caller may pass each distinct pair once.
+    """
+    pairs = set(required)
+    results = {result for result, _ in pairs}
+    if CheckResult.FAIL in results:
+        return ReportResult.FAIL
+    if CheckResult.ERROR in results:
+        return ReportResult.ERROR
+    if pairs and pairs == {(CheckResult.PASS, True)}:
+        return ReportResult.PASS
+    return ReportResult.INCONCLUSIVE
+
+
 def derive_report(checks: Iterable[tuple[bool, DerivedCheck]]) -> DerivedReport:
     """Combine derived checks, each with its `required` flag, into the report's verdict.
 
@@ -665,16 +773,7 @@ def derive_report(checks: Iterable[tuple[bool, DerivedCheck]]) -> DerivedReport:
     there is none).
     """
     required = [check for is_required, check in checks if is_required]
-    results = {check.result for check in required}
-    result: ReportResult
-    if CheckResult.FAIL in results:
-        result = ReportResult.FAIL
-    elif CheckResult.ERROR in results:
-        result = ReportResult.ERROR
-    elif required and all(c.result is CheckResult.PASS and c.evidence_complete for c in required):
-        result = ReportResult.PASS
-    else:
-        result = ReportResult.INCONCLUSIVE
+    result = report_result((c.result, c.evidence_complete) for c in required)
     levels = [check.assurance for check in required]
     assurance = (
         None

@@ -329,8 +329,12 @@ class Store:
         if doc is None:
             near = self._near_report_ids(report_id)
             hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
+            # The report id names the missing report, not the store: a library call
+            # reads report_id, the command line --report (``BundlerError.relabel``).
             raise InputError(
-                f"report {report_id!r} not found ({self.source.describe(relpath)} is absent){hint}"
+                f"report_id {report_id!r}: no such report in the store "
+                f"({self.source.describe(relpath)} is absent){hint}",
+                param="report_id",
             )
         if doc.value["report_id"] != report_id:
             raise StoreError(

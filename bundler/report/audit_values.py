@@ -108,3 +108,187 @@ def audit_field_contradiction(f: Mapping[str, Any]) -> tuple[str, str] | None:
         if problem is not None:
             return "derived/value", f"{f['field']}: {problem}"
     return None
+
+
+# ---- a check's derived status and the report's derived result (SPEC 12) -------------
+
+_DERIVED_OUTCOMES = ("agree", "disagree", "informational")
+
+
+def _derived_fields(fields: Any) -> dict[str, tuple[int, Any]]:
+    """name -> (index, derived value) of the first field of each name that was
+    re-derived (a derived value present); fields not re-derived are left out."""
+    found: dict[str, tuple[int, Any]] = {}
+    for j, f in enumerate(fields):
+        name = f["field"]
+        derived = f["derived"]
+        if name in found or f["outcome"] not in _DERIVED_OUTCOMES:
+            continue
+        if isinstance(derived, Mapping):
+            found[name] = (j, derived["value"])
+    return found
+
+
+def _issued_aggregations(fields: Any) -> list[Any]:
+    """The aggregations the check's documents issue (suite, check result): derivation
+    used the suite's, which the record does not single out, so each is tried."""
+    values: list[Any] = []
+    for f in fields:
+        if f["field"] == "aggregation":
+            values += [v["value"] for v in f["issued"]]
+            if isinstance(f["derived"], Mapping):
+                values.append(f["derived"]["value"])
+    return values
+
+
+def _coverage_of(value: Any) -> Any:
+    from bundler.evalbook.verdicts import Coverage
+
+    if _coverage_problem(value, True) is not None:
+        return None
+    return Coverage(value["expected"], value["executed"], value["expected"] - value["executed"])
+
+
+def _words(value: Any) -> str:
+    from bundler.evalbook.audit import format_value
+
+    return repr(value) if isinstance(value, str) else format_value(value)
+
+
+def check_status_contradiction(check: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(pointer relative to the check, rule) when the check's derived status is not one
+    SPEC 12's status rule gives over the check's own derived values, or its derived
+    result is not the one its derived status gives; None otherwise.
+
+    The rule is the auditor's own (``derive.statuses_given`` over
+    ``derive.decide_status``): errors listed make the status ``error``; the score
+    against the threshold and the coverage against min_coverage and min_samples
+    decide the rest, and what the record does not keep (whether the check already
+    failed, the unscored repeats' statuses) is tried at every value it can take. A
+    status not re-derived (slices, a check that could not be derived) is not held.
+    """
+    from bundler.evalbook.verdicts import CheckResult, CheckStatus
+
+    fields = check["fields"]
+    derived = _derived_fields(fields)
+    status_at = derived.get("status")
+    status: CheckStatus | None = None
+    if status_at is not None:
+        status = next((s for s in CheckStatus if s.value == status_at[1]), None)
+        if status is None:
+            return (
+                f"fields/{status_at[0]}/derived/value",
+                f"status: {status_at[1]!r} is not a check status",
+            )
+        wrong = _status_rule_contradiction(check, derived, status_at[0], status)
+        if wrong is not None:
+            return wrong
+    result_at = derived.get("result")
+    if result_at is not None:
+        j, value = result_at
+        if not any(r.value == value for r in CheckResult):
+            return f"fields/{j}/derived/value", f"result: {value!r} is not a check result"
+        if status is not None and value != CheckResult.from_status(status).value:
+            return (
+                f"fields/{j}/derived/value",
+                f"result: says {value}, but the derived status {status.value} gives "
+                f"{CheckResult.from_status(status).value} (SPEC 12)",
+            )
+    return None
+
+
+def _status_rule_contradiction(
+    check: Mapping[str, Any], derived: Mapping[str, tuple[int, Any]], j: int, status: Any
+) -> tuple[str, str] | None:
+    from bundler.evalbook.derive import statuses_given
+
+    fields = check["fields"]
+    errors = len(check["errors"])
+    coverage_at = derived.get("coverage")
+    coverage = _coverage_of(coverage_at[1]) if coverage_at is not None else None
+    score_at = derived.get("score")
+    score_known = score_at is not None and _score_problem(score_at[1], True) is None
+    score = score_at[1] if score_at is not None and score_known else None
+    aggregations = _issued_aggregations(fields)
+    if not aggregations and not errors:
+        return None  # no aggregation to hold the status to: nothing the record keeps decides
+    allowed: set[Any] = set()
+    for aggregation in aggregations or [{}]:
+        allowed |= statuses_given(
+            defects=bool(errors),
+            aggregation=aggregation if isinstance(aggregation, Mapping) else {},
+            coverage=coverage,
+            score=score,
+            score_known=score_known,
+        )
+    if status in allowed:
+        return None
+    facts = [f"{errors} error(s) listed"]
+    if score_known:
+        facts.append(f"score {_words(score)}")
+    if coverage is not None:
+        facts.append(f"{coverage.executed} of {coverage.expected} executed")
+    for aggregation in aggregations[:1]:
+        if isinstance(aggregation, Mapping):
+            facts += [
+                f"{k} {_words(aggregation.get(k))}"
+                for k in ("rule", "threshold", "min_coverage", "min_samples")
+            ]
+    return (
+        f"fields/{j}/derived/value",
+        f"status: says {status.value}, but SPEC 12's status rule over the check's own "
+        f"derived values ({', '.join(facts)}) gives "
+        f"{' or '.join(sorted(s.value for s in allowed))}",
+    )
+
+
+class ReportResultFacts:
+    """The required checks' derived (result, evidence complete) pairs, each kept once,
+    and the first required check whose result or evidence completeness was not
+    re-derived: what the report's derived result rests on."""
+
+    def __init__(self) -> None:
+        self.pairs: set[tuple[Any, bool]] = set()
+        self.underived: str | None = None
+
+    def add(self, check: Mapping[str, Any]) -> None:
+        from bundler.evalbook.verdicts import CheckResult
+
+        if check["required"] is not True:
+            return
+        derived = _derived_fields(check["fields"])
+        result = derived.get("result")
+        evidence = derived.get("evidence_complete")
+        known = next((r for r in CheckResult if result and r.value == result[1]), None)
+        if known is None or evidence is None or not isinstance(evidence[1], bool):
+            if self.underived is None:
+                self.underived = str(check["check_id"])
+            return
+        self.pairs.add((known, evidence[1]))
+
+    def contradiction(self, report: Any) -> tuple[str, str] | None:
+        """(pointer, rule) when the report's derived result is not what its required
+        checks' derived results give (``derive.report_result``)."""
+        from bundler.evalbook.derive import report_result
+
+        if not isinstance(report, Mapping):
+            return None
+        at = _derived_fields(report["fields"]).get("result")
+        if at is None:
+            return None
+        j, value = at
+        pointer = f"/report/fields/{j}/derived/value"
+        if self.underived is not None:
+            return (
+                pointer,
+                f"result: derived, but required check {self.underived!r} has no derived "
+                "result and evidence completeness for it to rest on (SPEC 12)",
+            )
+        want = report_result(self.pairs).value
+        if value != want:
+            return (
+                pointer,
+                f"result: says {value!r}, but its required checks' derived results give "
+                f"{want} (SPEC 12)",
+            )
+        return None

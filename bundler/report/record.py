@@ -35,7 +35,13 @@ from bundler.core.claims import EXPECT_BUNDLE_SUBJECT, EXPECT_REPORT_SUBJECT, SI
 from bundler.core.errors import InputError, SchemaError
 from bundler.core.exits import SIGNAL_EXIT
 from bundler.core.schemas import validate
-from bundler.report.audit_values import audit_field_contradiction, field_disagreements, is_number
+from bundler.report.audit_values import (
+    ReportResultFacts,
+    audit_field_contradiction,
+    check_status_contradiction,
+    field_disagreements,
+    is_number,
+)
 from bundler.report.jsonscan import Buffer, Span, scan_array, scan_object
 
 # A saved record is at most what verify writes for a 20,000-case bundle, many times over.
@@ -407,6 +413,8 @@ class AuditFacts(Facts):
         # comparison or value its values contradict.
         self.found = 0
         self.first_wrong: tuple[str, str] | None = None
+        # What the report's derived result rests on: its required checks' derived results.
+        self.report_result = ReportResultFacts()
 
     def _field(self, where: str, f: Mapping[str, Any]) -> None:
         self.outcomes[f["outcome"]] += 1
@@ -436,6 +444,10 @@ class AuditFacts(Facts):
             for j, f in enumerate(value["fields"]):
                 self._field(f"/checks/{i}/fields/{j}", f)
             self.check_errors += len(value["errors"])
+            wrong = check_status_contradiction(value)
+            if wrong is not None and self.first_wrong is None:
+                self.first_wrong = (f"/checks/{i}/{wrong[0]}", wrong[1])
+            self.report_result.add(value)
         self.kept[key].offer(value, size, self.budget)
 
     def contradictions(self, head: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -459,6 +471,9 @@ class AuditFacts(Facts):
             )
         if self.first_wrong is not None:
             yield self.first_wrong
+        wrong = self.report_result.contradiction(head.get("report"))
+        if wrong is not None:
+            yield wrong
         if self.found != self.kept["disagreements"].total:
             yield (
                 "/disagreements",

@@ -48,6 +48,7 @@ from bundler.core.errors import (
     BundlerError,
     CanonicalJSONError,
     InputError,
+    Named,
     SchemaError,
 )
 from bundler.core.textsafe import shown
@@ -379,11 +380,14 @@ def _anchor(
     where = shown(source)
     if check_signature is None:
         if expect_bundle_digest is not None:
-            raise NotProven(
-                f"{where}: --expect-bundle-digest alone cannot anchor a proof: the head is "
-                "whatever the proof's author wrote, and anyone who knows a bundle digest "
-                "can build a one-leaf head naming it; give --allowed-signers to check the "
-                "head's signature, or verify the bundle itself"
+            raise NotProven.naming(
+                f"{where}: ",
+                Named("expect_bundle_digest"),
+                " alone cannot anchor a proof: the head is whatever the proof's author "
+                "wrote, and anyone who knows a bundle digest can build a one-leaf head "
+                "naming it; give ",
+                Named("allowed_signers"),
+                " to check the head's signature, or verify the bundle itself",
             )
         _check_unanchored(proof, where)
         return _UNANCHORED, None

@@ -136,17 +136,16 @@ def signature_claims(
     )
     signer = " and ".join(signers) or None
     if allowed is not None:
+        path = anchor_path(checks)
         if signer is not None:
-            claims.append(
-                Claim(GROUP, ANCHOR_SUBJECT, State.PROVEN, path=HEAD_SIG_FILE, observed=signer)
-            )
+            claims.append(Claim(GROUP, ANCHOR_SUBJECT, State.PROVEN, path=path, observed=signer))
         else:
             claims.append(
                 Claim(
                     GROUP,
                     ANCHOR_SUBJECT,
                     State.FAILED,
-                    path=HEAD_SIG_FILE,
+                    path=path,
                     detail=_none_allowed(checks),
                 )
             )
@@ -156,6 +155,17 @@ def signature_claims(
         else tuple(dict.fromkeys(c.key for c in checks if c.good and c.key))
     )
     return checks, claims, signer, keys
+
+
+def anchor_path(checks: Sequence[SignatureCheck]) -> str:
+    """The file the anchor claim names: the first signature that verified, else the
+    first one checked (embedded first, then the sidecars as given), else
+    bundle-head.json.sig, where a signature would be. A sidecar is named as given, never
+    as the embedded file it is not (the Node verifier's ``anchorPath`` is the same rule).
+    """
+    verified = [c for c in checks if c.state is SignatureState.VERIFIED]
+    first = (verified or list(checks))[:1]
+    return first[0].where if first else HEAD_SIG_FILE
 
 
 def _none_allowed(checks: Sequence[SignatureCheck]) -> str:

@@ -134,14 +134,28 @@ export async function signatureClaims(ctx, options) {
     }
   }
   if (allowed !== null) {
-    if (signer !== null) claims.proven(2, 'signature', { path: HEAD_SIG_FILE, observed: signer });
+    const path = anchorPath(signatures);
+    if (signer !== null) claims.proven(2, 'signature', { path, observed: signer });
     else if (head === undefined) claims.failed(2, 'signature', 'bundle-head.json is missing, nothing to check the signature against');
     else {
       const why = notAllowed.length ? notAllowed.join('; ') : present.length ? 'no signature verifies' : 'the bundle carries no signature and none was given';
-      claims.failed(2, 'signature', `no signature by an allowed signer: ${why}`, { path: HEAD_SIG_FILE });
+      claims.failed(2, 'signature', `no signature by an allowed signer: ${why}`, { path });
     }
   }
   return { signer, signatures };
+}
+
+/**
+ * The file the anchor claim names: the first signature that verified, else the first
+ * one checked (embedded first, then the sidecars as given), else bundle-head.json.sig,
+ * where a signature would be. A sidecar is named as given, never as the embedded file
+ * it is not (the Python verifier's `anchor_path` is the same rule).
+ * @param {SignatureEntry[]} signatures
+ * @returns {string}
+ */
+export function anchorPath(signatures) {
+  const first = signatures.find((s) => s.state === 'verified') ?? signatures[0];
+  return first ? first.where : HEAD_SIG_FILE;
 }
 
 /** @param {Uint8Array} b */

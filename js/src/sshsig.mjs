@@ -15,6 +15,17 @@ const MAGIC = 'SSHSIG';
 const KEY_TYPE = 'ssh-ed25519';
 const HASHES = new Set(['sha512', 'sha256']);
 
+/**
+ * A value read from a signature, in quotes but not escaped: text from a signature is
+ * escaped once, where it is shown (textsafe `shown`), never here as well (as the Python
+ * verifier's `_quoted`), so a backslash reads as one backslash in both.
+ * @param {unknown} value
+ * @returns {string}
+ */
+export function quoted(value) {
+  return `'${String(value)}'`;
+}
+
 /** @param {string} s */
 function b64decode(s) {
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s) || s.length % 4 !== 0) throw new Error('not valid base64');
@@ -158,7 +169,7 @@ export function parseSignature(text, source) {
   const sigType = sr.text('signature type');
   let signature = null;
   if (type === KEY_TYPE) {
-    if (sigType !== KEY_TYPE) throw new TrustError(`${what}: signature type ${JSON.stringify(sigType)} does not match key type ${KEY_TYPE}`);
+    if (sigType !== KEY_TYPE) throw new TrustError(`${what}: signature type ${quoted(sigType)} does not match key type ${KEY_TYPE}`);
     signature = sr.string('ed25519 signature');
     sr.end();
     if (signature.length !== 64) throw new TrustError(`${what}: ed25519 signature is ${signature.length} bytes, want 64`);
@@ -180,8 +191,8 @@ export async function checkSignature(message, text, source, crypto, namespace = 
   if (sig.keyType !== KEY_TYPE || !sig.publicKey || !sig.signature) {
     throw new TrustError(`${source}: signed with a ${sig.keyType} key; only ${KEY_TYPE} is accepted`);
   }
-  if (sig.namespace !== namespace) throw new TrustError(`${source}: signature is for namespace ${JSON.stringify(sig.namespace)}, not ${JSON.stringify(namespace)}`);
-  if (!HASHES.has(sig.hashAlgorithm)) throw new TrustError(`${source}: hash algorithm ${JSON.stringify(sig.hashAlgorithm)} is not sha512 or sha256`);
+  if (sig.namespace !== namespace) throw new TrustError(`${source}: signature is for namespace ${quoted(sig.namespace)}, not ${quoted(namespace)}`);
+  if (!HASHES.has(sig.hashAlgorithm)) throw new TrustError(`${source}: hash algorithm ${quoted(sig.hashAlgorithm)} is not sha512 or sha256`);
   let digest;
   if (sig.hashAlgorithm === 'sha512') digest = await crypto.sha512(message);
   else {

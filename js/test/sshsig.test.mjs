@@ -4,7 +4,8 @@ import { readFileSync } from 'node:fs';
 import { verifyBundle } from '../src/verify.mjs';
 import { checkProof } from '../src/proof.mjs';
 import { nodeServices } from '../src/node.mjs';
-import { parseAllowedSigners, parseSignature, matchPatternList } from '../src/sshsig.mjs';
+import { parseAllowedSigners, parseSignature, matchPatternList, checkSignature, quoted } from '../src/sshsig.mjs';
+import { anchorPath } from '../src/signatures.mjs';
 
 const data = (n) => new Uint8Array(readFileSync(new URL(`./data/${n}`, import.meta.url)));
 const ALLOWED = new TextDecoder().decode(data('allowed_signers'));
@@ -57,4 +58,37 @@ test('armor line ends as ssh-keygen reads them: a CRLF header is refused, CR in 
     assert.throws(() => parseSignature(`${header}\r\n${body}${footer}`, 's'), /plain line feed, as ssh-keygen reads it/);
     assert.throws(() => parseSignature(`${header}\r\n${body.replace(/\n/g, '\r\n')}${footer}`, 's'), /plain line feed/);
   }
+});
+
+test('a namespace holding a backslash reads as the Python verifier reads it: one backslash, escaped once where shown', async () => {
+  const s = nodeServices();
+  const text = new TextDecoder().decode(data('namespace-backslash.sig'));
+  const crypto = { sha256: s.sha256, sha512: s.sha512, verifyEd25519: s.verifyEd25519 };
+  await assert.rejects(checkSignature(data('namespace-backslash.msg'), text, 'namespace-backslash.sig', crypto), (e) => {
+    // The same line tests/test_sshsig.py expects of the Python verifier for these bytes.
+    assert.equal(e.message, "namespace-backslash.sig: signature is for namespace 'evalbook\\bundle', not 'evalbook-bundle-head-v1'");
+    return true;
+  });
+  assert.equal(quoted('a\\b'), "'a\\b'");
+});
+
+test('the anchor claim names the sidecar it rests on, never bundle-head.json.sig the bundle does not hold', async () => {
+  const s = nodeServices();
+  // The signed bundle's embedded signature, over the same head (a signature is outside
+  // the bundle digest): a sidecar of the unsigned bundle that anchors it, or, for
+  // another identity, that nothing anchors. Either way the claim names the sidecar.
+  const text = data('other-head.sig');
+  const sidecars = [{ name: 'elsewhere/side car.sig', text }];
+  for (const [identity, verdict, state] of [['auditor@example.org', 'verified', 'proven'], ['mallory', 'failed', 'failed']]) {
+    const r = await verifyBundle(once(data('rpt-clean.tar.zst')), { source: 'u', ...s, allowedSigners: ALLOWED, identity, sidecars });
+    assert.equal(r.verdict, verdict);
+    const anchor = r.claims.filter((c) => c.subject === 'signature');
+    assert.equal(anchor.length, 1);
+    assert.equal(anchor[0].state, state);
+    assert.equal(anchor[0].path, 'elsewhere/side car.sig');
+  }
+  assert.equal(anchorPath([]), 'bundle-head.json.sig');
+  const entry = (where, state) => ({ where, embedded: false, state, key: null, identity: null, reason: null });
+  assert.equal(anchorPath([entry('a.sig', 'invalid'), entry('b.sig', 'verified')]), 'b.sig');
+  assert.equal(anchorPath([entry('a.sig', 'invalid'), entry('b.sig', 'not_allowed')]), 'a.sig');
 });
