@@ -73,6 +73,8 @@ def fixity(
     from bundler.fixity import FixityConfig, Selection, parse_duration, parse_sample, run_fixity
     from bundler.fixity.run import Progress as FixityProgress
 
+    # The scheduler's address is checked before anything (a file, a connection) is touched.
+    address = params.scheduler(scheduler, "scheduler")
     where = params.input_directory(source, "source")
     if where.startswith("s3://"):
         params.archive_prefix(where, "source")
@@ -104,7 +106,7 @@ def fixity(
         ledger=ledger_path,
         selection=selection,
         workers=count or os.cpu_count() or 1,
-        scheduler=params.optional_text(scheduler, "scheduler"),
+        scheduler=None if address is None else address[0],
         endpoint_url=params.endpoint(endpoint_url),
         allowed_signers=signers,
         record=record_path,
@@ -112,38 +114,35 @@ def fixity(
     )
     signer = None
     if key is not None:
+        from bundler.api.bundles import signing_key
         from bundler.fixity.record import SIGNATURE_NAMESPACE
         from bundler.trust import sshsig
 
-        key_path = params.existing_input(params.path(key, "key"), "key", directory_ok=False)
-        passphrase = os.environ.get(sshsig.PASSPHRASE_ENV)
-        loaded = sshsig.load_private_key(
-            key_path, passphrase=passphrase.encode() if passphrase else None
-        )
+        loaded = signing_key(key, "key")
 
         def signer(data: bytes) -> str:
             return sshsig.sign(data, loaded, namespace=SIGNATURE_NAMESPACE)
 
-    report = on_progress
-    if report is not None and not callable(report):
-        raise ParameterError("on_progress", "expected a callable")
+    from bundler.api.bundles import progress_callback
 
-    def forward(progress: FixityProgress) -> None:
-        assert report is not None
-        report(
-            Progress(
-                progress.checked,
-                progress.total,
-                f"{progress.bytes_read / 1e6:.1f} MB read, {progress.not_passed} not passed",
-                unit="bundles",
+    report = progress_callback(on_progress)
+    forward: Callable[[Any], None] | None = None
+    if report is not None:
+        told = report
+
+        def forward(progress: FixityProgress) -> None:
+            told(
+                Progress(
+                    progress.checked,
+                    progress.total,
+                    f"{progress.bytes_read / 1e6:.1f} MB read, {progress.not_passed} not passed",
+                    unit="bundles",
+                )
             )
-        )
 
     from bundler.fixity import ledger as ledger_file
 
     with params.reading("ledger"):
         ledger_file.inspect(ledger_path)  # a ledger this tool did not write: named as such
     with params.reading("source", output="record"):
-        return run_fixity(
-            config, on_progress=forward if report is not None else None, signer=signer
-        )
+        return run_fixity(config, on_progress=forward, signer=signer)

@@ -109,8 +109,14 @@ def _json_requested(args: list[str]) -> bool:
     return "--json" in args
 
 
+# How much of a value an error object repeats as its input: a path fits; a pasted
+# flood does not fill the line.
+_INPUT_CHARS = 1024
+
+
 def _shown_value(value: Any) -> str:
-    return str(value[0] if isinstance(value, tuple) else value)
+    text = str(value[0] if isinstance(value, tuple) else value)
+    return text if len(text) <= _INPUT_CHARS else text[:_INPUT_CHARS] + "..."
 
 
 def _failure_json(

@@ -170,7 +170,7 @@ def fixity(
             limit=limit,
             limit_bytes=limit_bytes,
             workers=workers,
-            scheduler=scheduler or None,
+            scheduler=_scheduler(scheduler),
             allowed_signers=allowed_signers,
             record=record,
             upload_record=upload_record,
@@ -193,6 +193,18 @@ def fixity(
             "the checks finished before it\n"
         )
     sys.exit(summary.exit_code)
+
+
+def _scheduler(value: str | None) -> str | None:
+    """--scheduler as given on the command line (an empty one is refused as any
+    malformed address); an empty $DASK_SCHEDULER_ADDRESS means none."""
+    ctx = click.get_current_context()
+    if (
+        not value
+        and ctx.get_parameter_source("scheduler") is not click.core.ParameterSource.COMMANDLINE
+    ):
+        return None
+    return value
 
 
 # What --retire uses; every other option given with it would be ignored, so it is refused.

@@ -33,7 +33,7 @@ from bundler.core.textsafe import shown
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.fixity import ledger as ledger_file
 from bundler.fixity.check import Result, Settings, Task, held_sha256, missing, now_iso
-from bundler.fixity.execute import HelperPool, execute
+from bundler.fixity.execute import HelperPool, close_scheduler, connect_scheduler, execute
 from bundler.fixity.interrupts import Interrupts
 from bundler.fixity.ledger import Event, Ledger
 from bundler.fixity.record import CHECK_SCHEMA, FOOTER_SCHEMA, RUN_SCHEMA, RecordWriter
@@ -242,6 +242,7 @@ def run_fixity(
     started = now_iso()
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(4)
     helpers: HelperPool | None = None
+    cluster: Any = None  # a Dask client, with a scheduler
     record: RecordWriter | None = None
     ledger: Ledger | None = None
     interrupts = Interrupts()
@@ -255,7 +256,11 @@ def run_fixity(
             with interrupts.opened():
                 # Helpers start now, so their interpreters are up (and warm) by the time
                 # the listing is done and the first batch is ready.
-                if config.workers > 1 and config.scheduler is None:
+                if config.scheduler is not None:
+                    # Reached before the ledger is created: a scheduler that cannot be
+                    # reached refuses the run with nothing left behind.
+                    cluster = connect_scheduler(config.scheduler)
+                elif config.workers > 1:
                     helpers = HelperPool(settings, config.workers - 1)
                 listed = list(list_source(source, settings.endpoint_url))
                 # The run can start: only now is anything written.
@@ -300,7 +305,7 @@ def run_fixity(
                         settings,
                         run.take,
                         workers=config.workers,
-                        scheduler=config.scheduler,
+                        scheduler=cluster,
                         helpers=helpers,
                     )
         except KeyboardInterrupt as exc:
@@ -370,6 +375,8 @@ def run_fixity(
     finally:
         if helpers is not None:
             helpers.close()
+        if cluster is not None:
+            close_scheduler(cluster)
         if ledger is not None:
             ledger.close()
         interrupts.__exit__(None, None, None)
