@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import sys
 import traceback
@@ -200,9 +201,45 @@ def _concerned(exc: BundlerError) -> click.Parameter | None:
     return None
 
 
+# Library parameters that the library's texts name inside a message (a reader's cap:
+# "more than max_bytes=1 bytes (the max_bytes cap; ...)"), not only at its start: each
+# with the pattern of its mentions, never a word that merely contains it.
+_NAMED_IN_TEXT = {"max_bytes": re.compile(r"(?<![\w-])max_bytes(?![\w-])")}
+
+
+def option_text(text: str) -> str:
+    """``text`` (an error, a record's error or detail) with each library parameter it
+    names spelled as the running command's option (``max_bytes`` as ``--max-bytes``):
+    the one translation of parameter names inside texts. A parameter the command has no
+    option for keeps its name."""
+    if not _INVOKED:
+        return text
+    for param in _INVOKED[-1].command.params:
+        pattern = _NAMED_IN_TEXT.get(param.name or "")
+        if pattern is not None and isinstance(param, click.Option):
+            text = pattern.sub(max(param.opts, key=len), text)
+    return text
+
+
+def option_record(value: Any) -> Any:
+    """A record as the command prints it: every text in it through ``option_text``."""
+    if isinstance(value, str):
+        return option_text(value)
+    if isinstance(value, dict):
+        return {k: option_record(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [option_record(v) for v in value]
+    return value
+
+
 def _message(exc: BundlerError) -> str:
     """The error's message, a library parameter named as the command's option spells it
-    (``exported_at`` as ``--exported-at``, ``bundle`` as ``BUNDLE``)."""
+    (``exported_at`` as ``--exported-at``, ``bundle`` as ``BUNDLE``, ``max_bytes``
+    inside the text as ``--max-bytes``)."""
+    return option_text(_labelled(exc))
+
+
+def _labelled(exc: BundlerError) -> str:
     if exc.bare_message is not None:
         return exc.bare_message  # the command's argument is the file it names
     param = _concerned(exc)
