@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from bundler.core.errors import (
     BundlerError,
     InputError,
+    NotFound,
     OutputError,
     ParameterError,
     PermissionDenied,
@@ -107,6 +108,7 @@ __all__ = [
     "FixitySummary",
     "InputError",
     "InspectResult",
+    "NotFound",
     "NotProven",
     "OutputError",
     "ParameterError",

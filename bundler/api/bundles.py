@@ -25,6 +25,7 @@ from bundler.api.results import (
 from bundler.core.claims import Verification
 from bundler.core.errors import (
     InputError,
+    NotFound,
     ParameterError,
     StorageError,
     UsageError,
@@ -384,14 +385,15 @@ def extract(
                     if result.exit_code == 0:
                         _remove_extracted(target, existed)
                     raise
-    except StorageError as exc:
-        if exc.exit_code != 3:
-            raise
+    except NotFound as exc:
         from bundler.core.claims import Verdict, Verification
 
         # As verify: no such object is a record with verdict error (exit 3).
         return Verification(
-            source=where, verdict=Verdict.ERROR, error=exc.message, strict=found.options.strict
+            source=where,
+            verdict=Verdict.ERROR,
+            error=exc.bare_message or exc.message,
+            strict=found.options.strict,
         )
     if result.exit_code == 0:
         write_beside_bag(target, good_sidecars(options, result.signatures))

@@ -124,8 +124,8 @@ def export_eb(
     has no access rules)."""
     from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
 
-    run = Path(params.input_directory(run_dir, "run_dir"))
-    root = Path(params.input_directory(project, "project"))
+    run = params.local_directory(run_dir, "run_dir")
+    root = params.local_directory(project, "project")
     target = output_path(out)
     environ = dict(os.environ)
     moment = times.export_time(exported_at, "exported_at", environ, time.time())

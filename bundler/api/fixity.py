@@ -84,7 +84,11 @@ def fixity(
     record_path = None if record is None else params.output(record, "record")
     signers = params.optional_path(allowed_signers, "allowed_signers")
     if signers is not None:
+        from bundler.bundles.signatures import load_allowed
+
         params.existing_input(signers, "allowed_signers", directory_ok=False)
+        with params.reading("allowed_signers"):
+            load_allowed(signers)  # read before the run: its errors name this parameter
     if is_upload and not where.startswith("s3://"):
         raise ParameterError("upload_record", "needs an s3://bucket/prefix source")
     if key is not None and record_path is None and not is_upload:

@@ -334,6 +334,16 @@ def output(value: object, param: str, *, existing_file_ok: bool = False) -> Path
     )
 
 
+def local_directory(value: object, param: str) -> Path:
+    """A local directory to read (a run, a project): a URL is refused as given, a
+    missing path, a file or a FIFO naming the parameter (InputError)."""
+    where = path(value, param)
+    existing_input(where, param)
+    if not where.is_dir():
+        raise InputError(f"{param}: {where}: not a directory", param=param)
+    return where
+
+
 def input_directory(value: object, param: str) -> str:
     """A directory to read (a store root, a run, a project, an archive), or an ``s3://``
     URL: a missing path, a file or a FIFO is refused naming the parameter (InputError)."""
@@ -348,14 +358,22 @@ def input_directory(value: object, param: str) -> str:
 @contextmanager
 def reading(param: str, *, output: str | None = None) -> Iterator[None]:
     """Errors while reading ``param``'s input name it first (docs/library.md: an
-    unreadable input is an InputError naming the parameter and the file); an output
+    unreadable input is an InputError naming the parameter and the file; a stored
+    object that is not there a ``NotFound``, exit 3, never a StorageError); an output
     that cannot be written names ``output``. Only an input error that names no
     parameter yet is touched; its class, exit code and the file it names stay as they
     were (``bare_message`` keeps the message as written)."""
-    from bundler.core.errors import OutputError
+    from bundler.core.errors import NotFound, OutputError, StorageError
 
     try:
         yield
+    except StorageError as exc:
+        if exc.kind != "not_found":
+            raise
+        # An item not found is the input's trouble (exit 3), not the service's.
+        missing = NotFound(f"{param}: {exc.message}", param=param)
+        missing.bare_message = exc.message
+        raise missing from exc
     except InputError as exc:
         if exc.param is None:
             name = output if output is not None and isinstance(exc, OutputError) else param
