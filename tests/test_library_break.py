@@ -36,7 +36,7 @@ OUTPUTS = {"out", "directory", "html", "dest", "ledger", "record"}
 TIMES = {"exported_at", "retain_until"}
 TEXTS = {
     "report_id", "principal", "identity", "case_id", "endpoint_url", "scheduler", "prefix",
-    "url", "upload", "older_than", "sample", "retention_mode",
+    "url", "upload", "older_than", "sample", "retention_mode", "bundle_key", "reason",
 }
 INTEGERS = {"max_bytes", "limit", "limit_bytes", "workers"}
 FLAGS = {"strict", "upload_record"}
@@ -136,6 +136,12 @@ def good_calls(w: World) -> dict[str, dict[str, Any]]:
             "dest": w.tmp / "never-copy.tar.zst",
             "endpoint_url": NOWHERE,
         },
+        "retire": {
+            "source": w.bundles_dir,
+            "bundle_key": "b.tar.zst",
+            "reason": "restored from tape",
+            "ledger": w.tmp / "never.sqlite",
+        },
         "fixity": {
             "source": w.bundles_dir,
             "ledger": w.tmp / "never.sqlite",
@@ -200,8 +206,9 @@ def cases() -> list[tuple[str, str]]:
     found = []
     for fname in sorted(n for n in bundler.__all__ if n[0].islower() and n != "__version__"):
         for pname in inspect.signature(getattr(bundler, fname)).parameters:
-            # check_proof's source is only a label.
-            if (fname, pname) == ("check_proof", "source"):
+            # check_proof's source is only a label; retire's names what the ledger
+            # recorded, which may be gone (test_retire_checks_its_parameters).
+            if (fname, pname) in (("check_proof", "source"), ("retire", "source")):
                 continue
             found.append((fname, pname))
     return found
@@ -266,7 +273,10 @@ TEXT_KINDS = INPUTS | OUTPUTS | TIMES | TEXTS | DIGESTS
 def text_cases() -> list[tuple[str, str]]:
     """(function, parameter) for every parameter that takes a path or a text, and
     check_proof's label ``source``."""
-    return [(f, p) for f, p in cases() if p in TEXT_KINDS] + [("check_proof", "source")]
+    return [(f, p) for f, p in cases() if p in TEXT_KINDS] + [
+        ("check_proof", "source"),
+        ("retire", "source"),
+    ]
 
 
 @pytest.mark.parametrize(("function", "param"), text_cases())
@@ -366,3 +376,23 @@ def test_no_principal_reads_the_environment(
     monkeypatch.setenv("EVALBOOK_PRINCIPAL", "alice")
     result = bundler.export(STORE, "rpt-clean", out=tmp_path, exported_at="2026-11-30T00:00:00Z")
     assert result.path.read_bytes() == world.archive.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("label", "value"),
+    [("int", 3), ("bytes", b"x"), ("empty", ""), ("nul", "a\0b"), *UNENCODABLE],
+)
+def test_retire_checks_its_source(world: World, label: str, value: Any) -> None:
+    args = {**good_calls(world)["retire"], "source": value}
+    with pytest.raises(bundler.ParameterError) as caught:
+        bundler.retire(**args)
+    assert caught.value.param == "source", caught.value.message
+
+
+def test_retire_refuses_a_blank_reason_and_a_missing_ledger(world: World) -> None:
+    args = good_calls(world)["retire"]
+    with pytest.raises(bundler.ParameterError, match=r"^reason: blank"):
+        bundler.retire(**{**args, "reason": " \t"})
+    with pytest.raises(bundler.InputError, match=r"^ledger: .*no such ledger") as caught:
+        bundler.retire(**args)
+    assert caught.value.param == "ledger" and caught.value.exit_code == 3

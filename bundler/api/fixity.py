@@ -1,5 +1,6 @@
-"""The library's fixity run (SPEC 13; ``fixity``). ``Summary`` is imported here so that
-``typing.get_type_hints`` resolves it."""
+"""The library's fixity run and the keeper's retirement (SPEC 13; ``fixity``, ``fixity
+--retire``). ``Summary`` and ``Retirement`` are imported here so that
+``typing.get_type_hints`` resolves them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from bundler.api import params
 from bundler.api.results import Progress
 from bundler.core.errors import ParameterError, UsageError
-from bundler.fixity.run import Summary
+from bundler.fixity.run import Retirement, Summary
 
 OnProgress = Callable[[Progress], None]
 
@@ -150,3 +151,29 @@ def fixity(
         ledger_file.inspect(ledger_path)  # a ledger this tool did not write: named as such
     with params.reading("source", output="record"):
         return run_fixity(config, on_progress=forward, signer=signer)
+
+
+def retire(
+    source: str | os.PathLike[str],
+    *,
+    bundle_key: str,
+    reason: str,
+    ledger: str | os.PathLike[str] = "evalbook-fixity.sqlite",
+) -> Retirement:
+    """Retire a failed or missing bundle on purpose (``fixity --retire KEY --reason
+    TEXT``): it checks nothing, records a ``retired`` event in ``ledger`` with
+    ``reason``, and the bundle is no longer carried into summaries. ``bundle_key`` is the
+    key as a summary shows it (``Summary.problems``/``carried``). Raises ParameterError
+    (2) for a bad parameter or a blank reason, InputError (3) when there is no ledger,
+    it is not this tool's, or it holds no failed or missing ``bundle_key`` under
+    ``source``; a refusal changes no byte of the ledger."""
+    from bundler.fixity.run import retire as retire_in_ledger
+
+    where = params.location(source, "source")
+    if where.startswith("s3://"):
+        params.archive_prefix(where, "source")
+    ledger_path = params.path(ledger, "ledger")
+    key = params.text(bundle_key, "bundle_key")
+    why = params.text(reason, "reason")
+    with params.reading("ledger"):
+        return retire_in_ledger(where, ledger_path, key, why)

@@ -187,6 +187,7 @@ _PARAM_ALIASES = {
     "dest": ("path",),
     "record_file": ("result",),
     "bundles": ("bundles",),
+    "bundle_key": ("retire",),
 }
 
 

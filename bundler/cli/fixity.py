@@ -234,11 +234,11 @@ def _retire(
     as_json: bool,
     quiet: bool,
 ) -> None:
-    from bundler.fixity.run import retire
+    from bundler.api.fixity import retire
 
     if key is None or reason is None:
         raise UsageError("--retire KEY and --reason TEXT go together")
-    done = retire(source, ledger, key, reason)
+    done = retire(source, bundle_key=key, reason=reason, ledger=ledger)
     if as_json:
         _emit_json(done.to_json())
     elif not quiet:

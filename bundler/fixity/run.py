@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from bundler import storage
-from bundler.core.errors import BundlerError, InputError, StorageError, UsageError
+from bundler.core.errors import BundlerError, InputError, ParameterError, StorageError, UsageError
 from bundler.core.exits import SIGNAL_EXIT
 from bundler.core.frozen import freeze, thaw
 from bundler.core.textsafe import shown
@@ -441,10 +441,11 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
     """Record that the keeper retired ``key`` (as a summary shows it) with ``reason``:
     a ``retired`` event; it checks nothing. InputError (exit 3) when there is no ledger,
     it is not this tool's, or it holds no failed or missing bundle ``key`` under
-    ``source``; UsageError for an empty reason."""
+    ``source`` (naming ``bundle_key``, the library's parameter); ParameterError for a
+    blank reason."""
     if not reason.strip():
-        raise UsageError(
-            "--reason: give the reason the bundle is retired (it is kept in the ledger)"
+        raise ParameterError(
+            "reason", "blank: give the reason the bundle is retired (it is kept in the ledger)"
         )
     source = normalise_source(source)
     if ledger_file.inspect(ledger_path) is None:
@@ -459,8 +460,9 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
     if exact is None or known.get(exact) not in ledger_file.OPEN_VERDICTS:
         state = "not in the ledger" if exact is None else f"its latest outcome is {known[exact]}"
         raise InputError(
-            f"--retire: {key}: nothing to retire under {source} ({state}); only a bundle "
-            "whose latest outcome is fail or missing can be retired"
+            f"bundle_key: {key}: nothing to retire under {source} ({state}); only a bundle "
+            "whose latest outcome is fail or missing can be retired",
+            param="bundle_key",
         )
     ledger = Ledger(ledger_path, tool_version=__version__)
     try:
