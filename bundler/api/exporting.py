@@ -9,7 +9,6 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from bundler.api import params

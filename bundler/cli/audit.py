@@ -127,7 +127,7 @@ def audit(
         if result.verdict is AuditVerdict.ERROR:
             from bundler.cli.app import option_text
 
-            _say(f"evalbook-bundle: error: {shown(option_text(result.error))}\n")  # never quieted
+            _say(f"evalbook-bundle: error: {shown(option_text(str(result.error)))}\n")  # never quieted
     else:
         from bundler.cli.app import option_text
 
