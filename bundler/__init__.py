@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from bundler.core.errors import (
     BundlerError,
     InputError,
+    NotFound,
     OutputError,
     ParameterError,
     PermissionDenied,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from bundler.api.auditing import audit
     from bundler.api.bundles import extract, inspect, reports, verify
     from bundler.api.exporting import export, export_eb
-    from bundler.api.fixity import fixity
+    from bundler.api.fixity import fixity, retire
     from bundler.api.pages import render
     from bundler.api.proofs import check_proof, prove, sign
     from bundler.api.results import (
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from bundler.evalbanana.export import EbExportResult
     from bundler.evalbook.audit import Audit
     from bundler.evalbook.export import ExportResult
+    from bundler.fixity.run import Retirement
     from bundler.fixity.run import Summary as FixitySummary
     from bundler.trust.proof import NotProven
 
@@ -67,7 +69,7 @@ _LAZY = {
     **dict.fromkeys(("extract", "inspect", "reports", "verify"), "bundler.api.bundles"),
     **dict.fromkeys(("export", "export_eb"), "bundler.api.exporting"),
     "audit": "bundler.api.auditing",
-    "fixity": "bundler.api.fixity",
+    **dict.fromkeys(("fixity", "retire"), "bundler.api.fixity"),
     **dict.fromkeys(("check_proof", "prove", "sign"), "bundler.api.proofs"),
     "render": "bundler.api.pages",
     **dict.fromkeys(("download", "list_bundles", "upload"), "bundler.api.stored"),
@@ -92,6 +94,7 @@ _LAZY = {
     "Audit": "bundler.evalbook.audit",
     "ExportResult": "bundler.evalbook.export",
     "FixitySummary": "bundler.fixity.run",
+    "Retirement": "bundler.fixity.run",
     "NotProven": "bundler.trust.proof",
 }
 _RENAMED = {"FixitySummary": "Summary"}
@@ -107,6 +110,7 @@ __all__ = [
     "FixitySummary",
     "InputError",
     "InspectResult",
+    "NotFound",
     "NotProven",
     "OutputError",
     "ParameterError",
@@ -116,6 +120,7 @@ __all__ = [
     "ProofResult",
     "RenderResult",
     "ReportListing",
+    "Retirement",
     "SignResult",
     "StorageError",
     "StrictFailure",
@@ -137,6 +142,7 @@ __all__ = [
     "prove",
     "render",
     "reports",
+    "retire",
     "sign",
     "upload",
     "verify",

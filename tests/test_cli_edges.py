@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from conftest import CLI, run_cli, wait_for_temporary
 
@@ -538,13 +539,33 @@ def test_a_gnu_tar_repack_is_named_as_one(bundles: dict[str, Path], tmp_path: Pa
     assert "a GNU tar header, not a POSIX ustar header: not a bundle" in err
 
 
-def test_max_bytes_cap_names_the_cap(bundles: dict[str, Path]) -> None:
-    # The record's error is the library's text too, which names the parameter and no
-    # command-line option (SPEC 7.1): max_bytes=100, the cap to raise.
-    proc = run_cli("verify", "--max-bytes", "100", str(bundles["rpt-clean/alice"]))
-    err = proc.stdout.decode()  # verify's result
-    assert proc.returncode == 3, err
-    assert "max_bytes=100" in err and "the max_bytes cap; raise it" in err
+@pytest.mark.parametrize("command", ["verify", "inspect", "audit", "extract"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_max_bytes_cap_names_the_option(
+    bundles: dict[str, Path], tmp_path: Path, command: str, as_json: bool
+) -> None:
+    # The library's text names its parameter (max_bytes=100, the max_bytes cap); the
+    # command line shows the option that carries it, in the error line, the record's
+    # error and the human summary alike (SPEC 7: "naming the option").
+    args = [command, "--max-bytes", "100", str(bundles["rpt-clean/alice"])]
+    if command == "extract":
+        args.append(str(tmp_path / "bag"))
+    proc = run_cli(*args, *(["--json"] if as_json else []))
+    out = proc.stdout.decode() + proc.stderr.decode()
+    assert proc.returncode == 3, out
+    assert "--max-bytes=100" in out and "the --max-bytes cap; raise it" in out, out
+    assert " max_bytes=" not in out and "the max_bytes cap" not in out, out
+    if as_json:
+        record = orjson.loads(proc.stdout)
+        assert "--max-bytes=100" in str(record.get("error")), record
+
+
+def test_max_bytes_in_the_library_names_the_parameter(bundles: dict[str, Path]) -> None:
+    import bundler
+
+    result = bundler.verify(bundles["rpt-clean/alice"], max_bytes=100)
+    assert result.error is not None and "max_bytes=100" in result.error
+    assert "the max_bytes cap" in result.error and "--" not in result.error
 
 
 def test_verify_on_the_directory_extract_was_given_points_at_the_bag(

@@ -97,6 +97,103 @@ def test_scheduler_unreachable_is_one_line(tmp_path: Path, bundles: dict[str, Pa
     assert done.stdout == b""
 
 
+def _free_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "x",  # no scheme, no port
+        "127.0.0.1:8786",  # no scheme
+        "tcp://127.0.0.1",  # no port
+        "tcp://127.0.0.1:0",
+        "tcp://127.0.0.1:65536",
+        "http://127.0.0.1:8786",  # no Dask scheme
+        "tcp://host name:8786",
+        "tcp://127.0.0.1:8786/path",
+        "",
+        "tcp://" + "a" * 5000 + ":8786",
+    ],
+)
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_malformed_scheduler_address_is_a_usage_error_before_anything(
+    tmp_path: Path, bundles: dict[str, Path], address: str, as_json: bool
+) -> None:
+    (tmp_path / "a").mkdir()
+    shutil.copyfile(bundles["rpt-clean/alice"], tmp_path / "a" / "b.tar.zst")
+    ledger = tmp_path / "l.sqlite"
+    started = time.monotonic()
+    done = run_cli(
+        "fixity",
+        str(tmp_path / "a"),
+        "--ledger",
+        str(ledger),
+        "--scheduler",
+        address,
+        *(["--json"] if as_json else []),
+    )
+    assert time.monotonic() - started < 10
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count(b"\n") == 1 and done.stderr.startswith(
+        b"evalbook-bundle: error: --scheduler"
+    ), done.stderr
+    assert len(done.stderr) < 600  # the value shown cut short
+    assert not ledger.exists()
+    if as_json:
+        error = orjson.loads(done.stdout)
+        assert error["exit_code"] == 2 and error["error"].startswith("--scheduler")
+        assert len(done.stdout) < 2000
+    else:
+        assert done.stdout == b""
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "[::1]"])
+def test_an_unreachable_scheduler_is_refused_at_once_leaving_nothing(
+    tmp_path: Path, bundles: dict[str, Path], host: str
+) -> None:
+    """A port nobody listens on: refused before the ledger exists, in one line, exit 3
+    (the run could not start), fast, and no traceback as the process ends."""
+    (tmp_path / "a").mkdir()
+    shutil.copyfile(bundles["rpt-clean/alice"], tmp_path / "a" / "b.tar.zst")
+    ledger = tmp_path / "l.sqlite"
+    address = f"tcp://{host}:{_free_port()}"
+    started = time.monotonic()
+    done = run_cli(
+        "fixity", str(tmp_path / "a"), "--ledger", str(ledger), "--scheduler", address, "--json"
+    )
+    assert time.monotonic() - started < 10
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.startswith(
+        f"evalbook-bundle: error: --scheduler: {address}: cannot reach the Dask scheduler (".encode()
+    ), done.stderr
+    assert done.stderr.count(b"\n") == 1 and b"Exception ignored" not in done.stderr
+    assert orjson.loads(done.stdout)["exit_code"] == 3
+    assert not ledger.exists() and list(tmp_path.glob("l.sqlite*")) == []
+
+
+def test_library_unreachable_scheduler_is_an_input_error_naming_it(
+    tmp_path: Path, bundles: dict[str, Path]
+) -> None:
+    import bundler
+
+    (tmp_path / "a").mkdir()
+    shutil.copyfile(bundles["rpt-clean/alice"], tmp_path / "a" / "b.tar.zst")
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    with pytest.raises(bundler.InputError) as caught:
+        bundler.fixity(tmp_path / "a", ledger=tmp_path / "m.sqlite", workers=1, scheduler=address)
+    assert caught.value.param == "scheduler" and caught.value.exit_code == 3
+    assert caught.value.message.startswith(f"scheduler: {address}: cannot reach")
+    assert not (tmp_path / "m.sqlite").exists()
+    with pytest.raises(bundler.ParameterError, match=r"^scheduler 'x': not a scheduler address"):
+        bundler.fixity(tmp_path / "a", ledger=tmp_path / "m.sqlite", scheduler="x")
+
+
 # ------------------------------------------------------------------ SPEC 13.1
 
 

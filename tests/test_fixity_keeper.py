@@ -896,3 +896,41 @@ def test_a_retired_bundle_is_checked_again_once_it_holds_other_bytes(
     # The next run agrees: still retired, or still failing (carried or re-checked).
     code, summary, _ = _fixity(str(root), "--ledger", ledger, *selection)
     assert code == (1 if other_bytes else 0)
+
+
+# ----------------------------------------------------------- retire, from the library
+
+
+def test_library_retire_is_fixity_retire(tmp_path: Path, good: Path) -> None:
+    """``bundler.retire`` has the meaning and checks of ``fixity --retire KEY --reason
+    TEXT``: the same record, the failure no longer carried, a refusal changing no byte."""
+    import bundler
+
+    root = _archive(tmp_path / "a", good, 2)
+    _flip(root / "b00.tar.zst")
+    ledger = tmp_path / "l.sqlite"
+    first = bundler.fixity(root, ledger=ledger, workers=1)
+    assert first.exit_code == 1 and [p["key"] for p in first.problems] == ["b00.tar.zst"]
+    before = ledger.read_bytes()
+    with pytest.raises(bundler.InputError) as caught:
+        bundler.retire(root, bundle_key="b01.tar.zst", reason="x", ledger=ledger)
+    assert caught.value.param == "bundle_key" and caught.value.exit_code == 3
+    assert caught.value.message.startswith("bundle_key: b01.tar.zst: nothing to retire")
+    assert ledger.read_bytes() == before
+    done = bundler.retire(root, bundle_key="b00.tar.zst", reason="restored from tape", ledger=ledger)
+    assert isinstance(done, bundler.Retirement)
+    record = done.to_json()
+    assert (record["key"], record["outcome"], record["reason"]) == (
+        "b00.tar.zst",
+        "fail",
+        "restored from tape",
+    )
+    # The command line refuses the same retirement again with its own option's name.
+    again = run_cli(
+        "fixity", str(root), "--ledger", str(ledger), "--retire", "b00.tar.zst", "--reason", "y"
+    )
+    assert again.returncode == 3
+    assert again.stderr.startswith(b"evalbook-bundle: error: --retire: b00.tar.zst: nothing")
+    (root / "b00.tar.zst").unlink()
+    shutil.copyfile(good, root / "b00.tar.zst")
+    assert list(bundler.fixity(root, ledger=ledger, workers=1).carried) == []

@@ -36,7 +36,7 @@ OUTPUTS = {"out", "directory", "html", "dest", "ledger", "record"}
 TIMES = {"exported_at", "retain_until"}
 TEXTS = {
     "report_id", "principal", "identity", "case_id", "endpoint_url", "scheduler", "prefix",
-    "url", "upload", "older_than", "sample", "retention_mode",
+    "url", "upload", "older_than", "sample", "retention_mode", "bundle_key", "reason",
 }
 INTEGERS = {"max_bytes", "limit", "limit_bytes", "workers"}
 FLAGS = {"strict", "upload_record"}
@@ -136,6 +136,12 @@ def good_calls(w: World) -> dict[str, dict[str, Any]]:
             "dest": w.tmp / "never-copy.tar.zst",
             "endpoint_url": NOWHERE,
         },
+        "retire": {
+            "source": w.bundles_dir,
+            "bundle_key": "b.tar.zst",
+            "reason": "restored from tape",
+            "ledger": w.tmp / "never.sqlite",
+        },
         "fixity": {
             "source": w.bundles_dir,
             "ledger": w.tmp / "never.sqlite",
@@ -146,9 +152,16 @@ def good_calls(w: World) -> dict[str, dict[str, Any]]:
     }
 
 
+# Text no file name and no text can hold: a lone surrogate that stands for no raw byte
+# (U+DC80..U+DCFF do, as Python decodes a file name that is not UTF-8).
+UNENCODABLE = [("lone-high-surrogate", "\ud800"), ("lone-low-surrogate", "a\udfff")]
+
+
 def bad_values(name: str, w: World) -> Iterator[tuple[str, Any]]:
     """(label, value) of each bad value for the parameter ``name``."""
     wrong_types: list[tuple[str, Any]] = [("int", 3), ("list", ["x"]), ("object", object())]
+    if name in INPUTS | OUTPUTS | TIMES | TEXTS | DIGESTS:
+        yield from UNENCODABLE
     if name in INPUTS or name in OUTPUTS:
         yield from wrong_types
         if name not in ("signature", "proof"):  # bytes are their contents, not a path
@@ -193,8 +206,9 @@ def cases() -> list[tuple[str, str]]:
     found = []
     for fname in sorted(n for n in bundler.__all__ if n[0].islower() and n != "__version__"):
         for pname in inspect.signature(getattr(bundler, fname)).parameters:
-            # check_proof's source is only a label.
-            if (fname, pname) == ("check_proof", "source"):
+            # check_proof's source is only a label; retire's names what the ledger
+            # recorded, which may be gone (test_retire_checks_its_parameters).
+            if (fname, pname) in (("check_proof", "source"), ("retire", "source")):
                 continue
             found.append((fname, pname))
     return found
@@ -253,6 +267,92 @@ def test_every_bad_value_is_a_bundler_error_naming_the_parameter(
     assert sorted(p.name for p in world.tmp.iterdir()) == before
 
 
+TEXT_KINDS = INPUTS | OUTPUTS | TIMES | TEXTS | DIGESTS
+
+
+def text_cases() -> list[tuple[str, str]]:
+    """(function, parameter) for every parameter that takes a path or a text, and
+    check_proof's label ``source``."""
+    return [(f, p) for f, p in cases() if p in TEXT_KINDS] + [
+        ("check_proof", "source"),
+        ("retire", "source"),
+    ]
+
+
+@pytest.mark.parametrize(("function", "param"), text_cases())
+@pytest.mark.parametrize(("label", "value"), UNENCODABLE)
+def test_a_lone_surrogate_is_a_parameter_error_naming_the_parameter(
+    function: str, param: str, label: str, value: str, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused before any work (exit 2), as a NUL is: never a UnicodeEncodeError, and
+    for verify, extract and audit no verdict either (it is the parameter that is bad)."""
+    monkeypatch.chdir(world.tmp)
+    before = sorted(p.name for p in world.tmp.iterdir())
+    args = {**good_calls(world)[function], param: value}
+    with pytest.raises(bundler.ParameterError) as caught:
+        getattr(bundler, function)(**args)
+    assert caught.value.param == param and caught.value.exit_code == 2
+    assert caught.value.message.startswith(param), caught.value.message
+    assert "\n" not in caught.value.message
+    if param not in TIMES | {"retention_mode"}:  # those name their own form
+        assert "surrogate" in caught.value.message, caught.value.message
+    caught.value.message.encode("utf-8")  # the message itself is text
+    assert sorted(p.name for p in world.tmp.iterdir()) == before
+
+
+def path_cases() -> list[tuple[str, str]]:
+    return [(f, p) for f, p in cases() if p in INPUTS]
+
+
+@pytest.mark.parametrize(("function", "param"), path_cases())
+def test_a_raw_byte_in_a_path_is_a_file_name_not_a_bad_parameter(
+    function: str, param: str, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """"\\udcff" is the byte 0xff of a file name that is not UTF-8: a name like any
+    other, here of a file that does not exist (or a label), never refused as text."""
+    monkeypatch.chdir(world.tmp)
+    args = {**good_calls(world)[function], param: "\udcff"}
+    kind, got = _outcome(lambda: getattr(bundler, function)(**args))
+    if kind == "raised":
+        assert not isinstance(got, bundler.ParameterError), got.message
+        assert got.exit_code == 3 and got.message.startswith(param), got.message
+    else:
+        assert function in REPORT_BAD_BUNDLES and _failed_result(got), got
+
+
+def required_cases() -> list[tuple[str, str]]:
+    """Every parameter a caller must give (no default)."""
+    return [
+        (f, p)
+        for f, p in cases()
+        if inspect.signature(getattr(bundler, f)).parameters[p].default is inspect.Parameter.empty
+    ]
+
+
+@pytest.mark.parametrize(("function", "param"), required_cases())
+def test_none_for_a_required_parameter_is_a_parameter_error(
+    function: str, param: str, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(world.tmp)
+    args = {**good_calls(world)[function], param: None}
+    with pytest.raises(bundler.ParameterError) as caught:
+        getattr(bundler, function)(**args)
+    assert caught.value.param == param and caught.value.message.startswith(f"{param}: ")
+
+
+def test_no_assert_guards_the_library() -> None:
+    """Under ``python -O`` an assert is skipped: none may stand between a caller's value
+    and the work."""
+    api = REPO / "bundler" / "api"
+    found = [
+        f"{path.name}:{n}"
+        for path in sorted(api.glob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if line.strip().startswith("assert ")
+    ]
+    assert found == []
+
+
 def test_every_function_and_parameter_is_tried(world: World) -> None:
     """The table above covers every parameter: a new one needs its bad values."""
     missing = [(f, p) for f, p in cases() if not list(bad_values(p, world))]
@@ -276,3 +376,23 @@ def test_no_principal_reads_the_environment(
     monkeypatch.setenv("EVALBOOK_PRINCIPAL", "alice")
     result = bundler.export(STORE, "rpt-clean", out=tmp_path, exported_at="2026-11-30T00:00:00Z")
     assert result.path.read_bytes() == world.archive.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("label", "value"),
+    [("int", 3), ("bytes", b"x"), ("empty", ""), ("nul", "a\0b"), *UNENCODABLE],
+)
+def test_retire_checks_its_source(world: World, label: str, value: Any) -> None:
+    args = {**good_calls(world)["retire"], "source": value}
+    with pytest.raises(bundler.ParameterError) as caught:
+        bundler.retire(**args)
+    assert caught.value.param == "source", caught.value.message
+
+
+def test_retire_refuses_a_blank_reason_and_a_missing_ledger(world: World) -> None:
+    args = good_calls(world)["retire"]
+    with pytest.raises(bundler.ParameterError, match=r"^reason: blank"):
+        bundler.retire(**{**args, "reason": " \t"})
+    with pytest.raises(bundler.InputError, match=r"^ledger: .*no such ledger") as caught:
+        bundler.retire(**args)
+    assert caught.value.param == "ledger" and caught.value.exit_code == 3

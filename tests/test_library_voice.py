@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXPORTED_AT
+from conftest import EXPORTED_AT, run_cli
 
 import bundler
 from bundler.core.errors import BundlerError, InputError, ParameterError, StorageError
@@ -111,6 +111,28 @@ def test_render_html_of_a_wrong_type_is_a_parameter_error(tmp_path: Path, value:
 # --------------------------------------------------------- missing stored objects: 3
 
 
+@pytest.mark.parametrize("command", ["inspect", "prove", "sign", "download"])
+def test_a_missing_stored_object_keeps_its_command_line_exit_and_words(
+    s3_server: Any, bucket: str, tmp_path: Path, command: str
+) -> None:
+    """The command line is unchanged: exit 3, the message naming the URL as given."""
+    url = f"s3://{bucket}/arch/reports/bundles/rpt-x/{'cd' * 32}.tar.zst"
+    key = tmp_path / "key"
+    keygen = shutil.which("ssh-keygen")
+    assert keygen is not None
+    subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    args = {
+        "inspect": ["inspect", url],
+        "prove": ["prove", url, "--case", "case-1"],
+        "sign": ["sign", url, "--key", str(key)],
+        "download": ["download", url, str(tmp_path / "d.tar.zst")],
+    }[command]
+    done = run_cli(*args, "--endpoint-url", s3_server.endpoint)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.startswith(f"evalbook-bundle: error: {url}: ".encode()), done.stderr
+    assert b"no such object" in done.stderr and done.stderr.count(b"\n") == 1
+
+
 @pytest.mark.parametrize(
     ("kind", "code"), [("not_found", 3), ("refused", 5), ("transient", 5), ("unverifiable", 5)]
 )
@@ -148,8 +170,14 @@ def test_a_missing_stored_object_is_not_found(
     try:
         result = calls[command]()
     except BundlerError as exc:
+        # Not found is the input's trouble: the not-found class (an InputError), its
+        # message beginning with the parameter; StorageError is the service's (exit 5).
+        assert isinstance(exc, bundler.NotFound), f"{type(exc).__name__}[{exc.exit_code}]: {exc}"
+        assert isinstance(exc, InputError) and not isinstance(exc, StorageError)
         assert exc.exit_code == 3, f"{type(exc).__name__}[{exc.exit_code}]: {exc}"
-        assert "no such object" in exc.message or "not found" in exc.message, exc.message
+        param = "url" if command == "download" else "bundle"
+        assert exc.param == param and exc.message.startswith(f"{param}: {url}: "), exc.message
+        assert "no such object" in exc.message, exc.message
     else:
         assert command in ("verify", "audit", "extract"), f"{command} did not refuse"
         assert not (tmp_path / "bag").exists()
@@ -445,3 +473,86 @@ def test_download_into_a_missing_directory_is_refused_and_creates_nothing(tmp_pa
     target = tmp_path / "newdir"
     _refused(lambda: bundler.download(url, f"{target}/", endpoint_url=NOWHERE), "dest")
     assert not target.exists()
+
+
+# ------------------------------------------------ each message names its own parameter
+
+
+def test_a_non_signers_file_for_fixity_names_allowed_signers(
+    bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    archive = tmp_path / "a"
+    archive.mkdir()
+    shutil.copyfile(bundles["rpt-clean/alice"], archive / "b.tar.zst")
+    (tmp_path / "x").write_text("not an allowed signers line\n")
+    with pytest.raises(InputError) as caught:
+        bundler.fixity(archive, ledger=tmp_path / "l.sqlite", allowed_signers=tmp_path / "x")
+    assert caught.value.param == "allowed_signers"
+    assert caught.value.message.startswith(f"allowed_signers: {tmp_path / 'x'}"), caught.value
+    assert not (tmp_path / "l.sqlite").exists()
+
+
+@pytest.mark.parametrize("param", ["run_dir", "project"])
+@pytest.mark.parametrize("url", ["s3://r3b/x", "http://example.org//x"])
+def test_export_eb_refuses_a_url_as_given_naming_its_parameter(
+    tmp_path: Path, param: str, url: str
+) -> None:
+    from conftest import REPO
+
+    run = sorted((REPO / "fixtures" / "eval-banana" / "runs" / "default").iterdir())[0]
+    args: dict[str, Any] = {"run_dir": run, "project": REPO / "fixtures" / "eval-banana" / "project"}
+    args[param] = url
+    with pytest.raises(ParameterError) as caught:
+        bundler.export_eb(args.pop("run_dir"), out=tmp_path, **args)
+    assert caught.value.param == param
+    assert caught.value.message.startswith(f"{param} {url!r}: "), caught.value.message
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("function", ["export", "export_eb", "sign", "fixity"])
+@pytest.mark.parametrize("content", [b"not a key\n", b"", b"ssh-ed25519 AAAA public only\n"])
+def test_a_file_that_holds_no_key_is_a_bad_key_parameter(
+    bundles: dict[str, Path], tmp_path: Path, function: str, content: bytes
+) -> None:
+    from conftest import REPO
+
+    key = tmp_path / "k"
+    key.write_bytes(content)
+    out = tmp_path / "out"
+    out.mkdir()
+    archive = tmp_path / "a"
+    archive.mkdir()
+    shutil.copyfile(bundles["rpt-clean/alice"], archive / "b.tar.zst")
+    run = sorted((REPO / "fixtures" / "eval-banana" / "runs" / "default").iterdir())[0]
+    calls: dict[str, Any] = {
+        "export": lambda: bundler.export(
+            REPO / "fixtures" / "stores" / "main", "rpt-clean", principal="alice", out=out,
+            exported_at=EXPORTED_AT, key=key,
+        ),
+        "export_eb": lambda: bundler.export_eb(
+            run, project=REPO / "fixtures" / "eval-banana" / "project", out=out, key=key
+        ),
+        "sign": lambda: bundler.sign(archive / "b.tar.zst", key=key),
+        "fixity": lambda: bundler.fixity(
+            archive, ledger=tmp_path / "l.sqlite", record=tmp_path / "r.jsonl", key=key
+        ),
+    }
+    with pytest.raises(ParameterError) as caught:
+        calls[function]()
+    assert caught.value.param == "key" and caught.value.exit_code == 2
+    assert caught.value.message.startswith(f"key: {key}: "), caught.value.message
+    assert list(out.iterdir()) == [] and sorted(p.name for p in archive.iterdir()) == ["b.tar.zst"]
+
+
+def test_a_file_that_holds_no_key_keeps_the_command_lines_words(tmp_path: Path) -> None:
+    key = tmp_path / "k"
+    key.write_bytes(b"not a key\n")
+    key.chmod(0o600)
+    from conftest import REPO
+
+    done = run_cli(
+        "export", "--store", str(REPO / "fixtures" / "stores" / "main"), "--report", "rpt-clean",
+        "--principal", "alice", "--out", str(tmp_path) + "/", "--key", str(key),
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"evalbook-bundle: error: {key}: not an OpenSSH".encode())

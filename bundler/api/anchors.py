@@ -78,8 +78,7 @@ def anchors(
         bundle_digest, report_digest, is_strict, cap, allowed_signers=allowed, identity=who
     )
     explicit = None
-    if signature is not None:
-        assert isinstance(signature, str | bytes)
+    if isinstance(signature, str | bytes):  # checked above: a path, a URL or the bytes
         explicit = explicit_signature(signature, endpoint)
     return Anchors(options, explicit, endpoint)
 

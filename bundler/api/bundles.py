@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast, overload
 
 from bundler.api import params
 from bundler.api.anchors import Anchors, anchors
@@ -25,6 +25,7 @@ from bundler.api.results import (
 from bundler.core.claims import Verification
 from bundler.core.errors import (
     InputError,
+    NotFound,
     ParameterError,
     StorageError,
     UsageError,
@@ -44,19 +45,46 @@ def progress_callback(value: object) -> OnProgress | None:
     return cast("OnProgress | None", value)
 
 
-def signer_for(key: object, param: str = "key") -> Callable[[bytes], str] | None:
+@overload
+def signer_for(
+    key: object, param: str = "key", *, required: Literal[True]
+) -> Callable[[bytes], str]: ...
+@overload
+def signer_for(
+    key: object, param: str = "key", *, required: bool = False
+) -> Callable[[bytes], str] | None: ...
+def signer_for(
+    key: object, param: str = "key", *, required: bool = False
+) -> Callable[[bytes], str] | None:
     """The signing function of an OpenSSH Ed25519 key file (passphrase from
-    ``$EVALBOOK_SIGN_PASSPHRASE``); None without a key."""
-    if key is None:
+    ``$EVALBOOK_SIGN_PASSPHRASE``); None without a key, unless ``required`` (then None
+    is a wrong type, as any other: ParameterError naming ``param``)."""
+    if key is None and not required:
         return None
+    loaded = signing_key(key, param)
+    from bundler.trust import sshsig
+
+    return lambda message: sshsig.sign(message, loaded)
+
+
+def signing_key(key: object, param: str = "key") -> Any:
+    """The Ed25519 key an OpenSSH private key file holds (passphrase from
+    ``$EVALBOOK_SIGN_PASSPHRASE``): the one place a key parameter is read. A file that
+    is no usable key is a bad value of the parameter (ParameterError, exit 2, its
+    message beginning with ``param``; the command line shows the file's own message)."""
+    from bundler.core.errors import UsageError
     from bundler.trust import sshsig
 
     key_path = params.existing_input(params.path(key, param), param, directory_ok=False)
     passphrase = os.environ.get(sshsig.PASSPHRASE_ENV)
-    loaded = sshsig.load_private_key(
-        key_path, passphrase=passphrase.encode() if passphrase else None
-    )
-    return lambda message: sshsig.sign(message, loaded)
+    try:
+        return sshsig.load_private_key(
+            key_path, passphrase=passphrase.encode() if passphrase else None
+        )
+    except UsageError as exc:
+        refused = ParameterError(param, exc.message)
+        refused.bare_message = exc.message  # the option's value is the file it names
+        raise refused from exc
 
 
 def key_warning(key: str | os.PathLike[str]) -> str | None:
@@ -357,14 +385,15 @@ def extract(
                     if result.exit_code == 0:
                         _remove_extracted(target, existed)
                     raise
-    except StorageError as exc:
-        if exc.exit_code != 3:
-            raise
+    except NotFound as exc:
         from bundler.core.claims import Verdict, Verification
 
         # As verify: no such object is a record with verdict error (exit 3).
         return Verification(
-            source=where, verdict=Verdict.ERROR, error=exc.message, strict=found.options.strict
+            source=where,
+            verdict=Verdict.ERROR,
+            error=exc.bare_message or exc.message,
+            strict=found.options.strict,
         )
     if result.exit_code == 0:
         write_beside_bag(target, good_sidecars(options, result.signatures))
@@ -390,5 +419,3 @@ def extracted_sidecars(directory: str | os.PathLike[str]) -> list[Path]:
     from bundler.bundles.signatures import sidecars_beside_bag
 
     return sidecars_beside_bag(Path(directory))
-
-

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from bundler.api import params
@@ -85,12 +85,15 @@ def export(
         exported_at_source=times.time_source(exported_at, "exported_at", environ),
     )
 
-    def forward(p: Any) -> None:
-        assert report is not None
-        report(Progress(p.bytes, p.total_bytes, f"{p.files} files, {p.cases} cases"))
+    forward: Callable[[Any], None] | None = None
+    if report is not None:
+        told = report
+
+        def forward(p: Any) -> None:
+            told(Progress(p.bytes, p.total_bytes, f"{p.files} files, {p.cases} cases"))
 
     with params.reading("store", output="out"):
-        result = export_bundle(config, forward if report is not None else None)
+        result = export_bundle(config, forward)
     if destination is not None:
         from bundler.api.stored import upload as upload_archive
 
@@ -120,8 +123,8 @@ def export_eb(
     has no access rules)."""
     from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
 
-    run = Path(params.input_directory(run_dir, "run_dir"))
-    root = Path(params.input_directory(project, "project"))
+    run = params.local_directory(run_dir, "run_dir")
+    root = params.local_directory(project, "project")
     target = output_path(out)
     environ = dict(os.environ)
     moment = times.export_time(exported_at, "exported_at", environ, time.time())
@@ -140,9 +143,12 @@ def export_eb(
         exported_at_source=times.time_source(exported_at, "exported_at", environ),
     )
 
-    def forward(p: Any) -> None:
-        assert report is not None
-        report(Progress(p.bytes, p.total_bytes, f"{p.files} files"))
+    forward: Callable[[Any], None] | None = None
+    if report is not None:
+        told = report
+
+        def forward(p: Any) -> None:
+            told(Progress(p.bytes, p.total_bytes, f"{p.files} files"))
 
     with params.reading("run_dir", output="out"):
-        return export_eb_bundle(config, forward if report is not None else None)
+        return export_eb_bundle(config, forward)

@@ -1,5 +1,6 @@
-"""The library's fixity run (SPEC 13; ``fixity``). ``Summary`` is imported here so that
-``typing.get_type_hints`` resolves it."""
+"""The library's fixity run and the keeper's retirement (SPEC 13; ``fixity``, ``fixity
+--retire``). ``Summary`` and ``Retirement`` are imported here so that
+``typing.get_type_hints`` resolves them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from bundler.api import params
 from bundler.api.results import Progress
 from bundler.core.errors import ParameterError, UsageError
-from bundler.fixity.run import Summary
+from bundler.fixity.run import Retirement, Summary
 
 OnProgress = Callable[[Progress], None]
 
@@ -73,6 +74,8 @@ def fixity(
     from bundler.fixity import FixityConfig, Selection, parse_duration, parse_sample, run_fixity
     from bundler.fixity.run import Progress as FixityProgress
 
+    # The scheduler's address is checked before anything (a file, a connection) is touched.
+    address = params.scheduler(scheduler, "scheduler")
     where = params.input_directory(source, "source")
     if where.startswith("s3://"):
         params.archive_prefix(where, "source")
@@ -82,7 +85,11 @@ def fixity(
     record_path = None if record is None else params.output(record, "record")
     signers = params.optional_path(allowed_signers, "allowed_signers")
     if signers is not None:
+        from bundler.bundles.signatures import load_allowed
+
         params.existing_input(signers, "allowed_signers", directory_ok=False)
+        with params.reading("allowed_signers"):
+            load_allowed(signers)  # read before the run: its errors name this parameter
     if is_upload and not where.startswith("s3://"):
         raise ParameterError("upload_record", "needs an s3://bucket/prefix source")
     if key is not None and record_path is None and not is_upload:
@@ -104,7 +111,7 @@ def fixity(
         ledger=ledger_path,
         selection=selection,
         workers=count or os.cpu_count() or 1,
-        scheduler=params.optional_text(scheduler, "scheduler"),
+        scheduler=None if address is None else address[0],
         endpoint_url=params.endpoint(endpoint_url),
         allowed_signers=signers,
         record=record_path,
@@ -112,38 +119,61 @@ def fixity(
     )
     signer = None
     if key is not None:
+        from bundler.api.bundles import signing_key
         from bundler.fixity.record import SIGNATURE_NAMESPACE
         from bundler.trust import sshsig
 
-        key_path = params.existing_input(params.path(key, "key"), "key", directory_ok=False)
-        passphrase = os.environ.get(sshsig.PASSPHRASE_ENV)
-        loaded = sshsig.load_private_key(
-            key_path, passphrase=passphrase.encode() if passphrase else None
-        )
+        loaded = signing_key(key, "key")
 
         def signer(data: bytes) -> str:
             return sshsig.sign(data, loaded, namespace=SIGNATURE_NAMESPACE)
 
-    report = on_progress
-    if report is not None and not callable(report):
-        raise ParameterError("on_progress", "expected a callable")
+    from bundler.api.bundles import progress_callback
 
-    def forward(progress: FixityProgress) -> None:
-        assert report is not None
-        report(
-            Progress(
-                progress.checked,
-                progress.total,
-                f"{progress.bytes_read / 1e6:.1f} MB read, {progress.not_passed} not passed",
-                unit="bundles",
+    report = progress_callback(on_progress)
+    forward: Callable[[Any], None] | None = None
+    if report is not None:
+        told = report
+
+        def forward(progress: FixityProgress) -> None:
+            told(
+                Progress(
+                    progress.checked,
+                    progress.total,
+                    f"{progress.bytes_read / 1e6:.1f} MB read, {progress.not_passed} not passed",
+                    unit="bundles",
+                )
             )
-        )
 
     from bundler.fixity import ledger as ledger_file
 
     with params.reading("ledger"):
         ledger_file.inspect(ledger_path)  # a ledger this tool did not write: named as such
     with params.reading("source", output="record"):
-        return run_fixity(
-            config, on_progress=forward if report is not None else None, signer=signer
-        )
+        return run_fixity(config, on_progress=forward, signer=signer)
+
+
+def retire(
+    source: str | os.PathLike[str],
+    *,
+    bundle_key: str,
+    reason: str,
+    ledger: str | os.PathLike[str] = "evalbook-fixity.sqlite",
+) -> Retirement:
+    """Retire a failed or missing bundle on purpose (``fixity --retire KEY --reason
+    TEXT``): it checks nothing, records a ``retired`` event in ``ledger`` with
+    ``reason``, and the bundle is no longer carried into summaries. ``bundle_key`` is the
+    key as a summary shows it (``Summary.problems``/``carried``). Raises ParameterError
+    (2) for a bad parameter or a blank reason, InputError (3) when there is no ledger,
+    it is not this tool's, or it holds no failed or missing ``bundle_key`` under
+    ``source``; a refusal changes no byte of the ledger."""
+    from bundler.fixity.run import retire as retire_in_ledger
+
+    where = params.location(source, "source")
+    if where.startswith("s3://"):
+        params.archive_prefix(where, "source")
+    ledger_path = params.path(ledger, "ledger")
+    key = params.text(bundle_key, "bundle_key")
+    why = params.text(reason, "reason")
+    with params.reading("ledger"):
+        return retire_in_ledger(where, ledger_path, key, why)

@@ -31,12 +31,41 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
+# How much of a refused value a message repeats: enough to recognise it, never a flood.
+SHOWN_CHARS = 140
+
+
+def shown_value(value: str) -> str:
+    """``value`` as a message repeats it: cut to ``SHOWN_CHARS`` characters."""
+    return value if len(value) <= SHOWN_CHARS else value[:SHOWN_CHARS] + "..."
+
+
+def encodable(value: str, param: str) -> str:
+    """A ``str`` that can be a file name or a text: one the system can encode. A lone
+    surrogate that stands for a raw byte (U+DC80..U+DCFF, as Python decodes a file name
+    that is not UTF-8) can; any other (``"\\ud800"``) cannot be written, stored or
+    passed to the system at all, so it is refused here, for every path and text
+    parameter, rather than escaping later as a ``UnicodeEncodeError``."""
+    try:
+        value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        bad = value[exc.start]
+        raise ParameterError(
+            param,
+            f"holds the lone surrogate U+{ord(bad):04X}, which no file name or text can hold",
+            value=shown_value(value),
+        ) from None
+    return value
+
+
 def path(value: object, param: str) -> Path:
-    """A ``str`` or ``os.PathLike`` naming a file: not empty, no NUL, not bytes."""
+    """A ``str`` or ``os.PathLike`` naming a file: not empty, no NUL, not bytes, and one
+    the system can encode (``encodable``)."""
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str):
         raise ParameterError(param, f"expected a str or os.PathLike path, not {_type_name(value)}")
+    encodable(value, param)
     if not value:
         raise ParameterError(param, "an empty path")
     if "\0" in value:
@@ -67,7 +96,7 @@ def optional_path(value: object, param: str) -> Path | None:
 def location(value: object, param: str) -> str:
     """A local path (``str`` or ``os.PathLike``) or an ``s3://`` URL, as text."""
     if isinstance(value, str) and value.startswith("s3://"):
-        _s3_url(value, param)
+        _s3_url(encodable(value, param), param)
         return value
     return str(path(value, param))
 
@@ -76,8 +105,9 @@ def s3_url(value: object, param: str) -> str:
     """An ``s3://bucket/...`` URL."""
     if not isinstance(value, str):
         raise ParameterError(param, f"expected an s3://bucket/... URL, not {_type_name(value)}")
+    encodable(value, param)
     if not value.startswith("s3://"):
-        raise ParameterError(param, "not an s3://bucket/... URL", value=value)
+        raise ParameterError(param, "not an s3://bucket/... URL", value=shown_value(value))
     _s3_url(value, param)
     return value
 
@@ -106,9 +136,11 @@ def archive_prefix(value: object, param: str) -> str:
 
 
 def text(value: object, param: str) -> str:
-    """A non-empty ``str`` without NUL (an id, a principal, an identity)."""
+    """A non-empty ``str`` without NUL that the system can encode (``encodable``): an
+    id, a principal, an identity, a label."""
     if not isinstance(value, str):
         raise ParameterError(param, f"expected a str, not {_type_name(value)}")
+    encodable(value, param)
     if not value:
         raise ParameterError(param, "empty")
     if "\0" in value:
@@ -123,11 +155,10 @@ def identifier(value: object, param: str, what: str) -> str:
 
     name = text(value, param)
     if IDENTIFIER_RE.match(name) is None:
-        shown_value = name if len(name) <= 140 else name[:140] + "..."
         raise ParameterError(
             param,
             f"invalid {what} (identifiers match ^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$)",
-            value=shown_value,
+            value=shown_value(name),
         )
     return name
 
@@ -140,6 +171,39 @@ def endpoint(value: object, param: str = "endpoint_url") -> str | None:
     if url is not None and not url.startswith(("http://", "https://")):
         raise ParameterError(param, "must start with http:// or https://", value=url)
     return url
+
+
+# A Dask scheduler's address: a scheme carried over TCP, a host and a port.
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss")
+_SCHEDULER = re.compile(
+    r"(?P<scheme>[a-z]+)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>[0-9]{1,5})",
+    re.ASCII,
+)
+# Longer than any host name (253) with scheme and port: no address, only a mistake.
+SCHEDULER_MAX_CHARS = 300
+
+
+def scheduler(value: object, param: str = "scheduler") -> tuple[str, str, int] | None:
+    """``None`` or a Dask scheduler address ``scheme://host:port`` (scheme tcp, tls, ws
+    or wss; port 1..65535), as (address, host, port): anything else is refused here,
+    before any connection or file, naming the parameter (the value shown cut short)."""
+    address = optional_text(value, param)
+    if address is None:
+        return None
+    rule = f"not a scheduler address ({'|'.join(SCHEDULER_SCHEMES)})://HOST:PORT"
+    if len(address) > SCHEDULER_MAX_CHARS:
+        raise ParameterError(
+            param,
+            f"{rule}: {len(address)} characters (at most {SCHEDULER_MAX_CHARS})",
+            value=shown_value(address),
+        )
+    found = _SCHEDULER.fullmatch(address)
+    if found is None or found["scheme"] not in SCHEDULER_SCHEMES:
+        raise ParameterError(param, rule, value=shown_value(address))
+    port = int(found["port"])
+    if not 1 <= port <= 65535:
+        raise ParameterError(param, f"port {port} is out of range (1..65535)", value=address)
+    return address, found["host"].strip("[]"), port
 
 
 def optional_text(value: object, param: str) -> str | None:
@@ -168,10 +232,8 @@ def integer(value: object, param: str, low: int, high: int = INT_MAX) -> int:
         bound = f"{low}..{high}" if high < INT_MAX else f"{low}..2**63-1"
         # A huge value is not repeated: its digits would fill many lines (and ``str``
         # refuses an int of more than 4300 digits).
-        shown_value = (
-            str(value) if value.bit_length() <= 96 else f"a {value.bit_length()}-bit value"
-        )
-        raise ParameterError(param, f"{shown_value} is out of range ({bound})")
+        amount = str(value) if value.bit_length() <= 96 else f"a {value.bit_length()}-bit value"
+        raise ParameterError(param, f"{amount} is out of range ({bound})")
     return value
 
 
@@ -191,14 +253,14 @@ def digest(value: object, param: str) -> str | None:
         return None
     from bundler.core.digests import parse_digest
 
+    given = text(value, param)
     try:
-        parse_digest(text(value, param), source=param)
+        parse_digest(given, source=param)
     except ParameterError:
         raise
     except BundlerError as exc:
         raise ParameterError(param, exc.message.removeprefix(f"{param}: ")) from exc
-    assert isinstance(value, str)
-    return value
+    return given
 
 
 def time(value: object, param: str) -> datetime:
@@ -272,6 +334,16 @@ def output(value: object, param: str, *, existing_file_ok: bool = False) -> Path
     )
 
 
+def local_directory(value: object, param: str) -> Path:
+    """A local directory to read (a run, a project): a URL is refused as given, a
+    missing path, a file or a FIFO naming the parameter (InputError)."""
+    where = path(value, param)
+    existing_input(where, param)
+    if not where.is_dir():
+        raise InputError(f"{param}: {where}: not a directory", param=param)
+    return where
+
+
 def input_directory(value: object, param: str) -> str:
     """A directory to read (a store root, a run, a project, an archive), or an ``s3://``
     URL: a missing path, a file or a FIFO is refused naming the parameter (InputError)."""
@@ -286,14 +358,22 @@ def input_directory(value: object, param: str) -> str:
 @contextmanager
 def reading(param: str, *, output: str | None = None) -> Iterator[None]:
     """Errors while reading ``param``'s input name it first (docs/library.md: an
-    unreadable input is an InputError naming the parameter and the file); an output
+    unreadable input is an InputError naming the parameter and the file; a stored
+    object that is not there a ``NotFound``, exit 3, never a StorageError); an output
     that cannot be written names ``output``. Only an input error that names no
     parameter yet is touched; its class, exit code and the file it names stay as they
     were (``bare_message`` keeps the message as written)."""
-    from bundler.core.errors import OutputError
+    from bundler.core.errors import NotFound, OutputError, StorageError
 
     try:
         yield
+    except StorageError as exc:
+        if exc.kind != "not_found":
+            raise
+        # An item not found is the input's trouble (exit 3), not the service's.
+        missing = NotFound(f"{param}: {exc.message}", param=param)
+        missing.bare_message = exc.message
+        raise missing from exc
     except InputError as exc:
         if exc.param is None:
             name = output if output is not None and isinstance(exc, OutputError) else param

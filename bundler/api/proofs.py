@@ -102,8 +102,8 @@ def _proof_bytes(proof: object) -> tuple[bytes, str]:
             return orjson.dumps(proof), "<proof>"
         except TypeError as exc:
             raise ParameterError("proof", f"not a JSON object ({exc})") from exc
-    if isinstance(proof, str) and proof.lstrip().startswith("{"):
-        return proof.encode("utf-8", "surrogatepass"), "<proof>"
+    if isinstance(proof, str) and params.encodable(proof, "proof").lstrip().startswith("{"):
+        return proof.encode("utf-8", "surrogateescape"), "<proof>"
     where = params.path(proof, "proof")
     params.existing_input(where, "proof", directory_ok=False)
     return read_proof_file(str(where) if str(where) != "-" else "./-"), str(where)
@@ -246,8 +246,7 @@ def sign(
 
     where = params.stored_object(params.location(bundle, "bundle"), "bundle")
     endpoint = params.endpoint(endpoint_url)
-    signer = signer_for(key)
-    assert signer is not None
+    signer = signer_for(key, required=True)
     if where.startswith("s3://"):
         from bundler.api.stored import sign_stored
 

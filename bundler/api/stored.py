@@ -81,12 +81,11 @@ def upload(
     with params.reading("bundle"):
         result, _ = read_and_verify(str(archive), options)
     raise_unless_verified(result, "upload")
-    assert result.bundle_digest is not None
     on_chunk, _ = _chunks(on_progress, archive.stat().st_size)
     uploaded = storage.upload_bundle(
         archive,
         location,
-        bundle_digest=result.bundle_digest,
+        bundle_digest=str(result.bundle_digest),
         report_id=str(result.report_id),
         report_digest=str(result.report_digest),
         config=config,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import sys
 import traceback
@@ -168,8 +169,14 @@ def _json_requested(args: list[str]) -> bool:
     return "--json" in args
 
 
+# How much of a value an error object repeats as its input: a path fits; a pasted
+# flood does not fill the line.
+_INPUT_CHARS = 1024
+
+
 def _shown_value(value: Any) -> str:
-    return str(value[0] if isinstance(value, tuple) else value)
+    text = str(value[0] if isinstance(value, tuple) else value)
+    return text if len(text) <= _INPUT_CHARS else text[:_INPUT_CHARS] + "..."
 
 
 def _failure_json(
@@ -239,6 +246,7 @@ _PARAM_ALIASES = {
     "dest": ("path",),
     "record_file": ("result",),
     "bundles": ("bundles",),
+    "bundle_key": ("retire",),
 }
 
 
@@ -271,9 +279,45 @@ def message_of(exc: BundlerError) -> str:
     return _message(exc)
 
 
+# Library parameters that the library's texts name inside a message (a reader's cap:
+# "more than max_bytes=1 bytes (the max_bytes cap; ...)"), not only at its start: each
+# with the pattern of its mentions, never a word that merely contains it.
+_NAMED_IN_TEXT = {"max_bytes": re.compile(r"(?<![\w-])max_bytes(?![\w-])")}
+
+
+def option_text(text: str) -> str:
+    """``text`` (an error, a record's error or detail) with each library parameter it
+    names spelled as the running command's option (``max_bytes`` as ``--max-bytes``):
+    the one translation of parameter names inside texts. A parameter the command has no
+    option for keeps its name."""
+    if not _INVOKED:
+        return text
+    for param in _INVOKED[-1].command.params:
+        pattern = _NAMED_IN_TEXT.get(param.name or "")
+        if pattern is not None and isinstance(param, click.Option):
+            text = pattern.sub(max(param.opts, key=len), text)
+    return text
+
+
+def option_record(value: Any) -> Any:
+    """A record as the command prints it: every text in it through ``option_text``."""
+    if isinstance(value, str):
+        return option_text(value)
+    if isinstance(value, dict):
+        return {k: option_record(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [option_record(v) for v in value]
+    return value
+
+
 def _message(exc: BundlerError) -> str:
     """The error's message, a library parameter named as the command's option spells it
-    (``exported_at`` as ``--exported-at``, ``bundle`` as ``BUNDLE``)."""
+    (``exported_at`` as ``--exported-at``, ``bundle`` as ``BUNDLE``, ``max_bytes``
+    inside the text as ``--max-bytes``)."""
+    return option_text(_labelled(exc))
+
+
+def _labelled(exc: BundlerError) -> str:
     if exc.bare_message is not None:
         return exc.bare_message  # the command's argument is the file it names
     if exc.parts is not None:

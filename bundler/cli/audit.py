@@ -125,9 +125,13 @@ def audit(
     if as_json:
         _emit_json(result.to_json())
         if result.verdict is AuditVerdict.ERROR:
-            _say(f"evalbook-bundle: error: {shown(result.error)}\n")  # never quieted
+            from bundler.cli.app import option_text
+
+            _say(f"evalbook-bundle: error: {shown(option_text(str(result.error)))}\n")  # never quieted
     else:
-        sys.stdout.write(audit_text(result, signature_lines))
+        from bundler.cli.app import option_text
+
+        sys.stdout.write(option_text(audit_text(result, signature_lines)))
         sys.stdout.flush()
     if output_dir is not None:
         from bundler.core.outputs import write_output_dir

@@ -32,8 +32,12 @@ EPILOG_EXIT = (
 
 
 def _emit_json(value: Any) -> None:
-    """One result as one line of JSON Lines (SPEC 7), so `jq` reads one or many alike."""
-    sys.stdout.buffer.write(jsonout.dumps(value) + b"\n")
+    """One result as one line of JSON Lines (SPEC 7), so `jq` reads one or many alike;
+    a library parameter its texts name is spelled as the command's option
+    (``bundler.cli.app.option_record``)."""
+    from bundler.cli.app import option_record
+
+    sys.stdout.buffer.write(jsonout.dumps(option_record(value)) + b"\n")
     sys.stdout.flush()
 
 

@@ -171,7 +171,7 @@ def fixity(
             limit=limit,
             limit_bytes=limit_bytes,
             workers=workers,
-            scheduler=scheduler or None,
+            scheduler=_scheduler(scheduler),
             allowed_signers=allowed_signers,
             record=record,
             upload_record=upload_record,
@@ -194,6 +194,18 @@ def fixity(
             "the checks finished before it\n"
         )
     sys.exit(summary.exit_code)
+
+
+def _scheduler(value: str | None) -> str | None:
+    """--scheduler as given on the command line (an empty one is refused as any
+    malformed address); an empty $DASK_SCHEDULER_ADDRESS means none."""
+    ctx = click.get_current_context()
+    if (
+        not value
+        and ctx.get_parameter_source("scheduler") is not click.core.ParameterSource.COMMANDLINE
+    ):
+        return None
+    return value
 
 
 # What --retire uses; every other option given with it would be ignored, so it is refused.
@@ -223,11 +235,11 @@ def _retire(
     as_json: bool,
     quiet: bool,
 ) -> None:
-    from bundler.fixity.run import retire
+    from bundler.api.fixity import retire
 
     if key is None or reason is None:
         raise UsageError("--retire KEY and --reason TEXT go together")
-    done = retire(source, ledger, key, reason)
+    done = retire(source, bundle_key=key, reason=reason, ledger=ledger)
     if as_json:
         _emit_json(done.to_json())
     elif not quiet:

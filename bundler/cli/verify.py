@@ -100,6 +100,7 @@ def verify(
     from bundler.api.anchors import anchors
     from bundler.api.bundles import verify_one
     from bundler.api.pages import page_target
+    from bundler.cli.app import option_record, option_text
     from bundler.report.render import verification_markdown, verification_text
 
     if (signature is not None or identity is not None) and allowed_signers is None:
@@ -152,14 +153,14 @@ def verify(
         else:
             # The summary is the result: on stdout, whatever --quiet says.
             human = _altered_text(result) if kind == "altered" else verification_text(result)
-            sys.stdout.write(human)
+            sys.stdout.write(option_text(human))
             sys.stdout.flush()
         stem = names.stem(result.report_id, several)
         if output_dir is not None:
             from bundler.core.outputs import write_new_file
 
             prefix = "" if stem is None else f"{stem}."
-            saved = jsonout.dumps(result.to_json(), indent=True) + b"\n"
+            saved = jsonout.dumps(option_record(result.to_json()), indent=True) + b"\n"
             write_new_file(output_dir / f"{prefix}verification.json", saved)
             write_new_file(
                 output_dir / f"{prefix}verification.md",
@@ -201,7 +202,9 @@ def verify(
 def _say_error(result: Any) -> None:
     """With --json: the error of a bundle that could not be checked, on stderr."""
     if result.error is not None and result.verdict.value == "error":
-        _say(f"evalbook-bundle: error: {shown(result.error)}\n")
+        from bundler.cli.app import option_text
+
+        _say(f"evalbook-bundle: error: {shown(option_text(result.error))}\n")
 
 
 def _names_directory(path: str) -> bool:
@@ -364,6 +367,7 @@ def extract(
     """
     from bundler.api.bundles import extract as extract_bundle
     from bundler.api.bundles import extracted_sidecars
+    from bundler.cli.app import option_text
     from bundler.report.render import verification_text
 
     if bundle.startswith("s3://"):
@@ -391,7 +395,7 @@ def extract(
         _say_error(result)
         sys.exit(result.exit_code)
     # The summary is the result (on stdout, whatever --quiet says).
-    text = verification_text(result)
+    text = option_text(verification_text(result))
     if result.exit_code == 0:
         text += f"Extracted:   {shown(str(directory))}\n"
         for path in extracted_sidecars(directory):

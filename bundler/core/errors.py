@@ -94,6 +94,17 @@ class InputError(BundlerError):
     exit_code = 3
 
 
+class NotFound(InputError):
+    """An item not found (exit 3, SPEC 8): a stored object the service says is not there.
+
+    Storage reports it as a ``StorageError`` of kind ``not_found`` (a retrying caller
+    reads ``kind``); the library gives it to its caller as this class, its message
+    beginning with the parameter that named the item (``bundle: s3://...``): a
+    ``StorageError`` from the library is always the service's failure (exit 5)."""
+
+    kind = "not_found"
+
+
 class CanonicalJSONError(InputError):
     """A document JCS cannot represent, or bytes that are not valid JSON."""
 

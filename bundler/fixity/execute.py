@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from bundler import storage
-from bundler.core.errors import BundlerError, UsageError
+from bundler.core.errors import InputError, UsageError
 from bundler.fixity.check import Result, Settings, Task, check_batch, died
 
 TARGET_BATCH_SECONDS = 1.0
@@ -110,12 +110,13 @@ def execute(
     take: Callable[[list[Result]], None],
     *,
     workers: int = 1,
-    scheduler: str | None = None,
+    scheduler: Any = None,
     helpers: HelperPool | None = None,
 ) -> None:
     """Run ``check_batch`` over every task; ``take`` receives each batch's results in
     this process, as they arrive. ``helpers``: local helper processes, for ``workers``
-    above one (the caller closes them)."""
+    above one (the caller closes them); ``scheduler``: a Dask client
+    (``connect_scheduler``), closed here."""
     batches = Batches(tasks, workers)
     if scheduler is not None:
         _execute_dask(batches, settings, scheduler, take)
@@ -404,9 +405,25 @@ def check_on_worker(tasks: list[Task], settings: Settings) -> list[Result]:
     ]
 
 
-def _execute_dask(
-    batches: Batches, settings: Settings, address: str, take: Callable[[list[Result]], None]
-) -> None:
+# How long reaching a Dask scheduler may take: a TCP connection first (a refused one
+# fails at once), then the client's own handshake.
+SCHEDULER_PROBE_SECONDS = 3.0
+SCHEDULER_CONNECT_SECONDS = 10.0
+# How long closing a client may wait for the scheduler to answer.
+SCHEDULER_CLOSE_SECONDS = 2.0
+
+
+def connect_scheduler(address: str) -> Any:
+    """A Dask client connected to the scheduler at ``address``; the caller closes it
+    (``close_scheduler``). Called before the run creates anything, so an unreachable
+    scheduler leaves no ledger. Raises UsageError (exit 2) without the cluster extra,
+    InputError (exit 3, the run cannot start) naming ``scheduler`` when the scheduler
+    cannot be reached: a refused connection at once, a silent host after
+    ``SCHEDULER_PROBE_SECONDS``, a listener that is no Dask scheduler after
+    ``SCHEDULER_CONNECT_SECONDS``."""
+    import socket
+    from urllib.parse import urlsplit
+
     try:
         # Optional (the cluster extra), and untyped: imported only for --scheduler.
         distributed: Any = importlib.import_module("distributed")
@@ -415,13 +432,45 @@ def _execute_dask(
             "scheduler needs the Dask distributed client: pip install 'evalbook-bundle[cluster]'",
             param="scheduler",
         ) from exc
+
+    def unreachable(why: object) -> InputError:
+        return InputError(
+            f"scheduler: {address}: cannot reach the Dask scheduler ({why})", param="scheduler"
+        )
+
     try:
-        client = distributed.Client(address, timeout=10, set_as_default=False)
+        parts = urlsplit(address)  # checked already: scheme://host:port
+        host, port = parts.hostname or "", parts.port or 0
+        with socket.create_connection((host, port), timeout=SCHEDULER_PROBE_SECONDS):
+            pass
+    except TimeoutError:
+        raise unreachable(f"no answer within {SCHEDULER_PROBE_SECONDS:g} s") from None
+    except (OSError, ValueError) as exc:
+        raise unreachable(getattr(exc, "strerror", None) or exc) from None
+
+    class _Client(distributed.Client):  # type: ignore[misc]
+        def __del__(self) -> None:
+            # A client whose handshake failed is closed without waiting (distributed's
+            # own would wait twice the connect timeout, then print a traceback).
+            close_scheduler(self)
+
+    try:
+        return _Client(address, timeout=SCHEDULER_CONNECT_SECONDS, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
-        # The run cannot start (exit 3): nothing was checked.
-        raise BundlerError(
-            f"scheduler {address}: cannot reach the Dask scheduler ({exc})", param="scheduler"
-        ) from exc
+        raise unreachable(exc) from None
+
+
+def close_scheduler(client: Any) -> None:
+    """Close a client, never waiting long and never raising: the run's result stands."""
+    with contextlib.suppress(Exception):
+        if getattr(client, "status", "newly-created") not in ("closed", "newly-created"):
+            client.close(timeout=SCHEDULER_CLOSE_SECONDS)
+
+
+def _execute_dask(
+    batches: Batches, settings: Settings, client: Any, take: Callable[[list[Result]], None]
+) -> None:
+    distributed: Any = importlib.import_module("distributed")
     try:
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         batches.workers = workers
@@ -466,4 +515,4 @@ def _execute_dask(
             batches.learn(results)
             take(results)
     finally:
-        client.close()
+        close_scheduler(client)

@@ -26,14 +26,14 @@ from typing import Any
 import orjson
 
 from bundler import storage
-from bundler.core.errors import BundlerError, InputError, StorageError, UsageError
+from bundler.core.errors import BundlerError, InputError, ParameterError, StorageError, UsageError
 from bundler.core.exits import SIGNAL_EXIT
 from bundler.core.frozen import freeze, thaw
 from bundler.core.textsafe import shown
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.fixity import ledger as ledger_file
 from bundler.fixity.check import Result, Settings, Task, held_sha256, missing, now_iso
-from bundler.fixity.execute import HelperPool, execute
+from bundler.fixity.execute import HelperPool, close_scheduler, connect_scheduler, execute
 from bundler.fixity.interrupts import Interrupts
 from bundler.fixity.ledger import Event, Ledger
 from bundler.fixity.record import CHECK_SCHEMA, FOOTER_SCHEMA, RUN_SCHEMA, RecordWriter
@@ -242,6 +242,7 @@ def run_fixity(
     started = now_iso()
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(4)
     helpers: HelperPool | None = None
+    cluster: Any = None  # a Dask client, with a scheduler
     record: RecordWriter | None = None
     ledger: Ledger | None = None
     interrupts = Interrupts()
@@ -255,7 +256,11 @@ def run_fixity(
             with interrupts.opened():
                 # Helpers start now, so their interpreters are up (and warm) by the time
                 # the listing is done and the first batch is ready.
-                if config.workers > 1 and config.scheduler is None:
+                if config.scheduler is not None:
+                    # Reached before the ledger is created: a scheduler that cannot be
+                    # reached refuses the run with nothing left behind.
+                    cluster = connect_scheduler(config.scheduler)
+                elif config.workers > 1:
                     helpers = HelperPool(settings, config.workers - 1)
                 listed = list(list_source(source, settings.endpoint_url))
                 # The run can start: only now is anything written.
@@ -300,7 +305,7 @@ def run_fixity(
                         settings,
                         run.take,
                         workers=config.workers,
-                        scheduler=config.scheduler,
+                        scheduler=cluster,
                         helpers=helpers,
                     )
         except KeyboardInterrupt as exc:
@@ -370,6 +375,8 @@ def run_fixity(
     finally:
         if helpers is not None:
             helpers.close()
+        if cluster is not None:
+            close_scheduler(cluster)
         if ledger is not None:
             ledger.close()
         interrupts.__exit__(None, None, None)
@@ -434,10 +441,11 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
     """Record that the keeper retired ``key`` (as a summary shows it) with ``reason``:
     a ``retired`` event; it checks nothing. InputError (exit 3) when there is no ledger,
     it is not this tool's, or it holds no failed or missing bundle ``key`` under
-    ``source``; UsageError for an empty reason."""
+    ``source`` (naming ``bundle_key``, the library's parameter); ParameterError for a
+    blank reason."""
     if not reason.strip():
-        raise UsageError(
-            "--reason: give the reason the bundle is retired (it is kept in the ledger)"
+        raise ParameterError(
+            "reason", "blank: give the reason the bundle is retired (it is kept in the ledger)"
         )
     source = normalise_source(source)
     if ledger_file.inspect(ledger_path) is None:
@@ -452,8 +460,9 @@ def retire(source: str, ledger_path: Path, key: str, reason: str) -> Retirement:
     if exact is None or known.get(exact) not in ledger_file.OPEN_VERDICTS:
         state = "not in the ledger" if exact is None else f"its latest outcome is {known[exact]}"
         raise InputError(
-            f"--retire: {key}: nothing to retire under {source} ({state}); only a bundle "
-            "whose latest outcome is fail or missing can be retired"
+            f"bundle_key: {key}: nothing to retire under {source} ({state}); only a bundle "
+            "whose latest outcome is fail or missing can be retired",
+            param="bundle_key",
         )
     ledger = Ledger(ledger_path, tool_version=__version__)
     try:

@@ -73,6 +73,13 @@ def main(work: Path) -> int:
     summary: bundler.FixitySummary = bundler.fixity(
         work, ledger=work / "fixity.sqlite", level="object", workers=1, on_progress=on_progress
     )
+    retired: bundler.Retirement = bundler.retire(
+        work, bundle_key="b00.tar.zst", reason="restored from tape", ledger=work / "fixity.sqlite"
+    )
+    try:
+        bundler.inspect("s3://bucket/prefix/reports/bundles/rpt-x/0.tar.zst")
+    except bundler.NotFound as exc:
+        print(exc.param, exc.exit_code)
     try:
         bundler.export("store", "rpt-clean", exported_at=datetime(2026, 11, 30))
     except bundler.ParameterError as exc:
@@ -80,6 +87,7 @@ def main(work: Path) -> int:
     except bundler.BundlerError as exc:
         print(exc.message)
     print(
+        retired.reason,
         lines,
         verdict.value,
         facts.signed,
