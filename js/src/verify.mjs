@@ -17,7 +17,7 @@ import { verifyEvalBook } from './evalbook.mjs';
 import { readTar } from './tar.mjs';
 import { decompressFrame } from './zstd.mjs';
 import { Ctx } from './verifyctx.mjs';
-import { parseJson } from './json.mjs';
+import { readJson } from './util.mjs';
 import { signatureClaims } from './signatures.mjs';
 import { makeRecord, errorRecord } from './record.mjs';
 
@@ -85,7 +85,7 @@ function loadBundle(bag, options) {
   if (data === undefined) throw new InputError(`${where}: missing (no verdict possible)`);
   let value;
   try {
-    value = /** @type {any} */ (parseJson(data, where));
+    value = /** @type {any} */ (readJson(data, where));
   } catch (e) {
     if (e instanceof JsonError) throw new InputError(`malformed bundle.json: ${e.message}`);
     throw e;
