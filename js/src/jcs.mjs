@@ -70,39 +70,11 @@ const LONE_SURROGATE = /\p{Cs}/u;
  * @param {string} s
  */
 export function string(s) {
-  if (LONE_SURROGATE.test(s)) throw new JsonError('lone surrogate in string');
+  if (WELL_FORMED ? !s.isWellFormed() : LONE_SURROGATE.test(s)) throw new JsonError('lone surrogate in string');
   return JSON.stringify(s);
 }
-
-/** The same by hand (the reference the tests hold string() to). @param {string} s */
-export function stringByHand(s) {
-  let out = '"';
-  let start = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdfff) {
-      const hi = c <= 0xdbff;
-      const next = s.charCodeAt(i + 1);
-      if (hi && next >= 0xdc00 && next <= 0xdfff) {
-        i++;
-        continue;
-      }
-      throw new JsonError('lone surrogate in string');
-    }
-    if (c >= 0x20 && c !== 0x22 && c !== 0x5c) continue;
-    out += s.slice(start, i);
-    if (c === 0x22) out += '\\"';
-    else if (c === 0x5c) out += '\\\\';
-    else if (c === 0x08) out += '\\b';
-    else if (c === 0x09) out += '\\t';
-    else if (c === 0x0a) out += '\\n';
-    else if (c === 0x0c) out += '\\f';
-    else if (c === 0x0d) out += '\\r';
-    else out += '\\u' + c.toString(16).padStart(4, '0');
-    start = i + 1;
-  }
-  return out + s.slice(start) + '"';
-}
+/** String.prototype.isWellFormed (Node 20, current browsers), several times faster than the pattern. */
+const WELL_FORMED = typeof ''.isWellFormed === 'function';
 
 /**
  * Bytes equal, element by element.
