@@ -11,6 +11,61 @@ const ENCODER = new TextEncoder();
  * @returns {string}
  */
 export function canonicalText(value) {
+  // JCS is JSON.stringify with every object's keys in UTF-16 order (RFC 8785 takes its
+  // number and string forms from ECMAScript): where the keys already come in that order
+  // and every value is JSON the native one writes it; anything else, by hand below,
+  // which also names what is not JSON.
+  return nativeWrites(value, 0) ? JSON.stringify(value) : write(value, 0);
+}
+
+/**
+ * True when JSON.stringify writes `v` as JCS does: null, booleans, finite numbers,
+ * well-formed strings, arrays, plain objects whose keys (well-formed) enumerate in
+ * UTF-16 order, nested at most MAX_DEPTH deep. False sends it to write().
+ * @param {unknown} v @param {number} depth
+ * @returns {boolean}
+ */
+function nativeWrites(v, depth) {
+  switch (typeof v) {
+    case 'string':
+      return wellFormed(v);
+    case 'number':
+      return Number.isFinite(v);
+    case 'boolean':
+      return true;
+    case 'object': {
+      if (v === null) return true;
+      if (depth + 1 > MAX_DEPTH) return false;
+      if (Array.isArray(v)) {
+        for (let i = 0; i < v.length; i++) if (!nativeWrites(v[i], depth + 1)) return false;
+        return true;
+      }
+      const proto = Object.getPrototypeOf(v);
+      if (proto !== Object.prototype && proto !== null) return false;
+      const o = /** @type {Record<string, unknown>} */ (v);
+      const keys = Object.keys(o);
+      for (let i = 0; i < keys.length; i++) {
+        const k = keys[i];
+        if ((i > 0 && !(keys[i - 1] < k)) || !wellFormed(k) || !nativeWrites(o[k], depth + 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+/** @param {string} s */
+function wellFormed(s) {
+  return WELL_FORMED ? s.isWellFormed() : !LONE_SURROGATE.test(s);
+}
+
+/**
+ * The canonical text written by hand, never through JSON.stringify (the tests hold
+ * canonicalText to it).
+ * @param {unknown} value
+ */
+export function canonicalTextByHand(value) {
   return write(value, 0);
 }
 
@@ -70,7 +125,7 @@ const LONE_SURROGATE = /\p{Cs}/u;
  * @param {string} s
  */
 export function string(s) {
-  if (WELL_FORMED ? !s.isWellFormed() : LONE_SURROGATE.test(s)) throw new JsonError('lone surrogate in string');
+  if (!wellFormed(s)) throw new JsonError('lone surrogate in string');
   return JSON.stringify(s);
 }
 /** String.prototype.isWellFormed (Node 20, current browsers), several times faster than the pattern. */

@@ -108,3 +108,25 @@ test('canonical text read natively gives what the strict reader gives, and every
     if (rule.source !== 'not stored canonical') assert.throws(() => parse(text), rule, text);
   }
 });
+
+test('canonicalText through the native writer is the JCS form written by hand, and refuses the same', async () => {
+  const { canonicalTextByHand } = await import('../src/jcs.mjs');
+  const values = [
+    { b: 1, a: 2 }, { 1: 'x', 10: 'y', 9: 'z', a: [1, { d: null, c: true }] }, { '\ud83d\ude00': 1, '\uffff': 2, 'é': 3 },
+    [1e21, 1e-7, -0, 0.1, 5e-324, 123456789012345.6], '\u0007/"\\\n\u2028', { '\ud800': 1 }, ['\udc00'],
+    [NaN], [Infinity], [undefined], { a: undefined }, [() => 1], { toJSON: 1 }, new Date(0), new Map(), Object.create(null),
+    Object.assign(Object.create(null), { b: 1, a: 2 }), JSON.parse('{"__proto__":{"x":1},"a":1}'), [, 1],
+    JSON.parse('['.repeat(64) + ']'.repeat(64)), JSON.parse('['.repeat(65) + ']'.repeat(65)),
+    JSON.parse('{"a":'.repeat(64) + '1' + '}'.repeat(64)), JSON.parse('{"a":'.repeat(65) + '1' + '}'.repeat(65)),
+  ];
+  for (const v of values) {
+    let want;
+    try {
+      want = canonicalTextByHand(v);
+    } catch (e) {
+      assert.throws(() => canonicalText(v), { message: e.message });
+      continue;
+    }
+    assert.equal(canonicalText(v), want);
+  }
+});
