@@ -10,11 +10,11 @@
  * The second verifier of SPEC 15. Results on stdout (JSON Lines with --json), errors on
  * stderr; exit 0 verified, 1 failed, 2 usage, 3 unreadable (SPEC 8).
  */
-import { createReadStream, readFileSync, realpathSync, statSync } from 'node:fs';
+import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { verifyBundle, DEFAULT_MAX_BYTES } from './src/verify.mjs';
 import { checkProof, proofLines } from './src/proof.mjs';
 import { humanLines } from './src/record.mjs';
-import { localSidecars, nodeServices } from './src/node.mjs';
+import { fileChunks, localSidecars, nodeServices } from './src/node.mjs';
 import { parseAllowedSigners } from './src/sshsig.mjs';
 import { MAX_SIDECAR_BYTES } from './src/signatures.mjs';
 import { shown } from './src/textsafe.mjs';
@@ -209,7 +209,7 @@ async function verifyCommand(/** @type {string[]} */ argv) {
     try {
       const st = statSync(source);
       if (st.isDirectory()) throw new Error('a directory (this verifier reads .tar.zst archives, not bag directories)');
-      chunks = createReadStream(source, { highWaterMark: 1 << 20 });
+      chunks = fileChunks(source);
       record = await verifyBundle(chunks, {
         source, ...services, expectBundleDigest, expectReportDigest, strict: !!opts['--strict'], maxBytes,
         allowedSigners, allowedSignersSource: opts['--allowed-signers'], identity: opts['--identity'] ?? null,

@@ -101,6 +101,79 @@ async function verifyEd25519(key, sig, msg) {
   return crypto.subtle.verify('Ed25519', k, sig, msg);
 }
 
+/** The source of page/hash-worker.mjs, put here by build.mjs. */
+/* global __HASH_WORKER_SOURCE__ */
+/** @type {string} */
+// @ts-ignore
+const HASH_WORKER_SOURCE = __HASH_WORKER_SOURCE__;
+
+/** The worker hashing the archive of the run in progress, ended when the run is forgotten. @type {Worker|null} */
+let hashWorker = null;
+
+/**
+ * The archive's SHA-256 and size from a second read of the File, in a worker (from a
+ * blob: URL, which the page's CSP admits for workers only), so that the verifying
+ * thread does not hash it; where no worker can start, from a read on this thread.
+ * @param {File} file
+ * @returns {Promise<{sha256: string, size: number}>}
+ */
+function archiveSha256(file) {
+  const inWorker = new Promise((resolve, reject) => {
+    const url = URL.createObjectURL(new Blob([HASH_WORKER_SOURCE], { type: 'text/javascript' }));
+    const worker = new Worker(url);
+    hashWorker = worker;
+    const end = () => {
+      worker.terminate();
+      URL.revokeObjectURL(url);
+      if (hashWorker === worker) hashWorker = null;
+    };
+    worker.onmessage = (e) => {
+      end();
+      if (e.data && typeof e.data.sha256 === 'string') resolve(e.data);
+      else reject(new Error(`hashing the archive failed: ${e.data && e.data.error}`));
+    };
+    worker.onerror = (e) => {
+      e.preventDefault();
+      end();
+      reject(new Error('the hashing worker did not start'));
+    };
+    worker.postMessage(file);
+  });
+  return /** @type {Promise<{sha256: string, size: number}>} */ (inWorker).catch(async () => {
+    const h = sha256();
+    let size = 0;
+    for await (const chunk of chunksOf(file.stream())) {
+      h.update(chunk);
+      size += chunk.length;
+    }
+    return { sha256: h.hex(), size };
+  });
+}
+
+/** The archive is read in slices of this many bytes, the next read while one is checked. */
+const SLICE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The bytes of a File in 4 MiB slices, each read (`Blob.arrayBuffer`) while the one
+ * before is being checked: File.stream() hands out chunks of 64 KiB, each a round of
+ * promises on the verifying thread. A file that changes while it is read fails the read.
+ * @param {File} file
+ */
+async function* slicesOf(file) {
+  /** @param {number} at */
+  const readAt = (at) => file.slice(at, Math.min(file.size, at + SLICE_BYTES)).arrayBuffer();
+  let at = 0;
+  let next = file.size > 0 ? readAt(0) : null;
+  while (next !== null) {
+    const buf = new Uint8Array(await next);
+    if (buf.length !== Math.min(SLICE_BYTES, file.size - at)) throw new Error(`${file.name} changed while it was read`);
+    at += buf.length;
+    next = at < file.size ? readAt(at) : null;
+    next?.catch(() => {});
+    yield buf;
+  }
+}
+
 /** @param {ReadableStream<Uint8Array>} stream */
 async function* chunksOf(stream) {
   const reader = stream.getReader();
@@ -161,6 +234,10 @@ let generation = 0;
 
 function clearResult() {
   generation++;
+  if (hashWorker !== null) {
+    hashWorker.terminate();
+    hashWorker = null;
+  }
   $('result').replaceChildren();
   const save = /** @type {HTMLButtonElement} */ ($('save'));
   save.disabled = true;
@@ -319,8 +396,9 @@ async function run() {
   let lastPct = -1;
   let record;
   try {
-    record = await verifyBundle(chunksOf(file.stream()), {
+    record = await verifyBundle(slicesOf(file), {
       source: file.name, sha256, sha256OneShot, sha512, verifyEd25519, validators: VALIDATORS,
+      archiveSha256: archiveSha256(file),
       expectBundleDigest: expect, allowedSigners, allowedSignersSource: signersFile ? signersFile.name : undefined, identity,
       progress: (n) => {
         if (mine !== generation) return;

@@ -46,6 +46,13 @@ function keep(rel, first, size) {
  * given; a larger one streams through the synchronous hasher.
  */
 export const ONE_SHOT_MAX_BYTES = 16 * 1024 * 1024;
+/**
+ * A member smaller than this goes through the synchronous hasher even when a one-shot
+ * hash is given: a call of the page's (WebCrypto, which in Chromium hashes on the
+ * calling thread) costs 12-20 us besides the hashing, what hashing 1-2 KiB in
+ * WebAssembly takes.
+ */
+export const ONE_SHOT_MIN_BYTES = 2 * 1024;
 /** Bytes of members held for one-shot hashes not yet done; past it, reading waits. */
 export const ONE_SHOT_PENDING_BYTES = 64 * 1024 * 1024;
 
@@ -84,7 +91,7 @@ export function bagCollector(source, sha256, sha256OneShot) {
       return;
     }
     const refuse = (/** @type {string} */ rule) => new InputError(`${source}: ${member.path}: ${rule}`);
-    const oneShot = sha256OneShot !== undefined && member.size <= ONE_SHOT_MAX_BYTES;
+    const oneShot = sha256OneShot !== undefined && member.size >= ONE_SHOT_MIN_BYTES && member.size <= ONE_SHOT_MAX_BYTES;
     const h = oneShot ? null : sha256();
     // The member's bytes for the one-shot hash (its size is bounded just above), when
     // they come in more than one chunk; a member in one chunk is hashed from it.

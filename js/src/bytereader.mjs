@@ -2,7 +2,7 @@
 /**
  * Exact reads over an async iterable of byte chunks, where a chunk may be valid only
  * until the next is asked for (the zstd layer's pieces): `read` returns bytes of its
- * own, `readSome` a view valid until the next read.
+ * own, `readView` and `readSome` a view valid until the next read.
  */
 
 export class ByteReader {
@@ -51,6 +51,23 @@ export class ByteReader {
     }
     this.offset += got;
     return got === n ? out : out.subarray(0, got);
+  }
+
+  /**
+   * Up to `n` bytes (fewer only at the end of the stream), as a view valid until the
+   * next read when they lie in the chunk at hand (a header block, a padding), else as
+   * an array of their own.
+   * @param {number} n
+   */
+  async readView(n) {
+    if (!(await this.fill())) return new Uint8Array(0);
+    if (this.buf.length - this.pos >= n) {
+      const out = this.buf.subarray(this.pos, this.pos + n);
+      this.pos += n;
+      this.offset += n;
+      return out;
+    }
+    return this.read(n);
   }
 
   /**

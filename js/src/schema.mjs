@@ -125,6 +125,8 @@ class Node {
     this.then = null;
     /** @type {Node|null} */
     this.else = null;
+    /** @type {((v: unknown, at: string|null) => string|null)|null} the checking function, made on first use */
+    this.fn = null;
   }
 }
 
@@ -260,67 +262,117 @@ export class Validator {
    * @returns {string | null}
    */
   check(s, v, at) {
-    if (s.bool !== null) return s.bool ? null : at === null ? FAIL : `${at}: not allowed here`;
-    if (s.ref !== null) {
-      const p = this.check(s.ref, v, at);
-      if (p) return p;
-    }
-    if (s.types !== null) {
-      let ok = false;
-      for (const t of s.types) {
-        if (hasType(v, t)) {
-          ok = true;
-          break;
-        }
+    return fnOf(s)(v, at);
+  }
+}
+
+/** @typedef {(v: unknown, at: string|null) => string|null} Check */
+
+/** @type {Check} */
+const VALID = () => null;
+
+/**
+ * The checking function of a node, made once: a chain of the steps its keywords need,
+ * in the order of the keywords' checks, each step testing only what its keyword reads
+ * (a schema node of a few keywords is then a few calls, not a walk over every keyword).
+ * @param {Node} s
+ * @returns {Check}
+ */
+function fnOf(s) {
+  if (s.fn !== null) return s.fn;
+  // A node reached again while its steps are made (a recursive $ref) calls through.
+  /** @type {Check} */
+  let impl = VALID;
+  s.fn = (v, at) => impl(v, at);
+  impl = buildFn(s);
+  s.fn = impl;
+  return impl;
+}
+
+/** @param {Node} s @returns {Check} */
+function buildFn(s) {
+  if (s.bool !== null) return s.bool ? VALID : (v, at) => (at === null ? FAIL : `${at}: not allowed here`);
+  /** @type {Check[]} */
+  const steps = [];
+  if (s.ref !== null) {
+    const ref = s.ref;
+    steps.push((v, at) => fnOf(ref)(v, at));
+  }
+  if (s.types !== null) {
+    const types = s.types;
+    steps.push((v, at) => {
+      for (const t of types) if (hasType(v, t)) return null;
+      return at === null ? FAIL : `${at}: ${shown(v)} is not of type ${types.join(' or ')}`;
+    });
+  }
+  if (s.hasConst) {
+    const c = s.const;
+    steps.push((v, at) => (jsonEqual(c, v) ? null : at === null ? FAIL : `${at}: must be ${shown(c)}`));
+  }
+  if (s.enum !== null) {
+    const e = s.enum;
+    const plain = e.every((x) => x === null || typeof x !== 'object');
+    steps.push((v, at) => {
+      if (plain) {
+        // Scalars only: JSON equality is identity (no value equals an object here).
+        for (let i = 0; i < e.length; i++) if (e[i] === v) return null;
+      } else {
+        for (let i = 0; i < e.length; i++) if (jsonEqual(e[i], v)) return null;
       }
-      if (!ok) return at === null ? FAIL : `${at}: ${shown(v)} is not of type ${s.types.join(' or ')}`;
-    }
-    if (s.hasConst && !jsonEqual(s.const, v)) return at === null ? FAIL : `${at}: must be ${shown(s.const)}`;
-    if (s.enum !== null) {
-      let ok = false;
-      for (const e of s.enum) {
-        if (jsonEqual(e, v)) {
-          ok = true;
-          break;
-        }
+      return at === null ? FAIL : `${at}: ${shown(v)} is not one of ${shown(e)}`;
+    });
+  }
+  const min = s.minLength;
+  const max = s.maxLength;
+  const regex = s.regex;
+  const pattern = s.pattern;
+  if (min !== undefined || max !== undefined || regex !== null) {
+    steps.push((v, at) => {
+      if (typeof v !== 'string') return null;
+      // A string of n UTF-16 units holds between n/2 and n code points: count them
+      // only when a bound falls inside that range.
+      if ((min !== undefined && v.length / 2 < min) || (max !== undefined && v.length > max)) {
+        const n = codePoints(v);
+        if (min !== undefined && n < min) return at === null ? FAIL : `${at}: shorter than ${min}`;
+        if (max !== undefined && n > max) return at === null ? FAIL : `${at}: longer than ${max}`;
       }
-      if (!ok) return at === null ? FAIL : `${at}: ${shown(v)} is not one of ${shown(s.enum)}`;
-    }
-    if (typeof v === 'string') {
-      if (s.minLength !== undefined || s.maxLength !== undefined) {
-        // A string of n UTF-16 units holds between n/2 and n code points: count them
-        // only when a bound falls inside that range.
-        const min = s.minLength;
-        const max = s.maxLength;
-        if ((min !== undefined && v.length / 2 < min) || (max !== undefined && v.length > max)) {
-          const n = codePoints(v);
-          if (min !== undefined && n < min) return at === null ? FAIL : `${at}: shorter than ${min}`;
-          if (max !== undefined && n > max) return at === null ? FAIL : `${at}: longer than ${max}`;
-        }
-      }
-      if (s.regex !== null && !s.regex.test(v)) return at === null ? FAIL : `${at}: ${shown(v)} does not match ${s.pattern}`;
-    }
-    if (typeof v === 'number') {
-      if (s.minimum !== undefined && v < s.minimum) return at === null ? FAIL : `${at}: ${v} is less than ${s.minimum}`;
-      if (s.maximum !== undefined && v > s.maximum) return at === null ? FAIL : `${at}: ${v} is more than ${s.maximum}`;
-      if (s.exclusiveMinimum !== undefined && v <= s.exclusiveMinimum) return at === null ? FAIL : `${at}: ${v} is not more than ${s.exclusiveMinimum}`;
-      if (s.exclusiveMaximum !== undefined && v >= s.exclusiveMaximum) return at === null ? FAIL : `${at}: ${v} is not less than ${s.exclusiveMaximum}`;
-    }
-    if (Array.isArray(v)) {
-      if (s.maxItems !== undefined && v.length > s.maxItems) return at === null ? FAIL : `${at}: more than ${s.maxItems} items`;
-      if (s.minItems !== undefined && v.length < s.minItems) return at === null ? FAIL : `${at}: fewer than ${s.minItems} items`;
-      if (s.items !== null) {
+      if (regex !== null && !regex.test(v)) return at === null ? FAIL : `${at}: ${shown(v)} does not match ${pattern}`;
+      return null;
+    });
+  }
+  const { minimum, maximum, exclusiveMinimum, exclusiveMaximum } = s;
+  if (minimum !== undefined || maximum !== undefined || exclusiveMinimum !== undefined || exclusiveMaximum !== undefined) {
+    steps.push((v, at) => {
+      if (typeof v !== 'number') return null;
+      if (minimum !== undefined && v < minimum) return at === null ? FAIL : `${at}: ${v} is less than ${minimum}`;
+      if (maximum !== undefined && v > maximum) return at === null ? FAIL : `${at}: ${v} is more than ${maximum}`;
+      if (exclusiveMinimum !== undefined && v <= exclusiveMinimum) return at === null ? FAIL : `${at}: ${v} is not more than ${exclusiveMinimum}`;
+      if (exclusiveMaximum !== undefined && v >= exclusiveMaximum) return at === null ? FAIL : `${at}: ${v} is not less than ${exclusiveMaximum}`;
+      return null;
+    });
+  }
+  const { maxItems, minItems, uniqueItems } = s;
+  const items = s.items === null ? null : s.items;
+  const contains = s.contains === null ? null : s.contains;
+  if (maxItems !== undefined || minItems !== undefined || items !== null || contains !== null || uniqueItems) {
+    steps.push((v, at) => {
+      if (!Array.isArray(v)) return null;
+      if (maxItems !== undefined && v.length > maxItems) return at === null ? FAIL : `${at}: more than ${maxItems} items`;
+      if (minItems !== undefined && v.length < minItems) return at === null ? FAIL : `${at}: fewer than ${minItems} items`;
+      if (items !== null) {
+        const f = fnOf(items);
         for (let i = 0; i < v.length; i++) {
-          const p = this.check(s.items, v[i], at === null ? null : `${at}[${i}]`);
+          const p = f(v[i], at === null ? null : `${at}[${i}]`);
           if (p) return p;
         }
       }
-      if (s.contains !== null) {
+      if (contains !== null) {
+        const f = fnOf(contains);
         let found = false;
-        for (let i = 0; i < v.length && !found; i++) found = this.check(s.contains, v[i], null) === null;
+        for (let i = 0; i < v.length && !found; i++) found = f(v[i], null) === null;
         if (!found) return at === null ? FAIL : `${at}: no item matches what it must contain`;
       }
-      if (s.uniqueItems) {
+      if (uniqueItems) {
         const keys = new Set();
         for (const x of v) {
           const key = uniqueKey(x);
@@ -328,68 +380,97 @@ export class Validator {
           keys.add(key);
         }
       }
-    }
-    if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+      return null;
+    });
+  }
+  const required = s.required;
+  const noAdditional = s.noAdditional;
+  const additional = s.additionalProperties;
+  const propertyNames = s.propertyNames;
+  if (required !== null || s.properties.size || noAdditional || additional !== null || propertyNames !== null) {
+    /** @type {Map<string, Node>} */
+    const props = s.properties;
+    steps.push((v, at) => {
+      if (v === null || typeof v !== 'object' || Array.isArray(v)) return null;
       const o = /** @type {Record<string, unknown>} */ (v);
-      if (s.required !== null) {
-        for (const k of s.required) if (!Object.prototype.hasOwnProperty.call(o, k)) return at === null ? FAIL : `${at}: '${k}' is a required property`;
+      if (required !== null) {
+        for (const k of required) if (!Object.prototype.hasOwnProperty.call(o, k)) return at === null ? FAIL : `${at}: '${k}' is a required property`;
       }
-      const props = s.properties;
       for (const k of Object.keys(o)) {
         const sub = props.get(k);
         if (sub !== undefined) {
-          const p = this.check(sub, o[k], at === null ? null : `${at}.${k}`);
+          const p = fnOf(sub)(o[k], at === null ? null : `${at}.${k}`);
           if (p) return p;
-        } else if (s.noAdditional) {
+        } else if (noAdditional) {
           return at === null ? FAIL : `${at}: additional property ${shown(k)} is not allowed`;
-        } else if (s.additionalProperties !== null) {
-          const p = this.check(s.additionalProperties, o[k], at === null ? null : `${at}.${k}`);
+        } else if (additional !== null) {
+          const p = fnOf(additional)(o[k], at === null ? null : `${at}.${k}`);
           if (p) return p;
         }
-        if (s.propertyNames !== null) {
-          const p = this.check(s.propertyNames, k, at === null ? null : `${at} key ${shown(k)}`);
+        if (propertyNames !== null) {
+          const p = fnOf(propertyNames)(k, at === null ? null : `${at} key ${shown(k)}`);
           if (p) return p;
         }
       }
-    }
-    if (s.allOf !== null) {
-      for (const sub of s.allOf) {
-        const p = this.check(sub, v, at);
+      return null;
+    });
+  }
+  if (s.allOf !== null) {
+    const subs = s.allOf;
+    steps.push((v, at) => {
+      for (const sub of subs) {
+        const p = fnOf(sub)(v, at);
         if (p) return p;
       }
-    }
-    if (s.anyOf !== null) {
+      return null;
+    });
+  }
+  if (s.anyOf !== null) {
+    const subs = s.anyOf;
+    steps.push((v, at) => {
       let last = null;
-      let matched = false;
-      for (const sub of s.anyOf) {
-        const p = this.check(sub, v, at);
-        if (!p) {
-          matched = true;
-          break;
-        }
+      for (const sub of subs) {
+        const p = fnOf(sub)(v, at);
+        if (!p) return null;
         last = p;
       }
-      if (!matched) return last ?? (at === null ? FAIL : `${at}: matches none of anyOf`);
-    }
-    if (s.oneOf !== null) {
+      return last ?? (at === null ? FAIL : `${at}: matches none of anyOf`);
+    });
+  }
+  if (s.oneOf !== null) {
+    const subs = s.oneOf;
+    steps.push((v, at) => {
       let n = 0;
-      for (const sub of s.oneOf) if (this.check(sub, v, null) === null) n++;
-      if (n !== 1) return at === null ? FAIL : `${at}: must match exactly one of oneOf`;
-    }
-    if (s.not !== null && this.check(s.not, v, null) === null) return at === null ? FAIL : `${at}: matches what it must not`;
-    if (s.if !== null) {
-      if (this.check(s.if, v, null) === null) {
-        if (s.then !== null) {
-          const p = this.check(s.then, v, at);
-          if (p) return p;
-        }
-      } else if (s.else !== null) {
-        const p = this.check(s.else, v, at);
-        if (p) return p;
-      }
+      for (const sub of subs) if (fnOf(sub)(v, null) === null) n++;
+      return n === 1 ? null : at === null ? FAIL : `${at}: must match exactly one of oneOf`;
+    });
+  }
+  if (s.not !== null) {
+    const not = s.not;
+    steps.push((v, at) => (fnOf(not)(v, null) === null ? (at === null ? FAIL : `${at}: matches what it must not`) : null));
+  }
+  if (s.if !== null) {
+    const cond = s.if;
+    const then = s.then;
+    const otherwise = s.else;
+    steps.push((v, at) => {
+      if (fnOf(cond)(v, null) === null) return then !== null ? fnOf(then)(v, at) : null;
+      return otherwise !== null ? fnOf(otherwise)(v, at) : null;
+    });
+  }
+  if (steps.length === 0) return VALID;
+  if (steps.length === 1) return steps[0];
+  if (steps.length === 2) {
+    const [a, b] = steps;
+    return (v, at) => a(v, at) || b(v, at);
+  }
+  return (v, at) => {
+    for (let i = 0; i < steps.length; i++) {
+      const p = steps[i](v, at);
+      if (p) return p;
     }
     return null;
-  }
+  };
 }
 
 /** A key under which two JSON values collide exactly when JSON-equal. @param {unknown} v @returns {string} */

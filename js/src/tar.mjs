@@ -83,136 +83,96 @@ function isZero(b) {
 }
 
 /**
- * Read every member of a decompressed tar stream, calling `visit` for each regular
- * file and directory; content a visitor leaves unread is skipped.
- * @param {import('./bytereader.mjs').ByteReader} reader
- * @param {{source: string, maxBytes: number, maxMembers?: number}} opts
- * @param {Visit} visit
+ * @typedef {(offset: number, rule: string) => InputError} AtError
+ * @typedef {(name: string, offset: number, rule: string) => InputError} MemberError
  */
-export async function readTar(reader, opts, visit) {
-  const { source, maxBytes } = opts;
-  const maxMembers = opts.maxMembers ?? MAX_MEMBERS;
-  const at = (/** @type {number} */ offset, /** @type {string} */ rule) =>
-    new InputError(`${source}: tar header at offset ${offset}: ${rule}`);
-  const memberError = (/** @type {string} */ name, /** @type {number} */ offset, /** @type {string} */ rule) =>
-    new InputError(`${source}: member ${name} (header at offset ${offset}): ${rule}`);
 
-  let offset = 0;
-  /** @param {number} n @param {string} what */
-  const read = async (n, what) => {
-    if (offset + n > maxBytes) {
-      throw new InputError(`${source}: tar stream at offset ${offset}: more than max_bytes=${maxBytes} bytes (the --max-bytes cap; raise it to read a larger bundle)`);
-    }
-    const data = await reader.read(n);
-    if (data.length < n) {
-      throw new InputError(`${source}: truncated tar: stream ended at offset ${offset + data.length} ${data.length === 0 && what === 'a header' ? 'without an end-of-archive marker' : `inside ${what}`}`);
-    }
-    offset += n;
-    return data;
-  };
-  /** @param {number} size @param {string|null} name @param {number} hdr */
-  const skipPadding = async (size, name, hdr) => {
-    const pad = (BLOCK - (size % BLOCK)) % BLOCK;
-    if (pad && !isZero(await read(pad, 'the block padding'))) {
-      const rule = 'nonzero bytes in the block padding';
-      throw name === null ? at(hdr, rule) : memberError(name, hdr, rule);
-    }
-  };
-  /** @param {Uint8Array} block @param {number} s @param {number} e @param {string} field @param {number} hdr */
-  const octal = (block, s, e, field, hdr) => {
-    if (block[s] & 0x80) throw at(hdr, `base-256 ${field} field (not allowed)`);
-    let end = e;
-    while (end > s && (block[end - 1] === 0 || block[end - 1] === 0x20)) end--;
-    let start = s;
-    while (start < end && block[start] === 0x20) start++;
-    if (start === end) throw at(hdr, `${field} field is not an octal number`);
-    let v = 0;
-    for (let i = start; i < end; i++) {
-      const d = block[i] - 0x30;
-      if (d < 0 || d > 7) throw at(hdr, `${field} field is not an octal number`);
-      v = v * 8 + d;
-    }
-    if (!Number.isSafeInteger(v)) throw at(hdr, `${field} field too large`);
-    return v;
-  };
+/**
+ * An octal number field of a header.
+ * @param {Uint8Array} block @param {number} s @param {number} e @param {string} field
+ * @param {number} hdr @param {AtError} at
+ */
+function octal(block, s, e, field, hdr, at) {
+  if (block[s] & 0x80) throw at(hdr, `base-256 ${field} field (not allowed)`);
+  let end = e;
+  while (end > s && (block[end - 1] === 0 || block[end - 1] === 0x20)) end--;
+  let start = s;
+  while (start < end && block[start] === 0x20) start++;
+  if (start === end) throw at(hdr, `${field} field is not an octal number`);
+  let v = 0;
+  for (let i = start; i < end; i++) {
+    const d = block[i] - 0x30;
+    if (d < 0 || d > 7) throw at(hdr, `${field} field is not an octal number`);
+    v = v * 8 + d;
+  }
+  if (!Number.isSafeInteger(v)) throw at(hdr, `${field} field too large`);
+  return v;
+}
 
-  /** @type {Map<string, string>} */
-  const foldedNames = new Map();
-  let namesTotal = 0;
-  const dirs = new Set();
-  /** @type {string|null} */
-  let top = null;
-  /** @type {{offset: number, path: Uint8Array|null, size: number|null, mtime: number|null}|null} */
-  let pax = null;
+/**
+ * The fields of a header block that is not a zero block, each checked: the checksum and
+ * its ustar spelling, the type, the magic, the name fields, no link name, the numbers.
+ * (Synchronous and apart from the reader's loop, which stays small.)
+ * @param {Uint8Array} block @param {number} hdr @param {AtError} at @param {MemberError} memberError
+ */
+function parseHeader(block, hdr, at, memberError) {
+  // checksum
+  const stored = octal(block, 148, 156, 'checksum', hdr, at);
+  const sum = headerSum(block);
+  if (stored !== sum) throw at(hdr, `bad header checksum (stored ${stored}, computed ${sum})`);
+  const spelled = sum.toString(8).padStart(6, '0');
+  let spelledOk = block[154] === 0 && block[155] === 0x20 && spelled.length === 6;
+  for (let i = 0; spelledOk && i < 6; i++) spelledOk = block[148 + i] === spelled.charCodeAt(i);
+  if (!spelledOk) throw at(hdr, "checksum field not in the ustar form '%06o\\0 '");
+  const typeflag = String.fromCharCode(block[156]);
+  const nameField = cstring(block.subarray(0, 100));
+  const prefixField = cstring(block.subarray(345, 500));
+  const shown = () =>
+    nameField && prefixField && prefixField.length ? showBytes(joinName(prefixField, nameField)) : showBytes(nameField ?? block.subarray(0, 100));
+  if (REJECTED[typeflag]) throw memberError(shown(), hdr, `${REJECTED[typeflag]} (type '${typeflag}') not allowed`);
+  if (typeflag !== '0' && typeflag !== '\0' && typeflag !== '5' && typeflag !== 'x') throw memberError(shown(), hdr, `unknown member type ${JSON.stringify(typeflag)}`);
+  if (!(block[257] === 0x75 && block[258] === 0x73 && block[259] === 0x74 && block[260] === 0x61 && block[261] === 0x72 && block[262] === 0 && block[263] === 0x30 && block[264] === 0x30)) {
+    const magic = LATIN.decode(block.subarray(257, 265));
+    if (magic === 'ustar  \0') throw memberError(shown(), hdr, 'a GNU tar header, not a POSIX ustar header: not a bundle');
+    throw memberError(shown(), hdr, `not a POSIX ustar header (magic ${JSON.stringify(magic)})`);
+  }
+  if (nameField === null || prefixField === null) throw memberError(shown(), hdr, 'bytes after the NUL in the name field');
+  if (typeflag !== 'x' && !isZero(block.subarray(157, 257))) throw memberError(shown(), hdr, 'link name set on a non-link member');
+  const size = octal(block, 124, 136, 'size', hdr, at);
+  const mtime = octal(block, 136, 148, 'mtime', hdr, at);
+  const mode = octal(block, 100, 108, 'mode', hdr, at);
+  octal(block, 108, 116, 'uid', hdr, at);
+  octal(block, 116, 124, 'gid', hdr, at);
+  const rawName = prefixField.length ? joinName(prefixField, nameField) : nameField;
 
-  for (;;) {
-    const hdr = offset;
-    const block = await read(BLOCK, 'a header');
-    if (isZero(block)) {
-      if (pax !== null) throw at(pax.offset, 'pax header not followed by a member');
-      const second = await read(BLOCK, 'the end-of-archive marker');
-      if (!isZero(second)) throw at(hdr, 'zero block not followed by a second zero block (data after end marker?)');
-      const pad = (RECORD - (offset % RECORD)) % RECORD;
-      if (pad) {
-        const padding = await read(pad, 'the record padding after the end-of-archive marker');
-        if (!isZero(padding)) throw new InputError(`${source}: tar stream at offset ${offset - pad + padding.findIndex((b) => b !== 0)}: data after the end-of-archive marker`);
-      }
-      const more = await reader.readSome(1);
-      if (more.length) throw new InputError(`${source}: tar stream at offset ${offset}: data after the end-of-archive marker and its record padding`);
-      return;
-    }
-    // checksum
-    const stored = octal(block, 148, 156, 'checksum', hdr);
-    const sum = headerSum(block);
-    if (stored !== sum) throw at(hdr, `bad header checksum (stored ${stored}, computed ${sum})`);
-    const spelled = sum.toString(8).padStart(6, '0');
-    let spelledOk = block[154] === 0 && block[155] === 0x20 && spelled.length === 6;
-    for (let i = 0; spelledOk && i < 6; i++) spelledOk = block[148 + i] === spelled.charCodeAt(i);
-    if (!spelledOk) throw at(hdr, "checksum field not in the ustar form '%06o\\0 '");
-    const typeflag = String.fromCharCode(block[156]);
-    const nameField = cstring(block.subarray(0, 100));
-    const prefixField = cstring(block.subarray(345, 500));
-    const shown = () =>
-      nameField && prefixField && prefixField.length ? showBytes(joinName(prefixField, nameField)) : showBytes(nameField ?? block.subarray(0, 100));
-    if (REJECTED[typeflag]) throw memberError(shown(), hdr, `${REJECTED[typeflag]} (type '${typeflag}') not allowed`);
-    if (typeflag !== '0' && typeflag !== '\0' && typeflag !== '5' && typeflag !== 'x') throw memberError(shown(), hdr, `unknown member type ${JSON.stringify(typeflag)}`);
-    if (!(block[257] === 0x75 && block[258] === 0x73 && block[259] === 0x74 && block[260] === 0x61 && block[261] === 0x72 && block[262] === 0 && block[263] === 0x30 && block[264] === 0x30)) {
-      const magic = LATIN.decode(block.subarray(257, 265));
-      if (magic === 'ustar  \0') throw memberError(shown(), hdr, 'a GNU tar header, not a POSIX ustar header: not a bundle');
-      throw memberError(shown(), hdr, `not a POSIX ustar header (magic ${JSON.stringify(magic)})`);
-    }
-    if (nameField === null || prefixField === null) throw memberError(shown(), hdr, 'bytes after the NUL in the name field');
-    if (typeflag !== 'x' && !isZero(block.subarray(157, 257))) throw memberError(shown(), hdr, 'link name set on a non-link member');
-    const size = octal(block, 124, 136, 'size', hdr);
-    const mtime = octal(block, 136, 148, 'mtime', hdr);
-    const mode = octal(block, 100, 108, 'mode', hdr);
-    octal(block, 108, 116, 'uid', hdr);
-    octal(block, 116, 124, 'gid', hdr);
-    const rawName = prefixField.length ? joinName(prefixField, nameField) : nameField;
+  return { typeflag, size, mtime, mode, rawName };
+}
 
-    if (typeflag === 'x') {
-      if (pax !== null) throw at(hdr, 'pax header follows another pax header');
-      if (size > MAX_PAX_BYTES) throw at(hdr, `oversize pax record (${size} bytes, limit ${MAX_PAX_BYTES})`);
-      const data = await read(size, 'a pax header');
-      await skipPadding(size, null, hdr);
-      pax = parsePax(data, hdr, at);
-      continue;
-    }
+/**
+ * The member names of one archive, each admitted by the rules of SPEC 5 in turn: UTF-8,
+ * no NUL, the length caps, names.mjs's rules, unique after NFC and case folding, at most
+ * maxMembers, the names' total, inside the one top directory, after its parent.
+ */
+class Names {
+  /** @param {number} maxMembers @param {MemberError} memberError */
+  constructor(maxMembers, memberError) {
+    this.maxMembers = maxMembers;
+    this.memberError = memberError;
+    /** @type {Map<string, string>} */
+    this.foldedNames = new Map();
+    this.namesTotal = 0;
+    /** @type {Set<string>} */
+    this.dirs = new Set();
+    /** @type {string|null} */
+    this.top = null;
+  }
 
-    let nameBytes = rawName;
-    let mt = mtime;
-    if (pax !== null) {
-      if (pax.path !== null) nameBytes = pax.path;
-      if (pax.size !== null && pax.size !== size) {
-        throw memberError(showBytes(nameBytes), hdr, `pax size ${pax.size} disagrees with header size ${size}`);
-      }
-      if (pax.mtime !== null) mt = pax.mtime;
-    }
-    pax = null;
-    const isDir = typeflag === '5';
-    if (isDir && size) throw memberError(showBytes(nameBytes), hdr, `directory with ${size} bytes of data`);
-
-    // names
+  /**
+   * The member's name (a directory's without its trailing '/'), or InputError.
+   * @param {Uint8Array} nameBytes @param {boolean} isDir @param {number} hdr
+   */
+  admit(nameBytes, isDir, hdr) {
+    const { memberError, foldedNames, maxMembers, dirs } = this;
     if (nameBytes.includes(0)) throw memberError(showBytes(nameBytes), hdr, 'NUL byte in name');
     let name;
     try {
@@ -236,13 +196,14 @@ export async function readTar(reader, opts, visit) {
     }
     if (foldedNames.size >= maxMembers) throw fail(`more than max_members=${maxMembers} members (the most a bundle holds, docs/format.md)`);
     const nameSize = nameBytes.length - (isDir && nameBytes[nameBytes.length - 1] === 0x2f ? 1 : 0);
-    if (namesTotal + nameSize > MAX_NAMES_TOTAL_BYTES) {
+    if (this.namesTotal + nameSize > MAX_NAMES_TOTAL_BYTES) {
       throw fail(`member names over ${MAX_NAMES_TOTAL_BYTES} bytes in all (the most a bundle holds, docs/format.md)`);
     }
-    namesTotal += nameSize;
+    this.namesTotal += nameSize;
+    const top = this.top;
     if (top === null) {
       if (!isDir || name.includes('/')) throw fail('the first member must be the single top-level directory');
-      top = name;
+      this.top = name;
     } else {
       if (!name.startsWith(top + '/')) throw fail(`outside the top-level directory ${JSON.stringify(top)}`);
       const parent = name.slice(0, name.lastIndexOf('/'));
@@ -250,8 +211,99 @@ export async function readTar(reader, opts, visit) {
     }
     foldedNames.set(key, name);
     if (isDir) dirs.add(name);
+    return name;
+  }
+}
+
+/**
+ * Read every member of a decompressed tar stream, calling `visit` for each regular
+ * file and directory; content a visitor leaves unread is skipped.
+ * @param {import('./bytereader.mjs').ByteReader} reader
+ * @param {{source: string, maxBytes: number, maxMembers?: number}} opts
+ * @param {Visit} visit
+ */
+export async function readTar(reader, opts, visit) {
+  const { source, maxBytes } = opts;
+  const maxMembers = opts.maxMembers ?? MAX_MEMBERS;
+  const at = (/** @type {number} */ offset, /** @type {string} */ rule) =>
+    new InputError(`${source}: tar header at offset ${offset}: ${rule}`);
+  const memberError = (/** @type {string} */ name, /** @type {number} */ offset, /** @type {string} */ rule) =>
+    new InputError(`${source}: member ${name} (header at offset ${offset}): ${rule}`);
+
+  let offset = 0;
+  /**
+   * `n` bytes; with `view`, a view valid until the next read (what is checked at once
+   * and not kept: a header block, padding), else bytes of their own.
+   * @param {number} n @param {string} what @param {boolean} [view]
+   */
+  const read = async (n, what, view = false) => {
+    if (offset + n > maxBytes) {
+      throw new InputError(`${source}: tar stream at offset ${offset}: more than max_bytes=${maxBytes} bytes (the --max-bytes cap; raise it to read a larger bundle)`);
+    }
+    const data = view ? await reader.readView(n) : await reader.read(n);
+    if (data.length < n) {
+      throw new InputError(`${source}: truncated tar: stream ended at offset ${offset + data.length} ${data.length === 0 && what === 'a header' ? 'without an end-of-archive marker' : `inside ${what}`}`);
+    }
+    offset += n;
+    return data;
+  };
+  /** @param {number} size @param {string|null} name @param {number} hdr */
+  const skipPadding = async (size, name, hdr) => {
+    const pad = (BLOCK - (size % BLOCK)) % BLOCK;
+    if (pad && !isZero(await read(pad, 'the block padding', true))) {
+      const rule = 'nonzero bytes in the block padding';
+      throw name === null ? at(hdr, rule) : memberError(name, hdr, rule);
+    }
+  };
+
+  const names = new Names(maxMembers, memberError);
+  /** @type {{offset: number, path: Uint8Array|null, size: number|null, mtime: number|null}|null} */
+  let pax = null;
+
+  for (;;) {
+    const hdr = offset;
+    // A view: the header is checked and its name decoded before anything else is read.
+    const block = await read(BLOCK, 'a header', true);
+    if (isZero(block)) {
+      if (pax !== null) throw at(pax.offset, 'pax header not followed by a member');
+      const second = await read(BLOCK, 'the end-of-archive marker');
+      if (!isZero(second)) throw at(hdr, 'zero block not followed by a second zero block (data after end marker?)');
+      const pad = (RECORD - (offset % RECORD)) % RECORD;
+      if (pad) {
+        const padding = await read(pad, 'the record padding after the end-of-archive marker');
+        if (!isZero(padding)) throw new InputError(`${source}: tar stream at offset ${offset - pad + padding.findIndex((b) => b !== 0)}: data after the end-of-archive marker`);
+      }
+      const more = await reader.readSome(1);
+      if (more.length) throw new InputError(`${source}: tar stream at offset ${offset}: data after the end-of-archive marker and its record padding`);
+      return;
+    }
+    const { typeflag, size, mtime, mode, rawName } = parseHeader(block, hdr, at, memberError);
+
+    if (typeflag === 'x') {
+      if (pax !== null) throw at(hdr, 'pax header follows another pax header');
+      if (size > MAX_PAX_BYTES) throw at(hdr, `oversize pax record (${size} bytes, limit ${MAX_PAX_BYTES})`);
+      const data = await read(size, 'a pax header');
+      await skipPadding(size, null, hdr);
+      pax = parsePax(data, hdr, at);
+      continue;
+    }
+
+    let nameBytes = rawName;
+    let mt = mtime;
+    if (pax !== null) {
+      if (pax.path !== null) nameBytes = pax.path;
+      if (pax.size !== null && pax.size !== size) {
+        throw memberError(showBytes(nameBytes), hdr, `pax size ${pax.size} disagrees with header size ${size}`);
+      }
+      if (pax.mtime !== null) mt = pax.mtime;
+    }
+    pax = null;
+    const isDir = typeflag === '5';
+    if (isDir && size) throw memberError(showBytes(nameBytes), hdr, `directory with ${size} bytes of data`);
+
+    const name = names.admit(nameBytes, isDir, hdr);
     if (hdr + BLOCK + size + ((BLOCK - (size % BLOCK)) % BLOCK) > maxBytes) {
-      throw fail(`size ${size} goes past max_bytes=${maxBytes} (the --max-bytes cap; raise it to read a larger bundle)`);
+      throw memberError(JSON.stringify(name), hdr, `size ${size} goes past max_bytes=${maxBytes} (the --max-bytes cap; raise it to read a larger bundle)`);
     }
     const member = { path: name, isDir, size, mtime: mt, mode };
     if (isDir) {

@@ -31,6 +31,45 @@ export function unhex(h) {
   return out;
 }
 
+/** Sixteen digits in a row: where an integer past 2^53 - 1 could be (it has at least 16). */
+const LONG_DIGITS = /[0-9]{16}/;
+
+/**
+ * The value of a text that is its own JCS form, read by the native JSON.parse, or
+ * undefined: then the strict reader must read it (and name what is wrong, if anything).
+ * When the JCS form of what JSON.parse read is the text itself, the strict reader
+ * accepts the text and reads the same value: a duplicate key would be missing from the
+ * JCS form, a lone surrogate, a non-finite number and nesting past 64 levels make
+ * canonicalText throw, a number's canonical spelling is short, and the one thing JSON.parse
+ * rounds that the JCS form could still spell back (an integer past 2^53 - 1) needs
+ * sixteen digits in a row, which send the text to the strict reader. Exported bundles
+ * store their JSON canonical, so the strict reader's character loop runs only on what
+ * is not.
+ * @param {string} text the text of valid UTF-8 without a BOM (jsonText's)
+ * @returns {unknown}
+ */
+export function nativeCanonical(text) {
+  if (LONG_DIGITS.test(text)) return undefined;
+  try {
+    const value = JSON.parse(text);
+    return canonicalText(value) === text ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Parse UTF-8 JSON bytes strictly (parseJson's rules), through nativeCanonical when the
+ * text is canonical.
+ * @param {Uint8Array} data @param {string} source
+ * @returns {unknown}
+ */
+export function readJson(data, source) {
+  const text = jsonText(data, source);
+  const fast = nativeCanonical(text);
+  return fast !== undefined ? fast : parseText(text, source);
+}
+
 /**
  * Parse bytes strictly; with `canonical`, also require the bytes to be their JCS form.
  * @param {Uint8Array} data @param {string} source @param {boolean} canonical
@@ -38,6 +77,8 @@ export function unhex(h) {
  */
 export function loadJson(data, source, canonical) {
   const text = jsonText(data, source);
+  const fast = nativeCanonical(text);
+  if (fast !== undefined) return fast;
   const value = parseText(text, source);
   // Equal texts are equal bytes here (jsonText admits only BOM-less valid UTF-8).
   if (canonical && canonicalText(value) !== text) {

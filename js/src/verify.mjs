@@ -17,7 +17,7 @@ import { verifyEvalBook } from './evalbook.mjs';
 import { readTar } from './tar.mjs';
 import { decompressFrame } from './zstd.mjs';
 import { Ctx } from './verifyctx.mjs';
-import { parseJson } from './json.mjs';
+import { readJson } from './util.mjs';
 import { signatureClaims } from './signatures.mjs';
 import { makeRecord, errorRecord } from './record.mjs';
 
@@ -37,7 +37,13 @@ export const EB_SCHEMA = 'evalbook.eval_banana_bundle.v1';
  *   maxBytes?: number, allowedSigners?: string|null, allowedSignersSource?: string, identity?: string|null,
  *   sidecars?: {name: string, text: Uint8Array, problem?: string|null}[], now?: () => string, tool?: {name: string, version: string},
  *   progress?: (bytes: number) => void,
+ *   archiveSha256?: Promise<{sha256: string, size: number}>,
  * }} VerifyOptions
+ *
+ * `archiveSha256`: the archive's own SHA-256 and size from a second, independent read of
+ * the same bytes (the page hashes the File in a worker, in parallel with this thread);
+ * without it the archive is hashed here as it passes. The two reads must agree on the
+ * size, or the archive changed while it was read: that is an error, not a record.
  */
 
 /**
@@ -47,7 +53,7 @@ export const EB_SCHEMA = 'evalbook.eval_banana_bundle.v1';
  */
 export async function verifyBundle(chunks, options) {
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
-  const tap = tapArchive(chunks, options.sha256, options.progress);
+  const tap = tapArchive(chunks, options.archiveSha256 ? null : options.sha256, options.progress);
   /** @type {import('./bagread.mjs').Bag} */
   let bag;
   let bundle;
@@ -64,10 +70,10 @@ export async function verifyBundle(chunks, options) {
   } catch (e) {
     if (!(e instanceof InputError)) throw e;
     await tap.drain();
-    return errorRecord(options, e.message, tap.facts());
+    return errorRecord(options, e.message, await archiveFacts(tap, options));
   }
   await tap.drain();
-  const archive = tap.facts();
+  const archive = await archiveFacts(tap, options);
   const ctx = new Ctx(bag, bundle, options, { sha256: options.sha256, validators: options.validators }, archive ? archive.sha256 : null);
   const facts = bundle.schema === EVALBOOK_SCHEMA ? verifyEvalBook(ctx) : verifyEvalBanana(ctx);
   const { signer, signatures } = await signatureClaims(ctx, options);
@@ -85,7 +91,7 @@ function loadBundle(bag, options) {
   if (data === undefined) throw new InputError(`${where}: missing (no verdict possible)`);
   let value;
   try {
-    value = /** @type {any} */ (parseJson(data, where));
+    value = /** @type {any} */ (readJson(data, where));
   } catch (e) {
     if (e instanceof JsonError) throw new InputError(`malformed bundle.json: ${e.message}`);
     throw e;
@@ -99,13 +105,31 @@ function loadBundle(bag, options) {
 }
 
 /**
- * The archive bytes as they pass: hashed, counted, drained to the end on request.
- * @param {AsyncIterable<Uint8Array>} chunks @param {import('./bagread.mjs').HashFactory} sha256
+ * The archive's SHA-256 and size once it is read to the end: the tap's own, or the
+ * independent read's when one was given (its size must be the tap's); null when the
+ * archive could not be read to its end.
+ * @param {ReturnType<typeof tapArchive>} tap @param {VerifyOptions} options
+ * @returns {Promise<{sha256: string, size: number}|null>}
+ */
+async function archiveFacts(tap, options) {
+  const own = tap.facts();
+  if (own === null || !options.archiveSha256) return own;
+  const other = await options.archiveSha256;
+  if (other.size !== own.size) {
+    throw new Error(`the archive changed while it was read (${own.size} bytes verified, ${other.size} bytes hashed)`);
+  }
+  return { sha256: other.sha256, size: own.size };
+}
+
+/**
+ * The archive bytes as they pass: hashed (unless `sha256` is null: another read hashes
+ * them), counted, drained to the end on request.
+ * @param {AsyncIterable<Uint8Array>} chunks @param {import('./bagread.mjs').HashFactory|null} sha256
  * @param {((n: number) => void)|undefined} progress
  */
 function tapArchive(chunks, sha256, progress) {
   const it = chunks[Symbol.asyncIterator]();
-  const h = sha256();
+  const h = sha256 === null ? null : sha256();
   let size = 0;
   let done = false;
   let failed = false;
@@ -114,7 +138,7 @@ function tapArchive(chunks, sha256, progress) {
       const r = await it.next();
       if (r.done) done = true;
       else {
-        h.update(r.value);
+        if (h !== null) h.update(r.value);
         size += r.value.length;
         if (progress) progress(size);
       }
@@ -136,7 +160,7 @@ function tapArchive(chunks, sha256, progress) {
       }
     },
     facts() {
-      return done && !failed ? { sha256: h.hex(), size } : null;
+      return done && !failed ? { sha256: h === null ? '' : h.hex(), size } : null;
     },
   };
 }

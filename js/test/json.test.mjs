@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseJson } from '../src/json.mjs';
-import { canonicalText } from '../src/jcs.mjs';
+import { canonicalText, string } from '../src/jcs.mjs';
+import { loadJson } from '../src/util.mjs';
 
 const enc = new TextEncoder();
 const parse = (s) => parseJson(typeof s === 'string' ? enc.encode(s) : s, 't');
@@ -43,4 +44,89 @@ test('a key named __proto__ is data, never the prototype', () => {
   const v = parse('{"__proto__":{"x":1}}');
   assert.equal(Object.getPrototypeOf(v), Object.prototype);
   assert.equal(canonicalText(v), '{"__proto__":{"x":1}}');
+});
+
+/** RFC 8785's string escaping written out by hand, the reference for string(). @param {string} s */
+function escapedByHand(s) {
+  let out = '"';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && s.charCodeAt(i + 1) >= 0xdc00 && s.charCodeAt(i + 1) <= 0xdfff) {
+      out += s[i] + s[i + 1];
+      i++;
+    } else if (c >= 0xd800 && c <= 0xdfff) throw new Error('lone surrogate');
+    else if (c === 0x22) out += '\\"';
+    else if (c === 0x5c) out += '\\\\';
+    else if (c === 0x08) out += '\\b';
+    else if (c === 0x09) out += '\\t';
+    else if (c === 0x0a) out += '\\n';
+    else if (c === 0x0c) out += '\\f';
+    else if (c === 0x0d) out += '\\r';
+    else if (c < 0x20) out += '\\u' + c.toString(16).padStart(4, '0');
+    else out += s[i];
+  }
+  return out + '"';
+}
+
+test('JCS strings: every UTF-16 code unit alone and in context, pairs, lone surrogates refused', () => {
+  const samples = [];
+  for (let c = 0; c < 0x10000; c++) samples.push(String.fromCharCode(c), `a${String.fromCharCode(c)}b`);
+  samples.push('\ud83d\ude00', 'x\ud83d\ude00\ud83d\ude00y', '\ude00\ud83d', '\ud83d', 'a\ud83db', '\u2028\u2029\x7f', '');
+  for (const s of samples) {
+    let want;
+    try {
+      want = escapedByHand(s);
+    } catch {
+      assert.throws(() => string(s), /lone surrogate/, JSON.stringify(s));
+      continue;
+    }
+    assert.equal(string(s), want, JSON.stringify(s));
+  }
+});
+
+test('canonical text read natively gives what the strict reader gives, and everything it refuses is still refused', () => {
+  const good = ['{"a":1,"b":[true,false,null],"c":"\\u0007\\"x"}', '[9007199254740991,-9007199254740991,1e+21,0.5]', '{"__proto__":{"x":1}}', '"\ud83d\ude00"', '{}'];
+  for (const text of good) assert.deepEqual(loadJson(enc.encode(text), 't', true), parse(text), text);
+  const proto = loadJson(enc.encode('{"__proto__":{"x":1}}'), 't', true);
+  assert.equal(Object.getPrototypeOf(proto), Object.prototype);
+  assert.deepEqual(Object.keys(proto), ['__proto__']);
+  const bad = {
+    '{"a":1,"a":1}': /duplicate key/,
+    '{"a":1,"a":2}': /duplicate key/,
+    '"\\ud800"': /lone surrogate/,
+    '9007199254740992': /outside/,
+    '18014398509481984': /outside/,
+    '[18014398509481984]': /outside/,
+    '1e400': /not finite/,
+    '[-1e400]': /not finite/,
+    ['['.repeat(65) + ']'.repeat(65)]: /nesting deeper/,
+    '{"b":1,"a":2}': /not stored canonical/,
+    '1.0': /not stored canonical/,
+  };
+  for (const [text, rule] of Object.entries(bad)) {
+    assert.throws(() => loadJson(enc.encode(text), 't', true), rule, text);
+    if (rule.source !== 'not stored canonical') assert.throws(() => parse(text), rule, text);
+  }
+});
+
+test('canonicalText through the native writer is the JCS form written by hand, and refuses the same', async () => {
+  const { canonicalTextByHand } = await import('../src/jcs.mjs');
+  const values = [
+    { b: 1, a: 2 }, { 1: 'x', 10: 'y', 9: 'z', a: [1, { d: null, c: true }] }, { '\ud83d\ude00': 1, '\uffff': 2, 'é': 3 },
+    [1e21, 1e-7, -0, 0.1, 5e-324, 123456789012345.6], '\u0007/"\\\n\u2028', { '\ud800': 1 }, ['\udc00'],
+    [NaN], [Infinity], [undefined], { a: undefined }, [() => 1], { toJSON: 1 }, new Date(0), new Map(), Object.create(null),
+    Object.assign(Object.create(null), { b: 1, a: 2 }), JSON.parse('{"__proto__":{"x":1},"a":1}'), [, 1],
+    JSON.parse('['.repeat(64) + ']'.repeat(64)), JSON.parse('['.repeat(65) + ']'.repeat(65)),
+    JSON.parse('{"a":'.repeat(64) + '1' + '}'.repeat(64)), JSON.parse('{"a":'.repeat(65) + '1' + '}'.repeat(65)),
+  ];
+  for (const v of values) {
+    let want;
+    try {
+      want = canonicalTextByHand(v);
+    } catch (e) {
+      assert.throws(() => canonicalText(v), { message: e.message });
+      continue;
+    }
+    assert.equal(canonicalText(v), want);
+  }
 });
