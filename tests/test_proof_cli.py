@@ -611,8 +611,8 @@ SAME_PROOF: dict[str, Callable[[bytes], bytes]] = {
         json.dumps(json.loads(d), indent=2, sort_keys=True).encode() + b"\n"
     ),
     "keys out of order": lambda d: json.dumps(json.loads(d)).encode(),
-    "CRLF line endings": lambda d: json.dumps(json.loads(d), indent=1).encode().replace(
-        b"\n", b"\r\n"
+    "CRLF line endings": lambda d: (
+        json.dumps(json.loads(d), indent=1).encode().replace(b"\n", b"\r\n")
     ),
     "case score written 1.0": _reencode(b'"score":1,', b'"score":1.0,'),
     "needless escape in a case string": _reencode(
@@ -896,3 +896,76 @@ def test_the_library_names_its_parameters_where_the_command_names_options(
         assert "give allowed_signers to check" in message
         assert "--" not in message
         assert caught.value.to_json()["reason"] == message
+
+
+# ------------------------------------------------- prove's anchors (SPEC 7.1, 11)
+#
+# prove verifies before it proves, so it takes the expected digests as verify does: the
+# right digest proves, a wrong one of either kind refuses (exit 1, nothing written), a
+# malformed one is a usage error naming the option or parameter; library and CLI alike.
+
+
+def _digests(archive: Path) -> dict[str, str]:
+    import bundler
+
+    result = bundler.verify(str(archive))
+    return {"bundle": str(result.bundle_digest), "report": str(result.report_digest)}
+
+
+@pytest.mark.parametrize("kind", ["bundle", "report"])
+@pytest.mark.parametrize("given", ["right", "wrong", "malformed"])
+def test_prove_takes_the_expected_digests(
+    kind: str, given: str, bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    import bundler
+
+    archive = bundles["rpt-clean/alice"]
+    value = {
+        "right": _digests(archive)[kind],
+        "wrong": "sha256:" + "0" * 64,
+        "malformed": "sha256:XYZ",
+    }[given]
+    case = "accuracy-00000"
+    out = tmp_path / "p.json"
+    done = run_cli(
+        "prove", str(archive), "--case", case, "--out", str(out), f"--expect-{kind}-digest", value
+    )
+    code = {"right": 0, "wrong": 1, "malformed": 2}[given]
+    assert done.returncode == code, done.stderr
+    assert out.exists() is (code == 0)
+    if code:
+        assert done.stderr.count(b"\n") == 1 and b"Traceback" not in done.stderr
+        assert f"--expect-{kind}-digest".encode() in done.stderr
+    param = f"expect_{kind}_digest"
+    if code == 0:
+        proof = bundler.prove(str(archive), case, **{param: value})
+        assert proof.bundle_digest == _digests(archive)["bundle"]
+        return
+    with pytest.raises(bundler.BundlerError) as raised:
+        bundler.prove(str(archive), case, out=str(tmp_path / "q.json"), **{param: value})
+    assert raised.value.exit_code == code
+    assert param in str(raised.value)
+    assert not (tmp_path / "q.json").exists()
+
+
+@pytest.mark.parametrize("command", ["prove", "sign"])
+def test_a_refusal_shows_a_strange_name_escaped_once(
+    command: str, bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    # The refusal's text is kept raw and escaped where it is shown (SPEC 5): a backslash
+    # and an escape character in the bundle's name read as one escape each, not two.
+    strange = tmp_path / "a\\b\x1bc.tar.zst"
+    shutil.copyfile(bundles["rpt-clean/alice"], strange)
+    wrong = "sha256:" + "0" * 64
+    args = ["--case", "accuracy-00000", "--expect-bundle-digest", wrong]
+    if command == "sign":
+        key = tmp_path / "k"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        strange.write_bytes(strange.read_bytes()[:-1] + bytes([strange.read_bytes()[-1] ^ 1]))
+        args = ["--key", str(key)]
+    done = run_cli(command, str(strange), *args)
+    assert done.returncode in (1, 3), done.stderr
+    line = done.stderr.decode()
+    assert line.count("\n") == 1
+    assert "a\\\\b\\x1bc.tar.zst" in line, line
+    assert "\\\\\\\\" not in line and "\\\\x1b" not in line, line

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from bundler.api import params
 from bundler.bundles.signatures import explicit_signature, load_allowed, with_sidecars
 from bundler.core.claims import Verification, VerifyOptions
-from bundler.core.errors import InputError, ParameterError, VerificationFailed
+from bundler.core.errors import InputError, ParameterError
 from bundler.core.limits import DEFAULT_MAX_BYTES
 from bundler.core.signatures import SignatureSource
 
@@ -93,7 +93,6 @@ def raise_unless_verified(result: Verification, action: str) -> None:
             f"{result.source}: cannot be read as a bundle ({result.error}); refusing to {action}"
         )
     if result.verdict is not Verdict.VERIFIED:
-        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
-        raise VerificationFailed(
-            f"{result.source}: bundle does not verify ({detail}); refusing to {action}"
-        )
+        from bundler.bundles.verify import not_verified
+
+        raise not_verified(result.source, result, action)

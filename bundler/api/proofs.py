@@ -18,6 +18,8 @@ def prove(
     case_id: str,
     *,
     out: str | os.PathLike[str] | None = None,
+    expect_bundle_digest: str | None = None,
+    expect_report_digest: str | None = None,
     allowed_signers: str | os.PathLike[str] | None = None,
     identity: str | None = None,
     endpoint_url: str | None = None,
@@ -29,7 +31,9 @@ def prove(
     Every signature present is checked (SPEC 11.3); the proof carries one head
     signature: with ``allowed_signers`` (and ``identity``, to choose among several
     signers) the first that verifies by an allowed signer, else the first valid one,
-    the embedded one before the sidecars.
+    the embedded one before the sidecars. ``expect_bundle_digest`` and
+    ``expect_report_digest`` anchor the bundle as for ``verify``: no proof is made of a
+    bundle that is not the one expected.
 
     Raises VerificationFailed (1) when the bundle does not verify (with
     ``allowed_signers``: when no signature verifies by an allowed signer), InputError
@@ -41,7 +45,13 @@ def prove(
     from bundler.bundles.stored import verified_stored
     from bundler.trust.proof import proof_file_bytes
 
-    found = anchors(allowed_signers=allowed_signers, identity=identity, endpoint_url=endpoint_url)
+    found = anchors(
+        expect_bundle_digest=expect_bundle_digest,
+        expect_report_digest=expect_report_digest,
+        allowed_signers=allowed_signers,
+        identity=identity,
+        endpoint_url=endpoint_url,
+    )
     where = params.stored_object(params.input_location(bundle, "bundle"), "bundle")
     case = params.text(case_id, "case_id")
     target = output_path(out)

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from bundler.archive.bag_reader import BagContents
-from bundler.bundles.verify import read_and_verify
+from bundler.bundles.verify import not_verified, read_and_verify
 from bundler.core import canonical
 from bundler.core.claims import Verdict, Verification, VerifyOptions
-from bundler.core.errors import InputError, VerificationFailed
+from bundler.core.errors import InputError
 from bundler.core.signatures import SignatureState
 from bundler.core.textsafe import shown
 from bundler.evalbanana import run as eb
@@ -72,13 +72,8 @@ def read_verified_bundle(
     if result.verdict is Verdict.VERIFIED and contents is not None:
         return result, contents
     if result.verdict is Verdict.FAILED:
-        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
-        raise VerificationFailed(
-            f"{shown(location)}: bundle does not verify ({shown(detail)}); refusing to {action}"
-        )
-    raise InputError(
-        f"{shown(location)}: bundle cannot be read ({shown(result.error)}); refusing to {action}"
-    )
+        raise not_verified(location, result, action)
+    raise InputError(f"{location}: bundle cannot be read ({result.error}); refusing to {action}")
 
 
 def chosen_signature(

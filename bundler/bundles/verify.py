@@ -12,6 +12,7 @@ only when no verdict is possible.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -36,6 +37,7 @@ from bundler.core.errors import (
     BundlerError,
     CanonicalJSONError,
     InputError,
+    Named,
     SchemaError,
     StorageError,
     VerificationFailed,
@@ -153,11 +155,32 @@ def read_verified(
             f"{location}: cannot be read as a bundle ({result.error}); refusing to {action}"
         )
     if result.verdict is not Verdict.VERIFIED:
-        detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
-        raise VerificationFailed(
-            f"{location}: bundle does not verify ({detail}); refusing to {action}"
-        )
+        raise not_verified(location, result, action)
     return result, contents
+
+
+# The anchors a failed claim's text names by their options (the claims are the record's,
+# shared by both verifiers and the command line): in a refusal raised to a caller they
+# are parameters, which the command line spells back as options (BundlerError.naming).
+_ANCHOR_OPTIONS = re.compile(
+    r"--(expect-bundle-digest|expect-report-digest|allowed-signers|identity)\b"
+)
+
+
+def not_verified(location: str, result: Verification, action: str) -> VerificationFailed:
+    """The one refusal of a command that acts only on a verified bundle, when claims
+    failed (exit 1), its text kept raw (escaped once, where it is shown): the first
+    three failed claims, each anchor named as the caller's
+    parameter (``expect_bundle_digest`` from the library, ``--expect-bundle-digest``
+    on the command line)."""
+    detail = "; ".join(f"{c.subject}: {c.detail}" for c in result.failures()[:3])
+    parts: list[str | Named] = [f"{location}: bundle does not verify ("]
+    at = 0
+    for match in _ANCHOR_OPTIONS.finditer(detail):
+        parts += [detail[at : match.start()], Named(match.group(1).replace("-", "_"))]
+        at = match.end()
+    parts.append(f"{detail[at:]}); refusing to {action}")
+    return VerificationFailed.naming(*parts)
 
 
 def verify_contents(contents: BagContents, options: VerifyOptions) -> Verification:

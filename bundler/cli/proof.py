@@ -107,6 +107,14 @@ def sign(
     help="With --allowed-signers: the signer whose signature the proof carries, among several.",
 )
 @click.option(
+    "--expect-bundle-digest",
+    help="Trust anchor: the bundle digest you expect (sha256:...); no proof of another bundle.",
+)
+@click.option(
+    "--expect-report-digest",
+    help="Trust anchor: the report digest you expect (sha256:...); no proof of another report.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -121,6 +129,8 @@ def prove(
     endpoint_url: str | None,
     allowed_signers: Path | None,
     identity: str | None,
+    expect_bundle_digest: str | None,
+    expect_report_digest: str | None,
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -140,6 +150,8 @@ def prove(
         bundle,
         case_id,
         out=target,
+        expect_bundle_digest=expect_bundle_digest,
+        expect_report_digest=expect_report_digest,
         allowed_signers=allowed_signers,
         identity=identity,
         endpoint_url=endpoint_url,
