@@ -16,10 +16,16 @@ bag-info.txt, manifest-sha256.txt, bundle-head.json (and bundle-head.json.sig),
 tagmanifest-sha256.txt. Each directory is written just before its first member; empty
 directories of the run (eval-banana's empty evidence directories) are not kept.
 Nothing is written at the target name until the archive is complete and fsynced.
+
+Every byte written is one the export checked: the definitions are written from the
+very bytes hashed when they were resolved, and each run file read again to be written
+must have the size and sha256 the consistency check saw (``_checked_run_file``); a file
+changed in between abandons the export ("changed during export; export again").
 """
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -33,7 +39,7 @@ from bundler.core.digests import json_digest
 from bundler.core.errors import InputError, StrictFailure
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbanana import run as eb
-from bundler.evalbanana.budget import BundleBudget, run_file_sizes
+from bundler.evalbanana.budget import BundleBudget, BundleRefusal, run_file_sizes
 from bundler.evalbanana.definitions import (
     Definition,
     DefinitionState,
@@ -154,7 +160,10 @@ class _Plan:
     definitions: dict[str, bytes]  # project-relative path -> the exact bytes hashed
     checks: list[dict[str, Any]]
     unavailable: list[dict[str, Any]]
-    run_sizes: dict[str, int]  # run-relative path -> its size when planned (for progress)
+    run_sizes: dict[str, int]  # run-relative path -> its size when planned
+    # The run files the consistency check read whole, with their size and sha256: the
+    # bytes export writes must be these (``_checked_run_file``). None: not for writing.
+    seen: eb.ReadLog | None = None
 
 
 def _listing(definition: Definition) -> dict[str, Any] | None:
@@ -204,9 +213,10 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
     """
     if project_root.is_symlink() or not project_root.is_dir():
         raise InputError(f"{project_root}: project root is not a directory")
-    run = eb.read_run(run_dir)
+    seen = eb.ReadLog()
+    run = eb.read_run(run_dir, seen)
     run_sizes = run_file_sizes(run, run_dir)
-    findings = check_run(run, run_dir)
+    findings = check_run(run, run_dir, log=seen)
     if findings:
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
         raise InputError(
@@ -218,15 +228,20 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
             definition = resolve_definition(run, check, project)
             _refuse_empty_inline_script(project.root, definition)
             resolved.append(definition)
-    return plan_from(run, run_sizes, resolved, project_root)
+    return plan_from(run, run_sizes, resolved, project_root, seen)
 
 
 def plan_from(
-    run: eb.Run, run_sizes: dict[str, int], resolved: list[Definition], project_root: Path
+    run: eb.Run,
+    run_sizes: dict[str, int],
+    resolved: list[Definition],
+    project_root: Path,
+    seen: eb.ReadLog | None = None,
 ) -> _Plan:
     """The plan of a consistent run whose definitions are resolved (one per check, in
-    report order): each check's entry, its definition bundled or listed. Raises
-    InputError when no definition at all is found under the project root."""
+    report order): each check's entry, its definition bundled or listed; ``seen``, what
+    the consistency check read. Raises InputError when no definition at all is found
+    under the project root."""
     files = set(run.files)
     definitions: dict[str, bytes] = {}
     checks: list[dict[str, Any]] = []
@@ -237,16 +252,16 @@ def plan_from(
     if problem is not None:
         raise InputError(problem + "; nothing written", param="project")
     unavailable.sort(key=lambda e: (e["kind"], e["ref"]))
-    return _Plan(run, definitions, checks, unavailable, run_sizes)
+    return _Plan(run, definitions, checks, unavailable, run_sizes, seen)
 
 
 def _refuse_empty_inline_script(project_root: Path, definition: Definition) -> None:
     if definition.state is DefinitionState.MATCHES and definition.empty_inline_script:
-        raise InputError(
+        raise BundleRefusal(
             f"{project_root / (definition.yaml_path or '')}: an empty inline script beside "
             f"script_path {definition.script_path}: eval-banana ran the empty script while "
             "the digest covers the referenced one (SPEC 10.2); its bundle would fail "
-            "verification, nothing written"
+            "verification"
         )
 
 
@@ -461,24 +476,44 @@ def bundle_document(
     }
 
 
+def _checked_run_file(source: eb.Beneath, rel: str, plan: _Plan, run_dir: Path) -> tuple[bytes, str]:
+    """Run file ``rel`` read to be written, and its sha256 hex: the bytes the plan checked.
+
+    Every byte export writes is one it checked (threat model: files changed during the
+    command). A file the consistency check read whole (report.json, the check files,
+    stdout and stderr) must come back with the size and sha256 it had then; any other
+    (report.md, a prompt, evidence: checked for presence and size only) with its
+    planned size. Raises InputError otherwise, before a byte of it is written; the
+    export is abandoned and its temporary archive removed.
+    """
+    data = _read_run_file(source, rel, run_dir)
+    hex_digest = hashlib.sha256(data).hexdigest()
+    seen = plan.seen.get(rel) if plan.seen is not None else None
+    same = (
+        len(data) == plan.run_sizes[rel]
+        if seen is None
+        else seen == eb.Seen(len(data), hex_digest)
+    )
+    if not same:
+        raise InputError(f"{run_dir / rel}: changed during export; export again")
+    return data, hex_digest
+
+
 def _add_run_file(
     writer: BagWriter,
     source: eb.Beneath,
     rel: str,
-    run: eb.Run,
+    plan: _Plan,
     config: EbExportConfig,
     files: list[dict[str, Any]],
     leaves: dict[str, bytes],
     budget: BundleBudget,
-    planned: int,
 ) -> None:
-    data = _read_run_file(source, rel, config.run_dir)
+    data, hex_digest = _checked_run_file(source, rel, plan, config.run_dir)
     member = RUN_PREFIX + rel
     budget.admit_bytes(member, data)
-    hex_digest = writer.add(member, data, planned=planned)
+    writer.add(member, data, sha256_hex=hex_digest, planned=plan.run_sizes[rel])
     files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
-    if rel == "report.json" and "sha256:" + hex_digest != run.report_digest:
-        raise InputError(f"{config.run_dir / rel}: changed during export; export again")
     if rel.startswith("checks/") and rel.endswith(".json"):
         leaves[member] = data  # the case tree's leaves; other files are not held
 
@@ -492,8 +527,7 @@ def _fill_bag(writer: BagWriter, plan: _Plan, config: EbExportConfig) -> dict[st
     writer.plan(sum(plan.run_sizes.values()) + sum(map(len, plan.definitions.values())))
     with eb.Beneath(config.run_dir) as source:
         for rel in run.files:
-            planned = plan.run_sizes[rel]
-            _add_run_file(writer, source, rel, run, config, files, leaves, budget, planned)
+            _add_run_file(writer, source, rel, plan, config, files, leaves, budget)
     writer.count_cases(len(run.checks))
     for rel in sorted(plan.definitions, key=lambda p: p.encode("utf-8")):
         data = plan.definitions[rel]

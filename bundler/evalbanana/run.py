@@ -208,7 +208,7 @@ class Run:
         raise KeyError(check_id)
 
 
-def read_run(run_dir: Path) -> Run:
+def read_run(run_dir: Path, log: ReadLog | None = None) -> Run:
     """Read and validate a run directory without following any symbolic link.
 
     Raises InputError when ``run_dir`` is not a real directory, when it (at any
@@ -216,7 +216,7 @@ def read_run(run_dir: Path) -> Run:
     directories, when a name is not UTF-8, when report.json is missing, over its
     caps, not valid JSON, or lacks a field or has one of the wrong type, when the
     run id is not a safe identifier, when it records more checks than a bundle may
-    hold, or when two checks share an id.
+    hold, or when two checks share an id. With ``log``, report.json's read is noted.
     """
     try:
         top = os.lstat(run_dir)
@@ -231,7 +231,8 @@ def read_run(run_dir: Path) -> Run:
     report_path = run_dir / "report.json"
     if "report.json" not in files:
         raise InputError(f"{report_path}: missing (a run directory holds report.json)")
-    data = read_regular(run_dir, "report.json", what="report.json")
+    with Beneath(run_dir, log) as tree:
+        data = tree.read("report.json", what="report.json")
     if data is None:
         raise InputError(f"{report_path}: missing (a run directory holds report.json)")
     report = load_json(data, source=str(report_path))
@@ -332,19 +333,49 @@ def _refuse_entry(where: Path, name: str, dir_fd: int, exc: OSError) -> InputErr
     return InputError(f"{where}: cannot be read ({exc.strerror})")
 
 
+@dataclass(frozen=True)
+class Seen:
+    """A file as one read saw it whole: its size and the sha256 hex of its bytes."""
+
+    size: int
+    sha256: str
+
+
+class ReadLog:
+    """What a ``Beneath`` read whole, by relative path: the bytes a check decided on.
+
+    A command that checks files and then reads them again to write them (export-eb)
+    compares the second read with this (``Seen``), so what it writes is what it checked
+    (threat model: files changed during the command). A file read more than once under
+    one log keeps its first sighting.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, Seen] = {}
+
+    def note(self, rel: str, size: int, sha256_hex: str) -> None:
+        self._seen.setdefault(rel, Seen(size, sha256_hex))
+
+    def get(self, rel: str) -> Seen | None:
+        """How ``rel`` was seen, or None when it was not read whole under this log."""
+        return self._seen.get(rel)
+
+
 class Beneath:
     """Regular files below one directory, opened by descriptor (see above).
 
     Directory descriptors are kept (at most ``MAX_OPEN_DIRS``) so that reading every
     file of a 20,000-check run costs one ``open`` per file; a directory replaced after
     it was opened is not followed, the descriptor still names the original. Use as a
-    context manager, or ``close``.
+    context manager, or ``close``. With ``log``, every file read whole (``read``, or
+    ``chunks`` to its end) is noted there with its size and sha256.
     """
 
     MAX_OPEN_DIRS = 64
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, log: ReadLog | None = None) -> None:
         self.root = root
+        self.log = log
         self._dirs: dict[str, int] = {}
 
     def __enter__(self) -> Beneath:
@@ -449,7 +480,10 @@ class Beneath:
                 parts.append(chunk)
         finally:
             os.close(fd)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        if self.log is not None:
+            self.log.note(rel, len(data), hashlib.sha256(data).hexdigest())
+        return data
 
     def chunks(self, rel: str) -> Generator[bytes, None, None] | None:
         """The chunks of the regular file ``rel`` (``open``, done now), or None when absent."""
@@ -458,8 +492,11 @@ class Beneath:
             return None
         fd = opened[0]
         where = self.root / rel
+        log = self.log
 
         def read() -> Generator[bytes, None, None]:
+            digest = hashlib.sha256()
+            size = 0
             try:
                 while True:
                     try:
@@ -467,7 +504,12 @@ class Beneath:
                     except OSError as exc:
                         raise InputError(f"{where}: cannot be read ({exc.strerror})") from exc
                     if not chunk:
+                        if log is not None:
+                            log.note(rel, size, digest.hexdigest())
                         return
+                    if log is not None:
+                        digest.update(chunk)
+                        size += len(chunk)
                     yield chunk
             finally:
                 os.close(fd)

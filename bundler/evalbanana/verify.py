@@ -51,7 +51,7 @@ from bundler.core.claims import (
 from bundler.core.digests import is_digest
 from bundler.core.errors import BundlerError, InputError, UsageError
 from bundler.evalbanana import run as eb
-from bundler.evalbanana.budget import run_file_sizes
+from bundler.evalbanana.budget import BundleRefusal, run_file_sizes
 from bundler.evalbanana.bundled_definitions import bundled_definition, expected_definition_member
 from bundler.evalbanana.definitions import (
     Definition,
@@ -223,11 +223,18 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
 
 
 def _as_export_would(ask: Callable[[], T]) -> T:
-    """``ask()``, its refusal said as export-eb's (exit 3, export's own message)."""
+    """``ask()``, its refusal said as export-eb's (exit 3): the rule in export's words
+    (``in_place_words``) after ``EXPORT_WOULD_REFUSE``."""
     try:
         return ask()
     except InputError as exc:
-        raise InputError(f"{EXPORT_WOULD_REFUSE}{exc.message}") from exc
+        raise InputError(f"{EXPORT_WOULD_REFUSE}{in_place_words(exc)}") from exc
+
+
+def in_place_words(exc: InputError) -> str:
+    """What verify in place says of export's refusal ``exc``: the rule's own words,
+    without export's tail ("nothing written": verify writes nothing in any case)."""
+    return exc.rule if isinstance(exc, BundleRefusal) else exc.message
 
 
 def _read_results(run: eb.Run, run_dir: Path) -> list[bytes] | None:
