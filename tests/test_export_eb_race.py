@@ -175,8 +175,14 @@ def test_the_command_line_refuses_a_file_changed_during_export(kind: str, tmp_pa
         "EB_RACE_BYTES": _changed(path.read_bytes(), "same_size").hex(),
     }
     proc = run_cli(
-        "export-eb", str(run), "--project", str(PROJECT), "--out", str(out_dir / "b.tar.zst"),
-        "--quiet", env=env,
+        "export-eb",
+        str(run),
+        "--project",
+        str(PROJECT),
+        "--out",
+        str(out_dir / "b.tar.zst"),
+        "--quiet",
+        env=env,
     )
     stderr = proc.stderr.decode()
     assert proc.returncode == 3, stderr

@@ -532,7 +532,10 @@ def _eb_agree(run: Path, project: Path, tmp_path: Path) -> str | None:
         )
         # The same rule in the same words; export adds its own tail, verify none.
         assert isinstance(e, InputError)
-        assert in_place.error == EXPORT_WOULD_REFUSE + in_place_words(e), (in_place.error, e.message)
+        assert in_place.error == EXPORT_WOULD_REFUSE + in_place_words(e), (
+            in_place.error,
+            e.message,
+        )
         assert "nothing written" not in in_place.error, in_place.error
         return e.message
     assert in_place.verdict is Verdict.VERIFIED, in_place.error or [
