@@ -476,7 +476,9 @@ def bundle_document(
     }
 
 
-def _checked_run_file(source: eb.Beneath, rel: str, plan: _Plan, run_dir: Path) -> tuple[bytes, str]:
+def _checked_run_file(
+    source: eb.Beneath, rel: str, plan: _Plan, run_dir: Path
+) -> tuple[bytes, str]:
     """Run file ``rel`` read to be written, and its sha256 hex: the bytes the plan checked.
 
     Every byte export writes is one it checked (threat model: files changed during the
@@ -490,9 +492,7 @@ def _checked_run_file(source: eb.Beneath, rel: str, plan: _Plan, run_dir: Path) 
     hex_digest = hashlib.sha256(data).hexdigest()
     seen = plan.seen.get(rel) if plan.seen is not None else None
     same = (
-        len(data) == plan.run_sizes[rel]
-        if seen is None
-        else seen == eb.Seen(len(data), hex_digest)
+        len(data) == plan.run_sizes[rel] if seen is None else seen == eb.Seen(len(data), hex_digest)
     )
     if not same:
         raise InputError(f"{run_dir / rel}: changed during export; export again")
