@@ -6,7 +6,9 @@ between (``mv`` over it, as a local process racing the tool would) must never re
 bundle whose own verifier rejects it: the second read must give the size and sha256 the
 check saw, or the export is refused (exit 3, "<file>: changed during export; export
 again", nothing at the target, no temporary file left). Definitions are written from
-the very bytes that were hashed, so a swap after they were read changes nothing.
+the very bytes that were hashed, so a swap after they were read changes nothing. The
+one file ``export`` of an EvalBook store reads twice (an imported run file, streamed)
+is held to the digest of its first read.
 
 The swap happens deterministically between the two reads (a hook on ``plan_export``),
 through the API and through the command line (the hook installed by ``sitecustomize``
@@ -15,10 +17,12 @@ in the subprocess), for every kind of file; one run races a real swapping thread
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -32,12 +36,14 @@ from test_export_eb import (
     do_export,
     edit_check,
 )
+from test_import_groups import RESULTS, SAMPLES, TASKS
 
 from bundler.bundles.verify import verify_bundle
 from bundler.core.claims import Verdict, VerifyOptions
-from bundler.core.errors import InputError
+from bundler.core.errors import InputError, StoreError
 from bundler.evalbanana import export as eb_export
 from bundler.evalbanana import run as eb
+from bundler.evalbook import export as store_export
 
 # Each kind of run file: how to find it in a copy of the flat run, and whether the
 # consistency check reads its bytes (else only its presence and size are checked).
@@ -235,3 +241,40 @@ def test_a_real_race_never_gives_a_bundle_its_verifier_rejects(tmp_path: Path) -
         stop.set()
         thread.join()
     assert len(outcomes) == 6
+
+
+def test_store_export_refuses_a_run_file_changed_between_its_two_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``export`` of an EvalBook store reads twice only the run files of an imported
+    # report (streamed whatever their size): hashed to decide, then streamed and hashed
+    # again as written. A file swapped in between refuses the export, nothing written.
+    store = tmp_path / "store"
+    args = ["import-lm-eval", str(RESULTS)]
+    for s in SAMPLES:
+        args += ["--samples", str(s)]
+    for t in TASKS:
+        args += ["--task", str(t)]
+    done = run_cli(*args, "--store", str(store), "--principal", "alice", "--json")
+    assert done.returncode == 0, done.stderr
+    report_id = json.loads(done.stdout)["report_id"]
+    hashed = store_export._Collector._stream_digest
+    swapped: list[str] = []
+
+    def hook(self: store_export._Collector, relpath: str) -> tuple[str | None, int]:
+        observed = hashed(self, relpath)
+        if not swapped:
+            path = store / relpath
+            _swap(path, _changed(path.read_bytes(), "same_size"))
+            swapped.append(relpath)
+        return observed
+
+    monkeypatch.setattr(store_export._Collector, "_stream_digest", hook)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    config = store_export.ExportConfig(
+        str(store), report_id, "alice", datetime(2026, 12, 31, tzinfo=UTC), out=out_dir / "b"
+    )
+    with pytest.raises(StoreError, match="changed while it was exported; export refused"):
+        store_export.export_bundle(config)
+    assert swapped and list(out_dir.iterdir()) == []
