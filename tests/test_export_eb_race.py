@@ -278,3 +278,29 @@ def test_store_export_refuses_a_run_file_changed_between_its_two_reads(
     with pytest.raises(StoreError, match="changed while it was exported; export refused"):
         store_export.export_bundle(config)
     assert swapped and list(out_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["result", "report.json"])
+def test_verify_in_place_refuses_a_file_changed_between_its_reads(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Verify in place reads the check files again for the case tree, and report.json and
+    # the check files for the size rule's value count: a file swapped after the
+    # consistency check is an error (exit 3) naming it, never a verdict over two
+    # different sets of bytes.
+    from bundler.evalbanana import verify as eb_verify
+
+    run = _run(tmp_path)
+    path = run / RUN_FILES[kind][0]
+    before = path.read_bytes()
+    checked = eb_verify.check_run
+
+    def hooked(*args: object, **kw: object) -> object:
+        findings = checked(*args, **kw)  # type: ignore[arg-type]
+        _swap(path, _changed(before, "same_size"))
+        return findings
+
+    monkeypatch.setattr(eb_verify, "check_run", hooked)
+    result = eb_verify.verify_run_dir(run, PROJECT, VerifyOptions())
+    assert result.verdict is Verdict.ERROR
+    assert result.error == f"{path}: changed during verification; verify again"

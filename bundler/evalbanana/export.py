@@ -25,7 +25,6 @@ changed in between abandons the export ("changed during export; export again").
 
 from __future__ import annotations
 
-import hashlib
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -162,7 +161,7 @@ class _Plan:
     unavailable: list[dict[str, Any]]
     run_sizes: dict[str, int]  # run-relative path -> its size when planned
     # The run files the consistency check read whole, with their size and sha256: the
-    # bytes export writes must be these (``_checked_run_file``). None: not for writing.
+    # bytes export writes must be these (``_checked_run_file``).
     seen: eb.ReadLog | None = None
 
 
@@ -213,7 +212,7 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
     """
     if project_root.is_symlink() or not project_root.is_dir():
         raise InputError(f"{project_root}: project root is not a directory")
-    seen = eb.ReadLog()
+    seen = eb.ReadLog("export", "export")
     run = eb.read_run(run_dir, seen)
     run_sizes = run_file_sizes(run, run_dir)
     findings = check_run(run, run_dir, log=seen)
@@ -404,6 +403,7 @@ def check_exportable(
     run_sizes: dict[str, int],
     resolved: list[Definition],
     project_root: Path,
+    log: eb.ReadLog | None = None,
 ) -> None:
     """Raise what ``export_eb_bundle`` raises over the bundle's names and reader caps,
     for a consistent run already read (``run_sizes`` from ``run_file_sizes``) whose
@@ -419,7 +419,7 @@ def check_exportable(
     plan = plan_from(run, run_sizes, resolved, project_root)
     budget = BundleBudget(run_dir, _checked_top(plan))
     files: list[dict[str, Any]] = []
-    with eb.Beneath(run_dir) as source:
+    with eb.Beneath(run_dir, log) as source:
         for rel in run.files:
             member = RUN_PREFIX + rel
             size = run_sizes[rel]
@@ -476,27 +476,21 @@ def bundle_document(
     }
 
 
-def _checked_run_file(
-    source: eb.Beneath, rel: str, plan: _Plan, run_dir: Path
-) -> tuple[bytes, str]:
-    """Run file ``rel`` read to be written, and its sha256 hex: the bytes the plan checked.
+def _checked_run_file(source: eb.Beneath, rel: str, plan: _Plan, run_dir: Path) -> bytes:
+    """Run file ``rel`` read to be written: the bytes the plan checked.
 
     Every byte export writes is one it checked (threat model: files changed during the
-    command). A file the consistency check read whole (report.json, the check files,
-    stdout and stderr) must come back with the size and sha256 it had then; any other
-    (report.md, a prompt, evidence: checked for presence and size only) with its
-    planned size. Raises InputError otherwise, before a byte of it is written; the
-    export is abandoned and its temporary archive removed.
+    command). ``source`` reads under the plan's log, so a file the consistency check
+    read whole (report.json, the check files, stdout and stderr) that comes back with
+    another size or sha256 raises ChangedDuringRead there; any other (report.md, a
+    prompt, evidence: checked for presence and size only) must have its planned size.
+    Either refusal comes before a byte of the file is written; the export is abandoned
+    and its temporary archive removed.
     """
     data = _read_run_file(source, rel, run_dir)
-    hex_digest = hashlib.sha256(data).hexdigest()
-    seen = plan.seen.get(rel) if plan.seen is not None else None
-    same = (
-        len(data) == plan.run_sizes[rel] if seen is None else seen == eb.Seen(len(data), hex_digest)
-    )
-    if not same:
-        raise InputError(f"{run_dir / rel}: changed during export; export again")
-    return data, hex_digest
+    if len(data) != plan.run_sizes[rel]:
+        raise eb.ChangedDuringRead(f"{run_dir / rel}: changed during export; export again")
+    return data
 
 
 def _add_run_file(
@@ -509,10 +503,10 @@ def _add_run_file(
     leaves: dict[str, bytes],
     budget: BundleBudget,
 ) -> None:
-    data, hex_digest = _checked_run_file(source, rel, plan, config.run_dir)
+    data = _checked_run_file(source, rel, plan, config.run_dir)
     member = RUN_PREFIX + rel
     budget.admit_bytes(member, data)
-    writer.add(member, data, sha256_hex=hex_digest, planned=plan.run_sizes[rel])
+    hex_digest = writer.add(member, data, planned=plan.run_sizes[rel])
     files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
     if rel.startswith("checks/") and rel.endswith(".json"):
         leaves[member] = data  # the case tree's leaves; other files are not held
@@ -525,7 +519,7 @@ def _fill_bag(writer: BagWriter, plan: _Plan, config: EbExportConfig) -> dict[st
     leaves: dict[str, bytes] = {}
     budget = BundleBudget(config.run_dir, writer.top)
     writer.plan(sum(plan.run_sizes.values()) + sum(map(len, plan.definitions.values())))
-    with eb.Beneath(config.run_dir) as source:
+    with eb.Beneath(config.run_dir, plan.seen) as source:
         for rel in run.files:
             _add_run_file(writer, source, rel, plan, config, files, leaves, budget)
     writer.count_cases(len(run.checks))

@@ -341,20 +341,37 @@ class Seen:
     sha256: str
 
 
-class ReadLog:
-    """What a ``Beneath`` read whole, by relative path: the bytes a check decided on.
+class ChangedDuringRead(InputError):
+    """A file read twice by one command gave other bytes the second time (exit 3)."""
 
-    A command that checks files and then reads them again to write them (export-eb)
-    compares the second read with this (``Seen``), so what it writes is what it checked
-    (threat model: files changed during the command). A file read more than once under
-    one log keeps its first sighting.
+
+class ReadLog:
+    """What the ``Beneath`` readers of one command read whole, by relative path.
+
+    The first whole read of a file is noted (``Seen``); every later one under the same
+    log must give the same size and sha256, or ``ChangedDuringRead`` names the file:
+    "<file>: changed during <during>; <verb> again". So a command that reads a file
+    twice (export-eb checks the run, then reads it again to write it; verify in place
+    checks it, then hashes the check files for the case tree) decides and reports on
+    one set of bytes (threat model: files changed during the command). ``during`` and
+    ``verb`` name the command in that message ("export", "export"; "verification",
+    "verify").
     """
 
-    def __init__(self) -> None:
+    def __init__(self, during: str, verb: str) -> None:
+        self.during = during
+        self.verb = verb
         self._seen: dict[str, Seen] = {}
 
-    def note(self, rel: str, size: int, sha256_hex: str) -> None:
-        self._seen.setdefault(rel, Seen(size, sha256_hex))
+    def note(self, where: Path, rel: str, size: int, sha256_hex: str) -> None:
+        """Note a whole read of ``rel`` (below ``where``); raises ChangedDuringRead when
+        an earlier read of it saw other bytes."""
+        seen = Seen(size, sha256_hex)
+        known = self._seen.setdefault(rel, seen)
+        if known != seen:
+            raise ChangedDuringRead(
+                f"{where / rel}: changed during {self.during}; {self.verb} again"
+            )
 
     def get(self, rel: str) -> Seen | None:
         """How ``rel`` was seen, or None when it was not read whole under this log."""
@@ -368,7 +385,8 @@ class Beneath:
     file of a 20,000-check run costs one ``open`` per file; a directory replaced after
     it was opened is not followed, the descriptor still names the original. Use as a
     context manager, or ``close``. With ``log``, every file read whole (``read``, or
-    ``chunks`` to its end) is noted there with its size and sha256.
+    ``chunks`` to its end) is noted there with its size and sha256, and a second read
+    giving other bytes raises ``ChangedDuringRead``.
     """
 
     MAX_OPEN_DIRS = 64
@@ -482,7 +500,7 @@ class Beneath:
             os.close(fd)
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         if self.log is not None:
-            self.log.note(rel, len(data), hashlib.sha256(data).hexdigest())
+            self.log.note(self.root, rel, len(data), hashlib.sha256(data).hexdigest())
         return data
 
     def chunks(self, rel: str) -> Generator[bytes, None, None] | None:
@@ -493,6 +511,7 @@ class Beneath:
         fd = opened[0]
         where = self.root / rel
         log = self.log
+        root = self.root
 
         def read() -> Generator[bytes, None, None]:
             digest = hashlib.sha256()
@@ -505,7 +524,7 @@ class Beneath:
                         raise InputError(f"{where}: cannot be read ({exc.strerror})") from exc
                     if not chunk:
                         if log is not None:
-                            log.note(rel, size, digest.hexdigest())
+                            log.note(root, rel, size, digest.hexdigest())
                         return
                     if log is not None:
                         digest.update(chunk)

@@ -148,15 +148,18 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
     try:
         if project_root.is_symlink() or not project_root.is_dir():
             raise InputError(f"{project_root}: project root is not a directory")
-        run = eb.read_run(run_dir)
+        # One log for every read: a file read again (for the case tree, for the size
+        # rule) must give the bytes the claims were decided on (ChangedDuringRead).
+        log = eb.ReadLog("verification", "verify")
+        run = eb.read_run(run_dir, log)
         # Export's first refusal, before any file is read: a run file the bundle reader
         # would not keep whole (docs/format.md, "Sizes: one rule for export and verify
         # in place").
         run_sizes = _as_export_would(lambda: run_file_sizes(run, run_dir))
-        findings = check_run(run, run_dir)
+        findings = check_run(run, run_dir, log=log)
         with eb.Beneath(project_root) as project:
             definitions = [resolve_definition(run, check, project) for check in run.checks]
-        tree = tree_of(_read_results(run, run_dir))
+        tree = tree_of(_read_results(run, run_dir, log))
         not_found = no_definition_found(run, definitions, project_root)
     except BundlerError as exc:
         return Verification(
@@ -197,7 +200,7 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         # JSON documents already at hand, nothing hashed or archived.
         try:
             _as_export_would(
-                lambda: check_exportable(run, run_dir, run_sizes, definitions, project_root)
+                lambda: check_exportable(run, run_dir, run_sizes, definitions, project_root, log)
             )
         except BundlerError as exc:
             return Verification(
@@ -227,6 +230,8 @@ def _as_export_would(ask: Callable[[], T]) -> T:
     (``in_place_words``) after ``EXPORT_WOULD_REFUSE``."""
     try:
         return ask()
+    except eb.ChangedDuringRead:
+        raise  # not export's rule: the run changed while it was verified
     except InputError as exc:
         raise InputError(f"{EXPORT_WOULD_REFUSE}{in_place_words(exc)}") from exc
 
@@ -237,11 +242,12 @@ def in_place_words(exc: InputError) -> str:
     return exc.rule if isinstance(exc, BundleRefusal) else exc.message
 
 
-def _read_results(run: eb.Run, run_dir: Path) -> list[bytes] | None:
-    """The check files' bytes in report order, or None when one is missing."""
+def _read_results(run: eb.Run, run_dir: Path, log: eb.ReadLog) -> list[bytes] | None:
+    """The check files' bytes in report order, or None when one is missing; each the
+    bytes ``log`` saw (ChangedDuringRead otherwise)."""
     files = set(run.files)
     leaves = []
-    with eb.Beneath(run_dir) as tree:
+    with eb.Beneath(run_dir, log) as tree:
         for check in run.checks:
             rel = eb.result_file(check.stem)
             if rel not in files:
