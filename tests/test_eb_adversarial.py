@@ -580,12 +580,16 @@ def test_large_stdout_is_refused_in_place_as_export_refuses_it_within_budget(
     assert "export-eb would refuse this run" in stderr.decode()
     assert f"{path}: {size} bytes, over the {CAP}-byte document cap" in stderr.decode()
     assert "Traceback" not in stderr.decode()
+    # The rule in the same words; only export says it wrote nothing (verify never writes).
+    assert "its bundle would fail verification\n" in stderr.decode()
+    assert "nothing written" not in stderr.decode()
     code, stderr, rss, seconds = measured(
         "export-eb", str(run), "--project", str(PROJECT), "--out", str(tmp_path / "b")
     )
     within_budget(rss, seconds)
     assert code == 3, stderr.decode()
     assert f"{path}: {size} bytes, over the {CAP}-byte document cap" in stderr.decode()
+    assert "its bundle would fail verification; nothing written\n" in stderr.decode()
     assert not (tmp_path / "b").exists()
 
 

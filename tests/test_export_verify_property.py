@@ -41,11 +41,11 @@ from bundler.bundles.verify import verify_bundle
 from bundler.core import canonical
 from bundler.core.claims import Verdict, VerifyOptions
 from bundler.core.digests import SCORER_TAG, framed_digest, json_digest
-from bundler.core.errors import BundlerError
+from bundler.core.errors import BundlerError, InputError
 from bundler.evalbanana import export as eb_export
 from bundler.evalbanana import run as eb
 from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
-from bundler.evalbanana.verify import EXPORT_WOULD_REFUSE, verify_run_dir
+from bundler.evalbanana.verify import EXPORT_WOULD_REFUSE, in_place_words, verify_run_dir
 from bundler.evalbook.export import ExportConfig, export_bundle
 from bundler.testing.fixturegen import CaseSpec, CheckSpec, StoreBuilder
 
@@ -530,7 +530,13 @@ def _eb_agree(run: Path, project: Path, tmp_path: Path) -> str | None:
         assert in_place.verdict is Verdict.ERROR, (
             f"export refused ({e}) but verify in place says {in_place.verdict.value}"
         )
-        assert in_place.error == EXPORT_WOULD_REFUSE + e.message, (in_place.error, e.message)
+        # The same rule in the same words; export adds its own tail, verify none.
+        assert isinstance(e, InputError)
+        assert in_place.error == EXPORT_WOULD_REFUSE + in_place_words(e), (
+            in_place.error,
+            e.message,
+        )
+        assert "nothing written" not in in_place.error, in_place.error
         return e.message
     assert in_place.verdict is Verdict.VERIFIED, in_place.error or [
         c.detail for c in in_place.failures()

@@ -12,8 +12,11 @@ values: export gives the bytes it writes, verify in place the sizes it already h
 (``run_file_sizes``) and the few JSON documents read once more; neither hashes or
 archives anything for it.
 
-Refusals are InputError (exit 3), one line naming the run directory, the member and the
-rule, ending in "its bundle would fail verification; nothing written".
+Refusals are ``BundleRefusal`` (an InputError, exit 3): one line naming the run
+directory, the member and the rule, ending in "its bundle would fail verification". The
+rule's words are shared; the tail is each command's own: export-eb adds "; nothing
+written", verify in place says the rule after "export-eb would refuse this run: " and
+adds nothing, since it writes nothing in any case.
 """
 
 from __future__ import annotations
@@ -34,7 +37,18 @@ from bundler.core.errors import InputError
 from bundler.evalbanana import run as eb
 
 RUN_PREFIX = "data/run/"
-_REFUSED = "(the bundle reader's limit, SPEC 5, Resources): its bundle would fail verification; nothing written"
+_REFUSED = "(the bundle reader's limit, SPEC 5, Resources): its bundle would fail verification"
+EXPORT_TAIL = "; nothing written"
+
+
+class BundleRefusal(InputError):
+    """A run whose bundle the bundle reader would refuse. ``rule`` is the rule's words
+    (run directory, member, limit), which export-eb and verify in place share; the
+    message is export's: the rule, then ``EXPORT_TAIL``."""
+
+    def __init__(self, rule: str) -> None:
+        super().__init__(rule + EXPORT_TAIL)
+        self.rule = rule
 
 
 def run_file_sizes(run: eb.Run, run_dir: Path) -> dict[str, int]:
@@ -54,10 +68,10 @@ def run_file_sizes(run: eb.Run, run_dir: Path) -> dict[str, int]:
         except OSError as exc:
             raise InputError(f"{run_dir / rel}: cannot be read ({exc.strerror})") from exc
         if size > MAX_DOCUMENT_BYTES or not is_kept(RUN_PREFIX + rel, b"", size):
-            raise InputError(
+            raise BundleRefusal(
                 f"{run_dir / rel}: {size} bytes, over the {MAX_DOCUMENT_BYTES}-byte document "
                 "cap of the bundle reader (SPEC 5, Resources): its bundle would fail "
-                "verification; nothing written"
+                "verification"
             )
         sizes[rel] = size
     return sizes
@@ -93,8 +107,8 @@ class BundleBudget:
         self._names = MemberNames()
         self._claim(top, is_dir=True)
 
-    def _refuse(self, member: str, problem: str) -> InputError:
-        return InputError(f"{self.where}: {member}: {problem} {_REFUSED}")
+    def _refuse(self, member: str, problem: str) -> BundleRefusal:
+        return BundleRefusal(f"{self.where}: {member}: {problem} {_REFUSED}")
 
     def _claim(self, name: str, *, is_dir: bool = False) -> None:
         refused = self._names.claim(name, is_dir=is_dir)

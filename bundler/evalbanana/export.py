@@ -16,6 +16,11 @@ bag-info.txt, manifest-sha256.txt, bundle-head.json (and bundle-head.json.sig),
 tagmanifest-sha256.txt. Each directory is written just before its first member; empty
 directories of the run (eval-banana's empty evidence directories) are not kept.
 Nothing is written at the target name until the archive is complete and fsynced.
+
+Every byte written is one the export checked: the definitions are written from the
+very bytes hashed when they were resolved, and each run file read again to be written
+must have the size and sha256 the consistency check saw (``_checked_run_file``); a file
+changed in between abandons the export ("changed during export; export again").
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from bundler.core.digests import json_digest
 from bundler.core.errors import InputError, StrictFailure
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbanana import run as eb
-from bundler.evalbanana.budget import BundleBudget, run_file_sizes
+from bundler.evalbanana.budget import BundleBudget, BundleRefusal, run_file_sizes
 from bundler.evalbanana.definitions import (
     Definition,
     DefinitionState,
@@ -154,7 +159,10 @@ class _Plan:
     definitions: dict[str, bytes]  # project-relative path -> the exact bytes hashed
     checks: list[dict[str, Any]]
     unavailable: list[dict[str, Any]]
-    run_sizes: dict[str, int]  # run-relative path -> its size when planned (for progress)
+    run_sizes: dict[str, int]  # run-relative path -> its size when planned
+    # The run files the consistency check read whole, with their size and sha256: the
+    # bytes export writes must be these (``_checked_run_file``).
+    seen: eb.ReadLog | None = None
 
 
 def _listing(definition: Definition) -> dict[str, Any] | None:
@@ -204,9 +212,10 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
     """
     if project_root.is_symlink() or not project_root.is_dir():
         raise InputError(f"{project_root}: project root is not a directory")
-    run = eb.read_run(run_dir)
+    seen = eb.ReadLog("export", "export")
+    run = eb.read_run(run_dir, seen)
     run_sizes = run_file_sizes(run, run_dir)
-    findings = check_run(run, run_dir)
+    findings = check_run(run, run_dir, log=seen)
     if findings:
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
         raise InputError(
@@ -218,15 +227,20 @@ def plan_export(run_dir: Path, project_root: Path) -> _Plan:
             definition = resolve_definition(run, check, project)
             _refuse_empty_inline_script(project.root, definition)
             resolved.append(definition)
-    return plan_from(run, run_sizes, resolved, project_root)
+    return plan_from(run, run_sizes, resolved, project_root, seen)
 
 
 def plan_from(
-    run: eb.Run, run_sizes: dict[str, int], resolved: list[Definition], project_root: Path
+    run: eb.Run,
+    run_sizes: dict[str, int],
+    resolved: list[Definition],
+    project_root: Path,
+    seen: eb.ReadLog | None = None,
 ) -> _Plan:
     """The plan of a consistent run whose definitions are resolved (one per check, in
-    report order): each check's entry, its definition bundled or listed. Raises
-    InputError when no definition at all is found under the project root."""
+    report order): each check's entry, its definition bundled or listed; ``seen``, what
+    the consistency check read. Raises InputError when no definition at all is found
+    under the project root."""
     files = set(run.files)
     definitions: dict[str, bytes] = {}
     checks: list[dict[str, Any]] = []
@@ -237,16 +251,16 @@ def plan_from(
     if problem is not None:
         raise InputError(problem + "; nothing written", param="project")
     unavailable.sort(key=lambda e: (e["kind"], e["ref"]))
-    return _Plan(run, definitions, checks, unavailable, run_sizes)
+    return _Plan(run, definitions, checks, unavailable, run_sizes, seen)
 
 
 def _refuse_empty_inline_script(project_root: Path, definition: Definition) -> None:
     if definition.state is DefinitionState.MATCHES and definition.empty_inline_script:
-        raise InputError(
+        raise BundleRefusal(
             f"{project_root / (definition.yaml_path or '')}: an empty inline script beside "
             f"script_path {definition.script_path}: eval-banana ran the empty script while "
             "the digest covers the referenced one (SPEC 10.2); its bundle would fail "
-            "verification, nothing written"
+            "verification"
         )
 
 
@@ -389,6 +403,7 @@ def check_exportable(
     run_sizes: dict[str, int],
     resolved: list[Definition],
     project_root: Path,
+    log: eb.ReadLog | None = None,
 ) -> None:
     """Raise what ``export_eb_bundle`` raises over the bundle's names and reader caps,
     for a consistent run already read (``run_sizes`` from ``run_file_sizes``) whose
@@ -404,7 +419,7 @@ def check_exportable(
     plan = plan_from(run, run_sizes, resolved, project_root)
     budget = BundleBudget(run_dir, _checked_top(plan))
     files: list[dict[str, Any]] = []
-    with eb.Beneath(run_dir) as source:
+    with eb.Beneath(run_dir, log) as source:
         for rel in run.files:
             member = RUN_PREFIX + rel
             size = run_sizes[rel]
@@ -461,24 +476,38 @@ def bundle_document(
     }
 
 
+def _checked_run_file(source: eb.Beneath, rel: str, plan: _Plan, run_dir: Path) -> bytes:
+    """Run file ``rel`` read to be written: the bytes the plan checked.
+
+    Every byte export writes is one it checked (threat model: files changed during the
+    command). ``source`` reads under the plan's log, so a file the consistency check
+    read whole (report.json, the check files, stdout and stderr) that comes back with
+    another size or sha256 raises ChangedDuringRead there; any other (report.md, a
+    prompt, evidence: checked for presence and size only) must have its planned size.
+    Either refusal comes before a byte of the file is written; the export is abandoned
+    and its temporary archive removed.
+    """
+    data = _read_run_file(source, rel, run_dir)
+    if len(data) != plan.run_sizes[rel]:
+        raise eb.ChangedDuringRead(f"{run_dir / rel}: changed during export; export again")
+    return data
+
+
 def _add_run_file(
     writer: BagWriter,
     source: eb.Beneath,
     rel: str,
-    run: eb.Run,
+    plan: _Plan,
     config: EbExportConfig,
     files: list[dict[str, Any]],
     leaves: dict[str, bytes],
     budget: BundleBudget,
-    planned: int,
 ) -> None:
-    data = _read_run_file(source, rel, config.run_dir)
+    data = _checked_run_file(source, rel, plan, config.run_dir)
     member = RUN_PREFIX + rel
     budget.admit_bytes(member, data)
-    hex_digest = writer.add(member, data, planned=planned)
+    hex_digest = writer.add(member, data, planned=plan.run_sizes[rel])
     files.append({"path": member, "digest": "sha256:" + hex_digest, "size": len(data)})
-    if rel == "report.json" and "sha256:" + hex_digest != run.report_digest:
-        raise InputError(f"{config.run_dir / rel}: changed during export; export again")
     if rel.startswith("checks/") and rel.endswith(".json"):
         leaves[member] = data  # the case tree's leaves; other files are not held
 
@@ -490,10 +519,9 @@ def _fill_bag(writer: BagWriter, plan: _Plan, config: EbExportConfig) -> dict[st
     leaves: dict[str, bytes] = {}
     budget = BundleBudget(config.run_dir, writer.top)
     writer.plan(sum(plan.run_sizes.values()) + sum(map(len, plan.definitions.values())))
-    with eb.Beneath(config.run_dir) as source:
+    with eb.Beneath(config.run_dir, plan.seen) as source:
         for rel in run.files:
-            planned = plan.run_sizes[rel]
-            _add_run_file(writer, source, rel, run, config, files, leaves, budget, planned)
+            _add_run_file(writer, source, rel, plan, config, files, leaves, budget)
     writer.count_cases(len(run.checks))
     for rel in sorted(plan.definitions, key=lambda p: p.encode("utf-8")):
         data = plan.definitions[rel]

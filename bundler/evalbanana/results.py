@@ -22,6 +22,7 @@ from bundler.evalbanana.run import (
     CheckRecord,
     CheckStatus,
     CheckType,
+    ReadLog,
     Run,
     bounded_tail_of,
     load_json,
@@ -147,7 +148,9 @@ _DEFINITION_FINDINGS = {
 }
 
 
-def check_run(run: Run, run_dir: Path, project_root: Path | None = None) -> list[Finding]:
+def check_run(
+    run: Run, run_dir: Path, project_root: Path | None = None, log: ReadLog | None = None
+) -> list[Finding]:
     """Every inconsistency between a run's files, its report and (optionally) its project.
 
     Checks: each ``checks/<stem>.json`` exists and equals its report entry as a
@@ -160,9 +163,11 @@ def check_run(run: Run, run_dir: Path, project_root: Path | None = None) -> list
     and re-hashed (``resolve_definition``) and a YAML with an empty inline
     ``script`` beside a ``script_path`` is reported. Findings come in a fixed
     order: per check in report order, then totals, then unexpected files.
-    Raises InputError only when a listed file cannot be read at all.
+    Raises InputError only when a listed file cannot be read at all. With ``log``,
+    every run file read whole is noted there (``ReadLog``), for a caller that reads
+    the files again to write them.
     """
-    with Beneath(run_dir) as tree:
+    with Beneath(run_dir, log) as tree:
         if project_root is None:
             return _check_run(run, tree, None)
         with Beneath(project_root) as project:

@@ -208,7 +208,7 @@ class Run:
         raise KeyError(check_id)
 
 
-def read_run(run_dir: Path) -> Run:
+def read_run(run_dir: Path, log: ReadLog | None = None) -> Run:
     """Read and validate a run directory without following any symbolic link.
 
     Raises InputError when ``run_dir`` is not a real directory, when it (at any
@@ -216,7 +216,7 @@ def read_run(run_dir: Path) -> Run:
     directories, when a name is not UTF-8, when report.json is missing, over its
     caps, not valid JSON, or lacks a field or has one of the wrong type, when the
     run id is not a safe identifier, when it records more checks than a bundle may
-    hold, or when two checks share an id.
+    hold, or when two checks share an id. With ``log``, report.json's read is noted.
     """
     try:
         top = os.lstat(run_dir)
@@ -231,7 +231,8 @@ def read_run(run_dir: Path) -> Run:
     report_path = run_dir / "report.json"
     if "report.json" not in files:
         raise InputError(f"{report_path}: missing (a run directory holds report.json)")
-    data = read_regular(run_dir, "report.json", what="report.json")
+    with Beneath(run_dir, log) as tree:
+        data = tree.read("report.json", what="report.json")
     if data is None:
         raise InputError(f"{report_path}: missing (a run directory holds report.json)")
     report = load_json(data, source=str(report_path))
@@ -332,19 +333,67 @@ def _refuse_entry(where: Path, name: str, dir_fd: int, exc: OSError) -> InputErr
     return InputError(f"{where}: cannot be read ({exc.strerror})")
 
 
+@dataclass(frozen=True)
+class Seen:
+    """A file as one read saw it whole: its size and the sha256 hex of its bytes."""
+
+    size: int
+    sha256: str
+
+
+class ChangedDuringRead(InputError):
+    """A file read twice by one command gave other bytes the second time (exit 3)."""
+
+
+class ReadLog:
+    """What the ``Beneath`` readers of one command read whole, by relative path.
+
+    The first whole read of a file is noted (``Seen``); every later one under the same
+    log must give the same size and sha256, or ``ChangedDuringRead`` names the file:
+    "<file>: changed during <during>; <verb> again". So a command that reads a file
+    twice (export-eb checks the run, then reads it again to write it; verify in place
+    checks it, then hashes the check files for the case tree) decides and reports on
+    one set of bytes (threat model: files changed during the command). ``during`` and
+    ``verb`` name the command in that message ("export", "export"; "verification",
+    "verify").
+    """
+
+    def __init__(self, during: str, verb: str) -> None:
+        self.during = during
+        self.verb = verb
+        self._seen: dict[str, Seen] = {}
+
+    def note(self, where: Path, rel: str, size: int, sha256_hex: str) -> None:
+        """Note a whole read of ``rel`` (below ``where``); raises ChangedDuringRead when
+        an earlier read of it saw other bytes."""
+        seen = Seen(size, sha256_hex)
+        known = self._seen.setdefault(rel, seen)
+        if known != seen:
+            raise ChangedDuringRead(
+                f"{where / rel}: changed during {self.during}; {self.verb} again"
+            )
+
+    def get(self, rel: str) -> Seen | None:
+        """How ``rel`` was seen, or None when it was not read whole under this log."""
+        return self._seen.get(rel)
+
+
 class Beneath:
     """Regular files below one directory, opened by descriptor (see above).
 
     Directory descriptors are kept (at most ``MAX_OPEN_DIRS``) so that reading every
     file of a 20,000-check run costs one ``open`` per file; a directory replaced after
     it was opened is not followed, the descriptor still names the original. Use as a
-    context manager, or ``close``.
+    context manager, or ``close``. With ``log``, every file read whole (``read``, or
+    ``chunks`` to its end) is noted there with its size and sha256, and a second read
+    giving other bytes raises ``ChangedDuringRead``.
     """
 
     MAX_OPEN_DIRS = 64
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, log: ReadLog | None = None) -> None:
         self.root = root
+        self.log = log
         self._dirs: dict[str, int] = {}
 
     def __enter__(self) -> Beneath:
@@ -449,7 +498,10 @@ class Beneath:
                 parts.append(chunk)
         finally:
             os.close(fd)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        if self.log is not None:
+            self.log.note(self.root, rel, len(data), hashlib.sha256(data).hexdigest())
+        return data
 
     def chunks(self, rel: str) -> Generator[bytes, None, None] | None:
         """The chunks of the regular file ``rel`` (``open``, done now), or None when absent."""
@@ -458,8 +510,12 @@ class Beneath:
             return None
         fd = opened[0]
         where = self.root / rel
+        log = self.log
+        root = self.root
 
         def read() -> Generator[bytes, None, None]:
+            digest = hashlib.sha256()
+            size = 0
             try:
                 while True:
                     try:
@@ -467,7 +523,12 @@ class Beneath:
                     except OSError as exc:
                         raise InputError(f"{where}: cannot be read ({exc.strerror})") from exc
                     if not chunk:
+                        if log is not None:
+                            log.note(root, rel, size, digest.hexdigest())
                         return
+                    if log is not None:
+                        digest.update(chunk)
+                        size += len(chunk)
                     yield chunk
             finally:
                 os.close(fd)

@@ -51,7 +51,7 @@ from bundler.core.claims import (
 from bundler.core.digests import is_digest
 from bundler.core.errors import BundlerError, InputError, UsageError
 from bundler.evalbanana import run as eb
-from bundler.evalbanana.budget import run_file_sizes
+from bundler.evalbanana.budget import BundleRefusal, run_file_sizes
 from bundler.evalbanana.bundled_definitions import bundled_definition, expected_definition_member
 from bundler.evalbanana.definitions import (
     Definition,
@@ -148,15 +148,18 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
     try:
         if project_root.is_symlink() or not project_root.is_dir():
             raise InputError(f"{project_root}: project root is not a directory")
-        run = eb.read_run(run_dir)
+        # One log for every read: a file read again (for the case tree, for the size
+        # rule) must give the bytes the claims were decided on (ChangedDuringRead).
+        log = eb.ReadLog("verification", "verify")
+        run = eb.read_run(run_dir, log)
         # Export's first refusal, before any file is read: a run file the bundle reader
         # would not keep whole (docs/format.md, "Sizes: one rule for export and verify
         # in place").
         run_sizes = _as_export_would(lambda: run_file_sizes(run, run_dir))
-        findings = check_run(run, run_dir)
+        findings = check_run(run, run_dir, log=log)
         with eb.Beneath(project_root) as project:
             definitions = [resolve_definition(run, check, project) for check in run.checks]
-        tree = tree_of(_read_results(run, run_dir))
+        tree = tree_of(_read_results(run, run_dir, log))
         not_found = no_definition_found(run, definitions, project_root)
     except BundlerError as exc:
         return Verification(
@@ -197,7 +200,7 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         # JSON documents already at hand, nothing hashed or archived.
         try:
             _as_export_would(
-                lambda: check_exportable(run, run_dir, run_sizes, definitions, project_root)
+                lambda: check_exportable(run, run_dir, run_sizes, definitions, project_root, log)
             )
         except BundlerError as exc:
             return Verification(
@@ -223,18 +226,28 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
 
 
 def _as_export_would(ask: Callable[[], T]) -> T:
-    """``ask()``, its refusal said as export-eb's (exit 3, export's own message)."""
+    """``ask()``, its refusal said as export-eb's (exit 3): the rule in export's words
+    (``in_place_words``) after ``EXPORT_WOULD_REFUSE``."""
     try:
         return ask()
+    except eb.ChangedDuringRead:
+        raise  # not export's rule: the run changed while it was verified
     except InputError as exc:
-        raise InputError(f"{EXPORT_WOULD_REFUSE}{exc.message}") from exc
+        raise InputError(f"{EXPORT_WOULD_REFUSE}{in_place_words(exc)}") from exc
 
 
-def _read_results(run: eb.Run, run_dir: Path) -> list[bytes] | None:
-    """The check files' bytes in report order, or None when one is missing."""
+def in_place_words(exc: InputError) -> str:
+    """What verify in place says of export's refusal ``exc``: the rule's own words,
+    without export's tail ("nothing written": verify writes nothing in any case)."""
+    return exc.rule if isinstance(exc, BundleRefusal) else exc.message
+
+
+def _read_results(run: eb.Run, run_dir: Path, log: eb.ReadLog) -> list[bytes] | None:
+    """The check files' bytes in report order, or None when one is missing; each the
+    bytes ``log`` saw (ChangedDuringRead otherwise)."""
     files = set(run.files)
     leaves = []
-    with eb.Beneath(run_dir) as tree:
+    with eb.Beneath(run_dir, log) as tree:
         for check in run.checks:
             rel = eb.result_file(check.stem)
             if rel not in files:

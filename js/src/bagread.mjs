@@ -14,6 +14,7 @@ export const MAX_KEPT_BYTES = 48 * 1024 * 1024;
 export const MAX_JSON_VALUES = 2_000_000;
 export const MAX_CASE_LINES = 20_000;
 const MANIFEST_PREFIX = new TextEncoder().encode('{"check_id":');
+const EMPTY = new Uint8Array(0);
 
 /**
  * @typedef {{update(data: Uint8Array): void, hex(): string}} Hasher
@@ -150,7 +151,9 @@ export function bagCollector(source, sha256, sha256OneShot) {
     }
     // Kept bytes are taken before anything awaits: `single` is a view of the reader's chunk.
     if (parts) {
-      const data = !oneShot ? concatAll(parts) : single !== null ? single.slice() : whole ?? new Uint8Array(0);
+      // Every empty member shares one empty array: a bag of 65,000 empty evidence files
+      // would otherwise hold 65,000 buffers of nothing.
+      const data = size === 0 ? EMPTY : !oneShot ? concatAll(parts) : single !== null ? single.slice() : whole ?? EMPTY;
       if (rel.endsWith('.json') || rel.endsWith('.jsonl')) {
         valuesTotal += valueBound(data);
         if (valuesTotal > MAX_JSON_VALUES) throw refuse(`JSON documents in the bundle hold more than ${MAX_JSON_VALUES} values (refused before parsing)`);

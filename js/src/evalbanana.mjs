@@ -12,7 +12,6 @@
 import { checkBagFrame } from './bagit.mjs';
 import { framedDigest, EB_DEFINITION_TAG } from './framed.mjs';
 import { TreeBuilder } from './merkle.mjs';
-import { canonicalBytes, bytesEqual } from './jcs.mjs';
 import { ENC, UTF8, parseKept, byteOrder, isDigest, loadJson } from './util.mjs';
 import { JsonError } from './errors.mjs';
 
@@ -29,11 +28,75 @@ export function checkStem(ctx, id) {
   return `${cut}-${ctx.rawSha256(ENC.encode(id))}`;
 }
 
-/** The bounded tail of a stdout (SPEC 10). @param {string} text @param {string} stem */
-export function boundedTail(text, stem) {
-  const chars = [...text];
-  if (chars.length <= TAIL) return text;
-  return `[eval-banana: stdout truncated to the last ${TAIL} characters; full output at checks/${stem}.stdout.txt]\n` + chars.slice(-TAIL).join('');
+/** @param {string} stem */
+function banner(stem) {
+  return `[eval-banana: stdout truncated to the last ${TAIL} characters; full output at checks/${stem}.stdout.txt]\n`;
+}
+
+// Bytes of a stdout file validated at a time: only this much of its text exists at once.
+const VALIDATE_CHUNK = 1024 * 1024;
+
+/**
+ * The bounded tail (SPEC 10) of the text of a stdout file's bytes, or null when they are not UTF-8,
+ * without ever holding the whole text (a 32 MiB stdout would be 32 million characters,
+ * and an array of them many times that): the bytes are validated a chunk at a time,
+ * and only the last 2,000 code points are decoded, found by their lead bytes (in valid
+ * UTF-8 each code point starts with exactly one byte outside 0x80..0xBF).
+ * @param {Uint8Array} data @param {string} stem
+ * @returns {string|null}
+ */
+export function boundedTailOf(data, stem) {
+  const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+  try {
+    for (let at = 0; at < data.length; at += VALIDATE_CHUNK) decoder.decode(data.subarray(at, at + VALIDATE_CHUNK), { stream: true });
+    decoder.decode();
+  } catch {
+    return null;
+  }
+  let count = 0;
+  let start = 0;
+  for (let i = data.length - 1; i >= 0; i--) {
+    if ((data[i] & 0xc0) === 0x80) continue;
+    count++;
+    if (count === TAIL) start = i;
+    else if (count > TAIL) return banner(stem) + UTF8.decode(data.subarray(start));
+  }
+  return UTF8.decode(data);
+}
+
+/**
+ * Equality of two values of the strict reader as JCS sees it (equal canonical forms),
+ * without writing either: numbers by value (the reader gives 1 and 1.0 the same double,
+ * and JCS writes -0 as 0), strings exactly, true never 1, objects key by key whatever
+ * their order. Iterative: the reader bounds nesting, not the length of a list.
+ * @param {unknown} a @param {unknown} b
+ */
+export function sameJson(a, b) {
+  // Only pairs of containers wait on the stack; scalars are compared where they are
+  // met, so a list of a million strings costs no allocation.
+  /** @type {[any, any][]} */
+  const pending = [];
+  /** @param {unknown} x @param {unknown} y */
+  const meet = (x, y) => {
+    if (x === y) return true;
+    if (x === null || y === null || typeof x !== 'object' || typeof y !== 'object') return false;
+    pending.push([x, y]);
+    return true;
+  };
+  if (!meet(a, b)) return false;
+  while (pending.length) {
+    const [x, y] = /** @type {[any, any]} */ (pending.pop());
+    if (Array.isArray(x) !== Array.isArray(y)) return false;
+    if (Array.isArray(x)) {
+      if (x.length !== y.length) return false;
+      for (let i = 0; i < x.length; i++) if (!meet(x[i], y[i])) return false;
+      continue;
+    }
+    const keys = Object.keys(x);
+    if (keys.length !== Object.keys(y).length) return false;
+    for (const k of keys) if (!Object.prototype.hasOwnProperty.call(y, k) || !meet(x[k], y[k])) return false;
+  }
+  return true;
 }
 
 /** Python's round(x, 1) on a binary double (round half to even on the exact value). @param {number} x */
@@ -219,7 +282,9 @@ function checkRun(ctx, report) {
       let same = false;
       let why = 'differs from its entry in report.json';
       try {
-        same = bytesEqual(canonicalBytes(loadJson(data, own, false)), canonicalBytes(c));
+        // Compared as values, not by writing both canonical forms: a check with a
+        // million tags would build two ropes of millions of pieces (SPEC 5, Resources).
+        same = sameJson(loadJson(data, own, false), c);
       } catch (e) {
         if (!(e instanceof JsonError)) throw e;
         why = e.message;
@@ -230,10 +295,11 @@ function checkRun(ctx, report) {
     const wantScore = c.status === 'passed' ? 1 : 0;
     if (c.score !== wantScore) claims.failed(7, `check ${c.check_id}: score follows its status`, `score ${c.score} with status ${c.status}`, { path: REPORT, expected: String(wantScore), observed: String(c.score) });
     const outName = `${RUN}checks/${stem}.stdout.txt`;
-    const outText = textOf(bag, outName);
-    if (outText === null) claims.failed(8, `check ${c.check_id}: stdout tail`, `${outName}: not valid UTF-8`, { path: outName });
-    else if (boundedTail(outText, stem) !== c.stdout) claims.failed(8, `check ${c.check_id}: stdout tail`, `stdout is not the bounded tail of ${outName}${bag.files.has(outName) ? '' : ' (absent, so empty)'}`, { path: outName });
-    else if (bag.files.has(outName) && outText === '') claims.failed(8, `check ${c.check_id}: stdout tail`, `${outName}: empty (eval-banana writes it only for non-empty stdout)`, { path: outName });
+    const outBytes = bag.files.has(outName) ? bag.kept.get(outName) : new Uint8Array(0);
+    const outTail = outBytes === undefined ? null : boundedTailOf(outBytes, stem);
+    if (outTail === null) claims.failed(8, `check ${c.check_id}: stdout tail`, `${outName}: not valid UTF-8`, { path: outName });
+    else if (outTail !== c.stdout) claims.failed(8, `check ${c.check_id}: stdout tail`, `stdout is not the bounded tail of ${outName}${bag.files.has(outName) ? '' : ' (absent, so empty)'}`, { path: outName });
+    else if (bag.files.has(outName) && outBytes?.length === 0) claims.failed(8, `check ${c.check_id}: stdout tail`, `${outName}: empty (eval-banana writes it only for non-empty stdout)`, { path: outName });
     else claims.proven(8, `check ${c.check_id}: stdout tail`, { path: outName });
     const errName = `${RUN}checks/${stem}.stderr.txt`;
     const errText = textOf(bag, errName);

@@ -1,0 +1,104 @@
+"""Both verifiers derive the same stdout tail of an eval-banana check (SPEC 10, 15).
+
+The Node verifier finds the bounded tail from the stdout file's bytes (validated a chunk
+at a time, the last 2,000 code points located by their lead bytes) instead of decoding
+the whole file. A run whose tails export-eb (Python's rule) recorded verifies in Node at
+every length around the cut and with every UTF-8 width at the cut, and a tail one code
+point off fails in both.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import repack
+from test_ebverify import extract, reseal
+from test_export_eb import FLAT_RUN, PROJECT, copy_run, do_export, edit_check
+
+from bundler.bundles.verify import verify_bundle
+from bundler.core.claims import Verdict, VerifyOptions
+from bundler.evalbanana import run as eb
+
+ROOT = Path(__file__).resolve().parent.parent
+WIDTHS = {"ascii": "a", "two": "\u00e9", "three": "\u20ac", "four": "\U0001f600", "bom": "\ufeff"}
+
+
+def _node(bundle: Path) -> dict:
+    proc = subprocess.run(
+        ["node", str(ROOT / "js" / "verify-bundle.mjs"), str(bundle), "--json"],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.stderr == b"" or proc.returncode in (0, 1), proc.stderr.decode()
+    return json.loads(proc.stdout)
+
+
+def _text(width: str, length: int) -> str:
+    # The width under test at every third code point, so the cut meets it and ASCII.
+    ch = WIDTHS[width]
+    return "".join(ch if i % 3 != 1 else "z" for i in range(length))
+
+
+@pytest.mark.parametrize("length", [1999, 2000, 2001, 5000])
+@pytest.mark.parametrize("width", sorted(WIDTHS))
+def test_node_derives_the_tail_python_recorded(width: str, length: int, tmp_path: Path) -> None:
+    run = copy_run(tmp_path, FLAT_RUN)
+    stem = eb.check_stem("passes")
+    text = _text(width, length)
+    (run / "checks" / f"{stem}.stdout.txt").write_bytes(text.encode("utf-8"))
+    edit_check(run, "passes", lambda c: c.update(stdout=eb.bounded_tail(text, stem=stem)))
+    out = tmp_path / "b.tar.zst"
+    do_export(run, PROJECT, out)
+    result = _node(out)
+    assert result["verdict"] == "verified", [c for c in result["claims"] if c["state"] != "proven"]
+
+
+@pytest.mark.parametrize("width", ["four", "two"])
+def test_a_tail_one_code_point_off_fails_in_both(width: str, tmp_path: Path) -> None:
+    run = copy_run(tmp_path, FLAT_RUN)
+    stem = eb.check_stem("passes")
+    text = _text(width, 2001)
+    (run / "checks" / f"{stem}.stdout.txt").write_bytes(text.encode("utf-8"))
+    edit_check(run, "passes", lambda c: c.update(stdout=eb.bounded_tail(text, stem=stem)))
+    out = tmp_path / "b.tar.zst"
+    do_export(run, PROJECT, out)
+    bag = extract(out, tmp_path / "x")
+    # The recorded tail keeps one code point too many (the 2,001st from the end).
+    wrong = eb.bounded_tail(text, stem=stem)
+    wrong = wrong[: wrong.index("\n") + 1] + text[-2001:]
+    for name in ("report.json", f"checks/{stem}.json"):
+        path = bag / "data" / "run" / name
+        value = json.loads(path.read_bytes())
+        check = (
+            value
+            if name.startswith("checks/")
+            else next(c for c in value["checks"] if c["check_id"] == "passes")
+        )
+        check["stdout"] = wrong
+        path.write_text(json.dumps(value, indent=2, ensure_ascii=False), encoding="utf-8")
+    reseal(bag, tree=True)
+    packed = repack.open_bundle(out)
+    packed.files = {
+        p.relative_to(bag).as_posix(): p.read_bytes() for p in sorted(bag.rglob("*")) if p.is_file()
+    }
+    tampered = repack.write_bundle(
+        packed,
+        tmp_path / "t.tar.zst",
+        bundle_json=False,
+        manifest=False,
+        bag_info=False,
+        head=False,
+        tagmanifest=False,
+    )
+    py = verify_bundle(str(tampered), VerifyOptions())
+    assert py.verdict is Verdict.FAILED
+    assert any("stdout" in c.subject for c in py.failures()), py.failures()
+    result = _node(tampered)
+    assert result["verdict"] == "failed"
+    assert any("stdout" in c["subject"] and c["state"] == "failed" for c in result["claims"]), (
+        result["claims"]
+    )
