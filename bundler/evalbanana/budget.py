@@ -137,7 +137,10 @@ class BundleBudget:
         self._claim(f"{self.top}/{member}")
         if not is_kept(member, b"", size):
             return
-        values = json_values(load()) if is_json(member) else 0
+        self._keep(member, size, json_values(load()) if is_json(member) else 0)
+
+    def _keep(self, member: str, size: int, values: int) -> None:
+        """Count a kept document against the reader's caps, or refuse it."""
         problem = sized_document_problem(
             size, values, kept_before=self.kept, values_before=self.values
         )
@@ -160,10 +163,4 @@ class BundleBudget:
             ("bundle-head.json", self.TAG_FILES_VALUES, json_values(b"," * self.TAG_FILES_VALUES)),
             ("bag-info.txt", self.TAG_FILES_BYTES, 0),
         ):
-            problem = sized_document_problem(
-                size, values, kept_before=self.kept, values_before=self.values
-            )
-            if problem is not None:
-                raise self._refuse(member, problem)
-            self.kept += size
-            self.values += values
+            self._keep(member, size, values)
