@@ -264,6 +264,12 @@ def _read_task(
                 )
         elif not metric.endswith("_stderr"):
             specs.append((metric, filt))
+        elif f"{metric.removesuffix('_stderr')},{filt}" not in values:
+            raise InputError(
+                f"{where}: results.{task}.{key}: a standard error without its metric "
+                f"{metric.removesuffix('_stderr')},{filt} (lm-eval writes them together, and "
+                "it could not be recorded); import refused"
+            )
     checks: dict[tuple[str, str], ImportedCheck] = {}
     for metric, filt in specs:
         value = values[f"{metric},{filt}"]
