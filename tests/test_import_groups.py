@@ -74,8 +74,12 @@ def _set_both(r: dict[str, Any], key: str, value: Any, group: str = GROUP) -> No
 
 
 def _add_outer(r: dict[str, Any], outer_children: list[str], values: dict[str, Any]) -> None:
+    """An outer group over fixture_group's leaves (5 documents), with the document
+    counts lm-eval writes beside an aggregate."""
     r["group_subtasks"]["fixture_outer"] = outer_children
-    entry = {"alias": "fixture_outer", "name": "fixture_outer", **values}
+    counts = {k: 5 for k in values if "," in k and not k.split(",")[0].endswith("_stderr")}
+    entry = {"alias": "fixture_outer", "name": "fixture_outer", "sample_len": 5, **values}
+    entry["sample_count"] = counts
     r["results"]["fixture_outer"] = entry
     r["groups"]["fixture_outer"] = copy.deepcopy(entry)
 
@@ -216,6 +220,54 @@ HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "a task hash for the group": (
         lambda r: r["task_hashes"].update({GROUP: "0" * 64}),
         f"task_hashes.{GROUP}: a task with no entry in configs",
+    ),
+    # Nothing a run records is dropped: each field lm-eval writes for a group (or a
+    # task) either is recorded or refuses the import, naming the file and field.
+    "a group's stderr without its aggregate": (
+        lambda r: _both_entries(r, "bleu_stderr,none", 0.1),
+        f"results.{GROUP}.bleu_stderr,none: a standard error without its aggregate",
+    ),
+    "a task's stderr without its metric": (
+        lambda r: r["results"]["fixture_mc"].update({"bleu_stderr,none": 0.1}),
+        "results.fixture_mc.bleu_stderr,none: a standard error without its metric",
+    ),
+    **{
+        f"{table} entry for a name not in the run": (
+            (lambda t: lambda r: r[t].update(fixture_ghost=r[t]["fixture_mc"]))(table),
+            f"{table}.fixture_ghost: names nothing of the run",
+        )
+        for table in ("versions", "n-shot", "higher_is_better", "n-samples")
+    },
+    "n-samples entry for a group": (
+        lambda r: r["n-samples"].update({GROUP: {"original": 5, "effective": 5}}),
+        f"n-samples.{GROUP}: names a group (lm-eval writes none for a group)",
+    ),
+    "group name differs": (
+        lambda r: _both_entries(r, "name", "other"),
+        f"results.{GROUP}.name: 'other', not the group's name",
+    ),
+    "group name missing": (
+        lambda r: (r["results"][GROUP].pop("name"), r["groups"][GROUP].pop("name")),
+        f"results.{GROUP}.name: None, not the group's name",
+    ),
+    **{
+        f"group {key} missing beside an aggregate": (
+            (lambda k: lambda r: (r["results"][GROUP].pop(k), r["groups"][GROUP].pop(k)))(key),
+            f"results.{GROUP}.{key}: missing, but the group holds an aggregate",
+        )
+        for key in ("sample_len", "sample_count")
+    },
+    "group sample_len a float": (
+        lambda r: _both_entries(r, "sample_len", 5.0),
+        f"results.{GROUP}.sample_len: 5.0",
+    ),
+    "task sample_len a float": (
+        lambda r: r["results"]["fixture_mc"].update(sample_len=3.0),
+        "results.fixture_mc.sample_len: 3.0",
+    ),
+    "group sample_count a float": (
+        lambda r: _both_entries(r, "sample_count", {"acc,none": 5.0, "acc_norm,none": 5}),
+        f"results.{GROUP}.sample_count: ",
     ),
 }
 

@@ -284,14 +284,15 @@ class CaseClaims(VerifierState):
         if self.report is None:
             return
         payloads = {p["digest"]: p for p in self.bundle["payloads"]}
+        # Each check's case outputs and evidence, in one pass over the references: per
+        # check, a scan of them all would cost checks x references.
+        scored_by_check: dict[str, set[tuple[str, str]]] = {}
+        for d, uses in self.case_refs.items():
+            for kind, _, cid, _ in uses:
+                scored_by_check.setdefault(cid, set()).add((kind, d))
         for check in self.report["checks"]:
             check_id = check["check_id"]
-            scored = {
-                (kind, d)
-                for d, uses in self.case_refs.items()
-                for kind, _, cid, _ in uses
-                if cid == check_id
-            }
+            scored = scored_by_check.get(check_id, set())
             cut = self.listing.get("cases", check_id)
             if check_id in self.checks_unknown:
                 continue  # its case file is missing (failed in claim 8)

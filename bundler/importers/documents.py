@@ -309,9 +309,15 @@ def _build_checks(
     file_refs: list[PayloadRef],
     decision: Decision | None,
 ) -> list[dict[str, Any]]:
-    run_file_refs = [r.as_case_ref("artifact") for r in file_refs]
     out = []
     for check in run.checks:
+        # The run files that hold this check's cases: those of the whole run and its own
+        # dataset's (lm-eval: its task's samples file), in the subject's order.
+        run_file_refs = [
+            r.as_case_ref("artifact")
+            for f, r in zip(run.files, file_refs, strict=True)
+            if f.holds is None or f.holds == check.dataset
+        ]
         chosen = decision.checks.get(check.check_id) if decision is not None else None
         required = chosen.required if chosen is not None else False
         aggregation = chosen.aggregation if chosen is not None else no_threshold(check.repeats)

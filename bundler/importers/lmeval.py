@@ -206,8 +206,8 @@ def read_lm_eval_run(
             str(results_file.path),
         ),
         *(
-            ImportedFile(Role.SAMPLES, f.path.name, f.sha256, f.size, str(f.path))
-            for f in sorted(samples_files, key=lambda f: f.path.name)
+            ImportedFile(Role.SAMPLES, f.path.name, f.sha256, f.size, str(f.path), holds=task)
+            for task, f in sorted(by_task.items(), key=lambda item: item[1].path.name)
         ),
     ]
     model_name = str(results.get("model_name") or model or "model")
@@ -264,6 +264,12 @@ def _read_task(
                 )
         elif not metric.endswith("_stderr"):
             specs.append((metric, filt))
+        elif f"{metric.removesuffix('_stderr')},{filt}" not in values:
+            raise InputError(
+                f"{where}: results.{task}.{key}: a standard error without its metric "
+                f"{metric.removesuffix('_stderr')},{filt} (lm-eval writes them together, and "
+                "it could not be recorded); import refused"
+            )
     checks: dict[tuple[str, str], ImportedCheck] = {}
     for metric, filt in specs:
         value = values[f"{metric},{filt}"]

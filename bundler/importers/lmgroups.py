@@ -84,6 +84,37 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _count(value: Any) -> bool:
+    """A count as lm-eval writes one: a JSON integer (not ``5.0``, not ``true``)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+# Tables of results that lm-eval keys by task or group name, and what each may name:
+# ``n-samples`` tasks only (lm-eval writes none for a group), the others tasks and groups.
+_NAMED_TABLES = {"versions": True, "n-shot": True, "higher_is_better": True, "n-samples": False}
+
+
+def _no_ghosts(results: dict[str, Any], tasks: set[str], groups: set[str], where: str) -> None:
+    """Refuse an entry of a per-name table for a name the run does not hold (a task
+    with a config, or a group where lm-eval writes one): nothing a run records is
+    dropped, and an entry that names nothing could only be dropped."""
+    for table, groups_too in _NAMED_TABLES.items():
+        entries = results.get(table)
+        if entries is None:
+            continue
+        if not isinstance(entries, dict):
+            raise InputError(f"{where}: {table}: not an object; import refused")
+        for name in entries:
+            if name in tasks or (groups_too and name in groups):
+                continue
+            what = "a group (lm-eval writes none for a group)" if name in groups else "nothing"
+            raise InputError(
+                f"{where}: {table}.{name}: names {what} of the run (neither a task with a "
+                f"config{'' if not groups_too else ' nor a group of group_subtasks'}); "
+                "import refused"
+            )
+
+
 def group_names(results: dict[str, Any], where: str) -> set[str]:
     """The groups ``group_subtasks`` records (a task of ``configs`` with no children, as
     some lm-eval versions write for a task run on its own, is not a group)."""
@@ -184,7 +215,7 @@ def read_groups(
             )
     for task in tasks:
         size = results["results"][task].get("sample_len")
-        if size is not None and (isinstance(size, bool) or size != len(datasets[task].examples)):
+        if size is not None and (not _count(size) or size != len(datasets[task].examples)):
             raise InputError(
                 f"{where}: results.{task}.sample_len: {size!r}, but its samples hold "
                 f"{len(datasets[task].examples)} documents; import refused"
@@ -199,6 +230,11 @@ def read_groups(
             raise InputError(
                 f"{where}: results.{g}: missing or not an object (lm-eval writes every group "
                 "of group_subtasks into results); import refused"
+            )
+        if values.get("name") != g:
+            raise InputError(
+                f"{where}: results.{g}.name: {values.get('name')!r}, not the group's name "
+                f"{g!r} (lm-eval writes a group's own name there); import refused"
             )
         leaves = _leaves(g, tree, tasks, groups, where)
         aggregates = _aggregates(g, values, leaves, by_task, datasets, where)
@@ -228,6 +264,7 @@ def read_groups(
                 aggregates=aggregates,
             )
         )
+    _no_ghosts(results, tasks, groups, where)
     return out
 
 
@@ -260,6 +297,12 @@ def _aggregates(
         if metric.endswith("_stderr"):
             if not (_number(value) or value == "N/A"):
                 raise InputError(f'{where}: results.{g}.{key}: not a number or "N/A"')
+            if f"{metric.removesuffix('_stderr')},{filt}" not in values:
+                raise InputError(
+                    f"{where}: results.{g}.{key}: a standard error without its aggregate "
+                    f"{metric.removesuffix('_stderr')},{filt} (lm-eval writes them together, "
+                    "and it could not be recorded); import refused"
+                )
             continue
         field = f"{where}: results.{g}.{key}"
         if not _number(value):
@@ -286,9 +329,16 @@ def _check_sizes(
     datasets: dict[str, ImportedDataset],
     where: str,
 ) -> None:
+    if aggregates:
+        for key in ("sample_len", "sample_count"):
+            if key not in values:
+                raise InputError(
+                    f"{where}: results.{g}.{key}: missing, but the group holds an aggregate "
+                    "(lm-eval writes its document counts with it); import refused"
+                )
     if "sample_len" in values:
         total = sum(len(datasets[t].examples) for t in leaves)
-        if values["sample_len"] != total or isinstance(values["sample_len"], bool):
+        if not _count(values["sample_len"]) or values["sample_len"] != total:
             raise InputError(
                 f"{where}: results.{g}.sample_len: {values['sample_len']!r}, but its tasks' "
                 f"samples hold {total} documents; import refused"
@@ -296,7 +346,11 @@ def _check_sizes(
     if "sample_count" in values:
         counts = values["sample_count"]
         given = {f"{a.metric},{a.filter}": sum(m.size for m in a.members) for a in aggregates}
-        if counts != given:
+        if (
+            not isinstance(counts, dict)
+            or not all(_count(n) for n in counts.values())
+            or counts != given
+        ):
             raise InputError(
                 f"{where}: results.{g}.sample_count: {counts!r}, but its tasks' samples give "
                 f"{given!r}; import refused"

@@ -142,6 +142,12 @@ class ImportedFile:
     digest: str
     size: int
     path: str  # where to read it from during this import (never recorded)
+    # The dataset (lm-eval: the task) whose cases alone this file holds, as a samples
+    # file holds one task's; None for a file of the whole run (a log, a results,
+    # dataset or decision file). A case's evidence names the files of the whole run
+    # and those holding its own dataset, never the others: so a case's size does not
+    # grow with the number of tasks, nor the store with tasks x documents.
+    holds: str | None = None
 
     def subject_entry(self) -> dict[str, Any]:
         return {
@@ -167,7 +173,7 @@ class ImportedCase:
     status: CaseStatus
     score: float | None
     output: PayloadRef | None  # the model's output, None when the runner recorded none
-    evidence: tuple[PayloadRef, ...]  # this case's own evidence (the run files are added)
+    evidence: tuple[PayloadRef, ...]  # this case's own evidence (its run files are added)
 
 
 @dataclass
@@ -213,7 +219,7 @@ class ImportedRun:
     issued_at_where: str  # the file and field it was read from, for errors
     run: dict[str, Any]  # the run's own identity, for the subject
     runner: dict[str, Any]  # {"name", "version"}
-    files: list[ImportedFile]  # run files (and --dataset files): artifacts of every case
+    files: list[ImportedFile]  # run files (and --dataset files): artifacts of the cases they hold
     scorers: dict[str, ImportedScorer]
     datasets: dict[str, ImportedDataset]
     checks: list[ImportedCheck]

@@ -510,10 +510,20 @@ class EvalBookClaims {
     /** @type {Map<string, any>} */
     const payloads = new Map();
     for (const p of this.bundle.payloads) payloads.set(p.digest, p);
+    // Each check's case outputs and evidence, in one pass over the references (a scan of
+    // them all per check would cost checks x references).
+    /** @type {Map<string, Set<string>>} */
+    const scoredByCheck = new Map();
+    for (const [d, uses] of this.caseRefs) {
+      for (const u of uses) {
+        let set = scoredByCheck.get(u.checkId);
+        if (set === undefined) scoredByCheck.set(u.checkId, (set = new Set()));
+        set.add(`${u.kind}\u0000${d}`);
+      }
+    }
     for (const check of this.report.checks) {
       const checkId = check.check_id;
-      const scored = new Set();
-      for (const [d, uses] of this.caseRefs) for (const u of uses) if (u.checkId === checkId) scored.add(`${u.kind}\u0000${d}`);
+      const scored = scoredByCheck.get(checkId) ?? new Set();
       const cut = this.listing('cases', checkId);
       if (this.checksUnknown.has(checkId)) continue;
       for (const ref of check.evidence_refs) {
