@@ -636,7 +636,7 @@ HOSTILE_ARCHIVES: dict[str, tuple[Callable[[bytes], bytes], list[str], list[str]
     "two-frames": (lambda real: real + hostile.zstd(b"second"), ["byte", "second zstd frame"], []),
     "zstd-bomb": (
         lambda _: hostile.member_bomb(GIB, member_size=64 * 1024 * 1024),
-        ["'bomb/f", "max_bytes=16777216"],
+        ["'bomb/f", "--max-bytes=16777216"],
         ["--max-bytes", str(16 * 1024 * 1024)],
     ),
 }
