@@ -288,6 +288,8 @@ def test_option_bounds_are_named(
         ("r.jsonl", "r.jsonl", False, 3),
         ("r.jsonl", "r.jsonl", True, 3),
         ("r.jsonl", "r.jsonl.sig", True, 3),
+        ("r.jsonl", "r.jsonl.sig/", True, 3),  # a directory where the signature goes
+        ("r.jsonl", "r.jsonl/", False, 3),  # and where the record goes
         ("l.sqlite", None, False, 2),
         ("l.sqlite-wal", None, False, 2),
         ("l.sqlite-journal", None, True, 2),
@@ -306,7 +308,9 @@ def test_record_outputs_are_checked_before_the_run(
     root = _archive(tmp_path, bundles, n=1)
     work = tmp_path / "out"
     work.mkdir()
-    if planted is not None:
+    if planted is not None and planted.endswith("/"):
+        (work / planted).mkdir()
+    elif planted is not None:
         (work / planted).write_bytes(b"kept")
     key = tmp_path / "id_ed25519"
     key.write_bytes(
@@ -327,7 +331,9 @@ def test_record_outputs_are_checked_before_the_run(
     assert done.returncode == code, done.stderr
     assert done.stderr.count(b"\n") == 1 and b"--record" in done.stderr
     assert not (work / "l.sqlite").exists(), "a refused run made a ledger"
-    if planted is not None:
+    if planted is not None and planted.endswith("/"):
+        assert (work / planted).is_dir() and not any((work / planted).iterdir())
+    elif planted is not None:
         assert (work / planted).read_bytes() == b"kept"
 
 

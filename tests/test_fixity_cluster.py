@@ -177,6 +177,68 @@ def test_an_unreachable_scheduler_is_refused_at_once_leaving_nothing(
     assert not ledger.exists() and list(tmp_path.glob("l.sqlite*")) == []
 
 
+@pytest.mark.parametrize("listener", ["silent", "http"])
+def test_a_listener_that_is_no_scheduler_is_refused_within_the_deadline(
+    tmp_path: Path, bundles: dict[str, Path], listener: str
+) -> None:
+    """A port that accepts but speaks no Dask (a silent server, an HTTP server whose
+    reply reads as a length prefix of exabytes): the handshake is tried in a child
+    killed past its deadline, so the run is refused (exit 3, one line, no ledger, no
+    traceback) instead of hanging or failing to allocate."""
+    import socket
+    import threading
+
+    from bundler.fixity.execute import SCHEDULER_HANDSHAKE_SECONDS
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    stop = threading.Event()
+
+    def serve() -> None:
+        held = []
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            if listener == "http":
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n" * 64)
+            held.append(conn)
+        for conn in held:
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    (tmp_path / "a").mkdir()
+    shutil.copyfile(bundles["rpt-clean/alice"], tmp_path / "a" / "b.tar.zst")
+    ledger = tmp_path / "l.sqlite"
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    started = time.monotonic()
+    try:
+        done = run_cli(
+            "fixity",
+            str(tmp_path / "a"),
+            "--ledger",
+            str(ledger),
+            "--scheduler",
+            address,
+            timeout=SCHEDULER_HANDSHAKE_SECONDS + 60,
+        )
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+    assert time.monotonic() - started < SCHEDULER_HANDSHAKE_SECONDS + 30
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.startswith(
+        f"evalbook-bundle: error: --scheduler: {address}: cannot reach the Dask scheduler (".encode()
+    ), done.stderr
+    assert done.stderr.count(b"\n") == 1 and b"Traceback" not in done.stderr
+    assert not ledger.exists() and list(tmp_path.glob("l.sqlite*")) == []
+
+
 def test_library_unreachable_scheduler_is_an_input_error_naming_it(
     tmp_path: Path, bundles: dict[str, Path]
 ) -> None:

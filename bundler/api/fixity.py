@@ -11,7 +11,7 @@ from typing import Any
 
 from bundler.api import params
 from bundler.api.results import Progress
-from bundler.core.errors import ParameterError, UsageError
+from bundler.core.errors import OutputError, ParameterError, UsageError
 from bundler.fixity.run import Retirement, Summary
 
 OnProgress = Callable[[Progress], None]
@@ -21,11 +21,16 @@ def _distinct_outputs(ledger: Path, record: Path, *, signed: bool) -> None:
     """Every file the run will write is checked before any work: the record and, when
     it is signed, its ``.sig`` are outputs like any other (never over anything, exit 3),
     and neither may be the ledger or one of the files SQLite keeps beside it."""
-    if record.is_dir():
-        raise ParameterError("record", f"{record}: is a directory; name the record's file")
     outputs = [record]
     if signed:
         outputs.append(params.output(record.with_name(record.name + ".sig"), "record"))
+    for target in outputs:
+        if target.is_dir():  # the record's own file names, never a directory to fill
+            raise OutputError(
+                f"record: {target}: exists and is a directory; an output is never "
+                "written over anything",
+                param="record",
+            )
     ledger_files = {
         os.path.abspath(ledger.with_name(ledger.name + suffix))
         for suffix in ("", "-journal", "-wal", "-shm")

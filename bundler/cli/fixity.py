@@ -107,7 +107,7 @@ summary so far.
 )
 @click.option(
     "--record",
-    type=_LocalPath(dir_okay=False),
+    type=_LocalPath(),
     help="Write the JSON Lines fixity record here (never over an existing file).",
 )
 @click.option(

@@ -411,6 +411,39 @@ SCHEDULER_PROBE_SECONDS = 3.0
 SCHEDULER_CONNECT_SECONDS = 10.0
 # How long closing a client may wait for the scheduler to answer.
 SCHEDULER_CLOSE_SECONDS = 2.0
+# The handshake is first tried in a child process that is killed past this deadline:
+# a listener that is no Dask scheduler can make the client wait forever (a silent
+# server) or read a length prefix of exabytes (an HTTP server), neither of which its
+# own timeout covers. The child's imports are inside the deadline.
+SCHEDULER_HANDSHAKE_SECONDS = SCHEDULER_CONNECT_SECONDS + 20.0
+_HANDSHAKE_PROBE = """
+import sys
+from distributed import Client
+try:
+    Client(sys.argv[1], timeout=float(sys.argv[2]), set_as_default=False).close(timeout=2)
+except BaseException as exc:
+    print(type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "", flush=True)
+    raise SystemExit(1)
+"""
+
+
+def _handshake_problem(address: str) -> str | None:
+    """Why a Dask client cannot complete its handshake with ``address``, asked of a child
+    process that is killed past ``SCHEDULER_HANDSHAKE_SECONDS``; None when it can."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _HANDSHAKE_PROBE, address, str(SCHEDULER_CONNECT_SECONDS)],
+            capture_output=True,
+            timeout=SCHEDULER_HANDSHAKE_SECONDS,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return f"no Dask handshake within {SCHEDULER_HANDSHAKE_SECONDS:g} s"
+    if done.returncode == 0:
+        return None
+    said = done.stdout.decode("utf-8", "replace").strip().splitlines()
+    return (said[0] if said else f"the handshake failed (exit {done.returncode})")[:200]
 
 
 def connect_scheduler(address: str) -> Any:
@@ -454,10 +487,15 @@ def connect_scheduler(address: str) -> Any:
             # own would wait twice the connect timeout, then print a traceback).
             close_scheduler(self)
 
+    problem = _handshake_problem(address)
+    if problem is not None:
+        raise unreachable(problem)
     try:
         return _Client(address, timeout=SCHEDULER_CONNECT_SECONDS, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise unreachable(exc) from None
+    except Exception as exc:  # the service's reply is untrusted: any failure is its
+        raise unreachable(
+            str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        ) from None
 
 
 def close_scheduler(client: Any) -> None:
