@@ -318,10 +318,6 @@ def _build_checks(
             for f, r in zip(run.files, file_refs, strict=True)
             if f.holds is None or f.holds == check.dataset
         ]
-        # SPEC 16 keeps every run file in the evidence of every check: the check's first
-        # case names them all, so its evidence_refs (claim 9: refs are its cases') do,
-        # at the cost of checks x files, not cases x files.
-        every_file_ref = [r.as_case_ref("artifact") for r in file_refs]
         chosen = decision.checks.get(check.check_id) if decision is not None else None
         required = chosen.required if chosen is not None else False
         aggregation = chosen.aggregation if chosen is not None else no_threshold(check.repeats)
@@ -329,11 +325,10 @@ def _build_checks(
         lines = []
         cases = []
         evidence_keys: set[tuple[str, str]] = set()
-        for index, case in enumerate(check.cases):
+        for case in check.cases:
             # A case's own evidence holds the sample's input and the model's outputs, so
             # it is kind output (redacted with outputs); only run files are artifacts.
-            files = every_file_ref if index == 0 else run_file_refs
-            evidence = [r.as_case_ref("output") for r in case.evidence] + files
+            evidence = [r.as_case_ref("output") for r in case.evidence] + run_file_refs
             value = {
                 "assurance": ASSURANCE,
                 "case_id": _case_id(check.check_id, case.example_id, case.repeat),
