@@ -44,8 +44,9 @@ from bundler.core.digests import SCORER_TAG, framed_digest, json_digest
 from bundler.core.errors import BundlerError, InputError
 from bundler.evalbanana import export as eb_export
 from bundler.evalbanana import run as eb
+from bundler.evalbanana.budget import EXPORT_WOULD_REFUSE, in_place_words
 from bundler.evalbanana.export import EbExportConfig, export_eb_bundle
-from bundler.evalbanana.verify import EXPORT_WOULD_REFUSE, in_place_words, verify_run_dir
+from bundler.evalbanana.verify import verify_run_dir
 from bundler.evalbook.export import ExportConfig, export_bundle
 from bundler.testing.fixturegen import CaseSpec, CheckSpec, StoreBuilder
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import signal
 import sys
 import traceback
@@ -13,6 +12,8 @@ from typing import Any, NoReturn
 import click
 
 from bundler.cli.common import EPILOG_EXIT, _emit_json, _say
+from bundler.cli.invoked import INVOKED as _INVOKED
+from bundler.cli.invoked import option_text
 from bundler.core.errors import (
     BundlerError,
 )
@@ -110,9 +111,6 @@ def repeated_option(params: Sequence[click.Parameter], args: Sequence[str]) -> s
 
 def _takes_value(option: click.Option) -> bool:
     return not option.is_flag and not option.count
-
-
-_INVOKED: list[click.Context] = []
 
 
 def _shell_lines(command: str, width: int) -> list[str]:
@@ -277,37 +275,6 @@ def _option_label(name: str) -> str | None:
 def message_of(exc: BundlerError) -> str:
     """The error's one line as the command line says it (``_message``)."""
     return _message(exc)
-
-
-# Library parameters that the library's texts name inside a message (a reader's cap:
-# "more than max_bytes=1 bytes (the max_bytes cap; ...)"), not only at its start: each
-# with the pattern of its mentions, never a word that merely contains it.
-_NAMED_IN_TEXT = {"max_bytes": re.compile(r"(?<![\w-])max_bytes(?![\w-])")}
-
-
-def option_text(text: str) -> str:
-    """``text`` (an error, a record's error or detail) with each library parameter it
-    names spelled as the running command's option (``max_bytes`` as ``--max-bytes``):
-    the one translation of parameter names inside texts. A parameter the command has no
-    option for keeps its name."""
-    if not _INVOKED:
-        return text
-    for param in _INVOKED[-1].command.params:
-        pattern = _NAMED_IN_TEXT.get(param.name or "")
-        if pattern is not None and isinstance(param, click.Option):
-            text = pattern.sub(max(param.opts, key=len), text)
-    return text
-
-
-def option_record(value: Any) -> Any:
-    """A record as the command prints it: every text in it through ``option_text``."""
-    if isinstance(value, str):
-        return option_text(value)
-    if isinstance(value, dict):
-        return {k: option_record(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [option_record(v) for v in value]
-    return value
 
 
 def _message(exc: BundlerError) -> str:

@@ -127,11 +127,11 @@ def audit(
     if as_json:
         _emit_json(result.to_json())
         if result.verdict is AuditVerdict.ERROR:
-            from bundler.cli.app import option_text
+            from bundler.cli.invoked import option_text
 
             _say(f"evalbook-bundle: error: {shown(option_text(str(result.error)))}\n")  # never quieted
     else:
-        from bundler.cli.app import option_text
+        from bundler.cli.invoked import option_text
 
         sys.stdout.write(option_text(audit_text(result, signature_lines)))
         sys.stdout.flush()

@@ -14,6 +14,7 @@ from typing import Any, BinaryIO, TypeVar
 
 import click
 
+from bundler.cli.invoked import option_record
 from bundler.core import jsonout, times
 from bundler.core.errors import (
     InputError,
@@ -34,9 +35,7 @@ EPILOG_EXIT = (
 def _emit_json(value: Any) -> None:
     """One result as one line of JSON Lines (SPEC 7), so `jq` reads one or many alike;
     a library parameter its texts name is spelled as the command's option
-    (``bundler.cli.app.option_record``)."""
-    from bundler.cli.app import option_record
-
+    (``bundler.cli.invoked.option_record``)."""
     sys.stdout.buffer.write(jsonout.dumps(option_record(value)) + b"\n")
     sys.stdout.flush()
 

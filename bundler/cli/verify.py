@@ -100,7 +100,7 @@ def verify(
     from bundler.api.anchors import anchors
     from bundler.api.bundles import verify_one
     from bundler.api.pages import page_target
-    from bundler.cli.app import option_record, option_text
+    from bundler.cli.invoked import option_record, option_text
     from bundler.report.render import verification_markdown, verification_text
 
     if (signature is not None or identity is not None) and allowed_signers is None:
@@ -202,7 +202,7 @@ def verify(
 def _say_error(result: Any) -> None:
     """With --json: the error of a bundle that could not be checked, on stderr."""
     if result.error is not None and result.verdict.value == "error":
-        from bundler.cli.app import option_text
+        from bundler.cli.invoked import option_text
 
         _say(f"evalbook-bundle: error: {shown(option_text(result.error))}\n")
 
@@ -367,7 +367,7 @@ def extract(
     """
     from bundler.api.bundles import extract as extract_bundle
     from bundler.api.bundles import extracted_sidecars
-    from bundler.cli.app import option_text
+    from bundler.cli.invoked import option_text
     from bundler.report.render import verification_text
 
     if bundle.startswith("s3://"):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from bundler.archive.bag_reader import (
     MAX_DOCUMENT_BYTES,
@@ -164,3 +165,25 @@ class BundleBudget:
             ("bag-info.txt", self.TAG_FILES_BYTES, 0),
         ):
             self._keep(member, size, values)
+
+
+T = TypeVar("T")
+# How verify in place begins the message of a run export-eb refuses over its bundle's size.
+EXPORT_WOULD_REFUSE = "export-eb would refuse this run: "
+
+
+def as_export_would(ask: Callable[[], T]) -> T:
+    """``ask()``, its refusal said as export-eb's (exit 3): the rule in export's words
+    (``in_place_words``) after ``EXPORT_WOULD_REFUSE``."""
+    try:
+        return ask()
+    except eb.ChangedDuringRead:
+        raise  # not export's rule: the run changed while it was verified
+    except InputError as exc:
+        raise InputError(f"{EXPORT_WOULD_REFUSE}{in_place_words(exc)}") from exc
+
+
+def in_place_words(exc: InputError) -> str:
+    """What verify in place says of export's refusal ``exc``: the rule's own words,
+    without export's tail ("nothing written": verify writes nothing in any case)."""
+    return exc.rule if isinstance(exc, BundleRefusal) else exc.message

@@ -25,6 +25,7 @@ changed in between abandons the export ("changed during export; export again").
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -423,7 +424,7 @@ def check_exportable(
         for rel in run.files:
             member = RUN_PREFIX + rel
             size = run_sizes[rel]
-            budget.admit(member, size, lambda rel=rel: _read_run_file(source, rel, run_dir))
+            budget.admit(member, size, functools.partial(_read_run_file, source, rel, run_dir))
             files.append({"path": member, "digest": _UNHASHED_DIGEST, "size": size})
     for rel in sorted(plan.definitions, key=lambda p: p.encode("utf-8")):
         data = plan.definitions[rel]

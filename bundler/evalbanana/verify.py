@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from bundler.archive.bag_reader import BagContents
 from bundler.core.claims import (
@@ -51,7 +51,10 @@ from bundler.core.claims import (
 from bundler.core.digests import is_digest
 from bundler.core.errors import BundlerError, InputError, UsageError
 from bundler.evalbanana import run as eb
-from bundler.evalbanana.budget import BundleRefusal, run_file_sizes
+from bundler.evalbanana.budget import (
+    as_export_would,
+    run_file_sizes,
+)
 from bundler.evalbanana.bundled_definitions import bundled_definition, expected_definition_member
 from bundler.evalbanana.definitions import (
     Definition,
@@ -83,10 +86,6 @@ from bundler.evalbanana.summary import (
     tree_of,
 )
 from bundler.evalbook.bagcheck import check_bag_frame
-
-T = TypeVar("T")
-# How verify in place begins the message of a run export-eb refuses over its bundle's size.
-EXPORT_WOULD_REFUSE = "export-eb would refuse this run: "
 
 _FINDING_GROUPS: dict[FindingKind, int] = {
     FindingKind.MISSING_FILE: 7,
@@ -155,7 +154,7 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         # Export's first refusal, before any file is read: a run file the bundle reader
         # would not keep whole (docs/format.md, "Sizes: one rule for export and verify
         # in place").
-        run_sizes = _as_export_would(lambda: run_file_sizes(run, run_dir))
+        run_sizes = as_export_would(lambda: run_file_sizes(run, run_dir))
         findings = check_run(run, run_dir, log=log)
         with eb.Beneath(project_root) as project:
             definitions = [resolve_definition(run, check, project) for check in run.checks]
@@ -199,7 +198,7 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         # words: the same rule (BundleBudget), asked with the sizes, definitions and
         # JSON documents already at hand, nothing hashed or archived.
         try:
-            _as_export_would(
+            as_export_would(
                 lambda: check_exportable(run, run_dir, run_sizes, definitions, project_root, log)
             )
         except BundlerError as exc:
@@ -223,23 +222,6 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
         report_result=run_result(summary),
         report_issued_at=run.completed_at,
     )
-
-
-def _as_export_would(ask: Callable[[], T]) -> T:
-    """``ask()``, its refusal said as export-eb's (exit 3): the rule in export's words
-    (``in_place_words``) after ``EXPORT_WOULD_REFUSE``."""
-    try:
-        return ask()
-    except eb.ChangedDuringRead:
-        raise  # not export's rule: the run changed while it was verified
-    except InputError as exc:
-        raise InputError(f"{EXPORT_WOULD_REFUSE}{in_place_words(exc)}") from exc
-
-
-def in_place_words(exc: InputError) -> str:
-    """What verify in place says of export's refusal ``exc``: the rule's own words,
-    without export's tail ("nothing written": verify writes nothing in any case)."""
-    return exc.rule if isinstance(exc, BundleRefusal) else exc.message
 
 
 def _read_results(run: eb.Run, run_dir: Path, log: eb.ReadLog) -> list[bytes] | None:

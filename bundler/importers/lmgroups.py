@@ -30,13 +30,18 @@ are runner values no sample gives). ``read_groups`` reads and checks the structu
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from bundler.core.errors import InputError
 from bundler.evalbook.auditor import numbers_agree
-from bundler.importers.model import ImportedCheck, ImportedDataset
+from bundler.importers.model import (
+    GroupAggregate,
+    ImportedCheck,
+    ImportedDataset,
+    ImportedGroup,
+    Member,
+)
 
 MAX_GROUP_DEPTH = 32  # nesting of groups in groups (mmlu is two deep)
 
@@ -50,34 +55,6 @@ class Weighting(StrEnum):
     BY_SIZE = "weight_by_size"  # mean weighted by each task's sample_len
     UNWEIGHTED = "unweighted"  # plain mean of the task values
     EITHER = "weight_by_size or unweighted (they agree here)"
-
-
-@dataclass(frozen=True)
-class Member:
-    """One leaf task's check in a group aggregate, with the task's size."""
-
-    task: str
-    check_id: str
-    size: int
-
-
-@dataclass(frozen=True)
-class GroupAggregate:
-    metric: str
-    filter: str
-    value: float  # the runner's
-    stderr: Any  # as recorded: a number, "N/A", or None when absent
-    where: str  # file and field of the value, for errors
-    members: tuple[Member, ...]
-
-
-@dataclass(frozen=True)
-class ImportedGroup:
-    name: str
-    subtasks: list[str]  # group_subtasks[name], as recorded
-    tasks: list[str]  # its leaf tasks, in lm-eval's order
-    identity: dict[str, Any]  # alias, version, n-shot, higher_is_better, sample_len
-    aggregates: list[GroupAggregate]
 
 
 def _number(value: Any) -> bool:

@@ -13,14 +13,11 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bundler.core.errors import InputError
 from bundler.core.times import ARCHIVE_TIME_MAX
 from bundler.importers.storewriter import PayloadRef
-
-if TYPE_CHECKING:
-    from bundler.importers.lmgroups import ImportedGroup
 
 _IDENTIFIER = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _OUTSIDE = re.compile(r"[^A-Za-z0-9._-]")
@@ -226,3 +223,32 @@ class ImportedRun:
     report_base: str  # the readable part of the default report id
     # lm-eval groups: aggregates over checks, re-derived once the checks are (lmgroups)
     groups: list[ImportedGroup] = field(default_factory=list)
+
+
+# lm-eval groups: a group's aggregates over its leaf tasks' checks (importers.lmgroups).
+@dataclass(frozen=True)
+class Member:
+    """One leaf task's check in a group aggregate, with the task's size."""
+
+    task: str
+    check_id: str
+    size: int
+
+
+@dataclass(frozen=True)
+class GroupAggregate:
+    metric: str
+    filter: str
+    value: float  # the runner's
+    stderr: Any  # as recorded: a number, "N/A", or None when absent
+    where: str  # file and field of the value, for errors
+    members: tuple[Member, ...]
+
+
+@dataclass(frozen=True)
+class ImportedGroup:
+    name: str
+    subtasks: list[str]  # group_subtasks[name], as recorded
+    tasks: list[str]  # its leaf tasks, in lm-eval's order
+    identity: dict[str, Any]  # alias, version, n-shot, higher_is_better, sample_len
+    aggregates: list[GroupAggregate]

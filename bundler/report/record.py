@@ -413,8 +413,7 @@ class AuditFacts(Facts):
         # comparison or value its values contradict.
         self.found = 0
         self.first_wrong: tuple[str, str] | None = None
-        # What the report's derived result rests on: its required checks' derived results.
-        self.report_result = ReportResultFacts()
+        self.report_result = ReportResultFacts()  # the required checks' derived results
 
     def _field(self, where: str, f: Mapping[str, Any]) -> None:
         self.outcomes[f["outcome"]] += 1
