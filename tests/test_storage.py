@@ -412,7 +412,7 @@ def test_sidecar_uploaded_and_never_replaced(
     third.write_bytes(b"-----BEGIN SSH SIGNATURE-----\nC\n")
     squat = f"{_key('a')}.sig.{hashlib.sha256(third.read_bytes()).hexdigest()}"
     raw.put_object(Bucket=bucket, Key=squat, Body=b"junk")
-    with pytest.raises(StorageError, match=r"refusing to overwrite.*archive itself is stored"):
+    with pytest.raises(OutputError, match=r"refusing to overwrite.*archive itself is stored"):
         _upload(path, bucket, config, sidecars=[third])
     assert raw.get_object(Bucket=bucket, Key=squat)["Body"].read() == b"junk"
     listed = storage.stored_signatures(S3Location(bucket, _key("a")), config=config)

@@ -26,7 +26,7 @@ import botocore.exceptions as bexc
 
 from bundler.core.digests import PREFIX as DIGEST_PREFIX
 from bundler.core.digests import parse_digest
-from bundler.core.errors import InputError, StorageError, VerificationFailed
+from bundler.core.errors import InputError, OutputError, StorageError, VerificationFailed
 from bundler.core.signatures import MAX_SIDECAR_BYTES, sidecar_taken
 from bundler.storage.checksums import _b64_hex, _Crc, _full_object_crc, _Hashed
 from bundler.storage.config import (
@@ -644,8 +644,10 @@ def upload_bundle(
             stored_signatures.append(
                 _store_signature(conn, loc, data, bundle_digest=bundle_digest, retention=retention)
             )
-        except StorageError as exc:
-            raise StorageError(
+        except (StorageError, OutputError) as exc:
+            # The same class (a taken name is the input's, exit 3; the service's failure
+            # 5), saying that the archive itself is stored.
+            raise type(exc)(
                 f"{exc.message} (the archive itself is stored at {loc.url})"
             ) from exc.__cause__
 
