@@ -40,6 +40,10 @@ CLI = [sys.executable, "-m", "bundler"]
 # tests of what SIGINT does need the handler an interactive run has.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Likewise SIGHUP, ignored under nohup or a detached shell: the command keeps an ignored
+# SIGHUP ignored (nohup's convention), so the tests of what SIGHUP does need it default.
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")
