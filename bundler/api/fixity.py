@@ -24,6 +24,10 @@ def _distinct_outputs(ledger: Path, record: Path, *, signed: bool) -> None:
     outputs = [record]
     if signed:
         outputs.append(params.output(record.with_name(record.name + ".sig"), "record"))
+    ledger_files = {
+        os.path.abspath(ledger.with_name(ledger.name + suffix))
+        for suffix in ("", "-journal", "-wal", "-shm")
+    }
     for target in outputs:
         if target.is_dir():  # the record's own file names, never a directory to fill
             raise OutputError(
@@ -31,11 +35,6 @@ def _distinct_outputs(ledger: Path, record: Path, *, signed: bool) -> None:
                 "written over anything",
                 param="record",
             )
-    ledger_files = {
-        os.path.abspath(ledger.with_name(ledger.name + suffix))
-        for suffix in ("", "-journal", "-wal", "-shm")
-    }
-    for target in outputs:
         if os.path.abspath(target) in ledger_files:
             raise ParameterError(
                 "record", f"{target}: is the ledger's own file; the record needs a path of its own"
