@@ -44,6 +44,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # SIGHUP ignored (nohup's convention), so the tests of what SIGHUP does need it default.
 if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+# And a runner that starts the suite with these signals blocked would pass the mask on to
+# every child: the command unblocks what it answers, but other children need it too.
+signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
 
 
 @pytest.fixture(scope="session")

@@ -199,3 +199,30 @@ def test_the_cli_interrupted_at_many_moments_keeps_the_evidence_whole(
         assert summary["interrupted"] == name and summary["exit_code"] == code
         assert summary["checked"] < 160
         _assert_evidence_agrees(record, ledger, summary)
+
+
+def _block_answered() -> None:
+    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+
+
+@pytest.mark.parametrize(("signum", "name", "code"), CLI_SIGNALS)
+def test_the_cli_started_with_its_signals_blocked_still_answers_them(
+    tmp_path: Path, big: Path, signum: int, name: str, code: int
+) -> None:
+    # A runner may pass a mask with these signals blocked; a handler for a blocked signal
+    # never runs, so the run would go on to exit 0 as though nothing had been asked.
+    ledger, record = tmp_path / "l.sqlite", tmp_path / "r.jsonl"
+    proc = subprocess.Popen(
+        [*CLI, "fixity", str(big), "--ledger", str(ledger), "--record", str(record), "--json", "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_block_answered,
+    )
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and _events(ledger) < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run ended before it could be stopped"
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert orjson.loads(out)["interrupted"] == name

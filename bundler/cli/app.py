@@ -314,6 +314,9 @@ class Terminated(KeyboardInterrupt):
     signum = signal.SIGTERM
 
 
+_ANSWERED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
     # One is enough: a second SIGTERM (or SIGHUP) must not cut the cleanup the first one
     # started.
@@ -359,6 +362,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
             reconfigure(errors="backslashreplace")
     previous = None
     previous_hup = None
+    previous_mask = None
     # ValueError: not the main thread (an embedding test); signals stay as they are.
     with contextlib.suppress(ValueError):
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -366,6 +370,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
         # (unless the caller chose to ignore it, as nohup does).
         if signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:
             previous_hup = signal.signal(signal.SIGHUP, _on_sigterm)
+        # A handler for a signal the parent left blocked would never run: the signals the
+        # command answers are unblocked for its run (an ignored one stays ignored).
+        previous_mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, _ANSWERED)
     try:
         cli.main(args=args, prog_name="evalbook-bundle", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -401,4 +408,6 @@ def main(argv: list[str] | None = None) -> NoReturn:
             signal.signal(signal.SIGTERM, previous)
         if previous_hup is not None:
             signal.signal(signal.SIGHUP, previous_hup)
+        if previous_mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
     sys.exit(0)
