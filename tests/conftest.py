@@ -44,9 +44,21 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # SIGHUP ignored (nohup's convention), so the tests of what SIGHUP does need it default.
 if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+_ANSWERED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # And a runner that starts the suite with these signals blocked would pass the mask on to
 # every child: the command unblocks what it answers, but other children need it too.
-signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+signal.pthread_sigmask(signal.SIG_UNBLOCK, _ANSWERED)
+
+
+@pytest.fixture(autouse=True)
+def _signal_dispositions_kept() -> Iterator[None]:
+    """A test that handles a signal in this process cannot leave its disposition to the
+    tests after it (a SIGHUP left ignored made every later child keep it ignored)."""
+    kept = {signum: signal.getsignal(signum) for signum in _ANSWERED}
+    yield
+    for signum, handler in kept.items():
+        if handler is not None and signal.getsignal(signum) != handler:
+            signal.signal(signum, handler)
 
 
 @pytest.fixture(scope="session")

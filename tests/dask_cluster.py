@@ -25,6 +25,19 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=5)
 
 
+def _scheduler_address(scheduler_file: Path, scheduler: subprocess.Popen[bytes]) -> str:
+    """The address in the scheduler file, once the scheduler has written all of it (the
+    file appears empty first: it is not written by a rename)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and scheduler.poll() is None:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            address = json.loads(scheduler_file.read_text())["address"]
+            if isinstance(address, str):
+                return address
+        time.sleep(0.1)
+    raise AssertionError(f"the scheduler wrote no address to {scheduler_file}")
+
+
 @contextlib.contextmanager
 def local_cluster(
     work: Path, env: dict[str, str], workers: int = 2
@@ -55,10 +68,7 @@ def local_cluster(
                     env=env,
                 )
             )
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        address = json.loads(scheduler_file.read_text())["address"]
+        address = _scheduler_address(scheduler_file, procs[0])
         assert address.startswith("tcp://127.0.0.1:"), address
         started = []
         for i in range(workers):

@@ -218,14 +218,18 @@ def test_sigterm_handler_raises_a_keyboard_interrupt() -> None:
     # The same cleanup paths as SIGINT: every `finally` and `except BaseException` run.
     assert issubclass(cli_module.Terminated, KeyboardInterrupt)
     previous = signal.signal(signal.SIGTERM, cli_module._on_sigterm)
+    previous_hup = signal.getsignal(signal.SIGHUP)
     try:
         with pytest.raises(cli_module.Terminated):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(1)
-        # A second SIGTERM during the cleanup is ignored, not a second interrupt.
+        # A second SIGTERM (or a SIGHUP) during the cleanup is ignored, not a second
+        # interrupt.
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGHUP, previous_hup)
 
 
 def test_main_restores_the_sigterm_handler(capsys: pytest.CaptureFixture[str]) -> None:
