@@ -101,6 +101,115 @@ async function verifyEd25519(key, sig, msg) {
   return crypto.subtle.verify('Ed25519', k, sig, msg);
 }
 
+/** The source of page/member-worker.mjs, put here by build.mjs. */
+/* global __MEMBER_WORKER_SOURCE__ */
+/** @type {string} */
+// @ts-ignore
+const MEMBER_WORKER_SOURCE = __MEMBER_WORKER_SOURCE__;
+
+/** Members are copied into batches of this many bytes (a larger member goes alone). */
+const MEMBER_BATCH_BYTES = 4 * 1024 * 1024;
+
+/** The members' hasher of the run in progress, ended when the run ends or is forgotten. @type {Worker|null} */
+let memberWorker = null;
+
+/**
+ * The one-shot SHA-256 of members (2 KiB to 16 MiB, bagread's bounds) in a worker, so
+ * that the verifying thread does not hash them: WebCrypto in Chromium hashes on the
+ * thread that calls it. Each member is copied into a batch at once (the bytes given are
+ * a view valid only until the call returns), a full batch is transferred to the worker
+ * (no second copy) and comes back with the digests, to be filled again; the rest goes
+ * when this thread next waits (a zero-delay timer), which it does whenever bagread
+ * waits for the digests: bagread bounds the bytes awaiting a digest (64 MiB), so the
+ * batches in flight are bounded too. Where no
+ * worker can start, WebCrypto on this thread.
+ * @returns {import('../src/bagread.mjs').OneShotHash}
+ */
+function memberHasher() {
+  let worker;
+  const url = URL.createObjectURL(new Blob([MEMBER_WORKER_SOURCE], { type: 'text/javascript' }));
+  try {
+    worker = new Worker(url);
+  } catch {
+    URL.revokeObjectURL(url);
+    return sha256OneShot;
+  }
+  memberWorker = worker;
+  /** @typedef {{resolve: (hex: string) => void, reject: (e: Error) => void}} Job */
+  /** @type {Map<number, Job[]>} */
+  const sent = new Map();
+  let nextId = 0;
+  /** @type {Error|null} */
+  let failure = null;
+  /** @type {Uint8Array|null} */
+  let batch = null;
+  let used = 0;
+  /** @type {number[]} */
+  let spans = [];
+  /** @type {Job[]} */
+  let jobs = [];
+  let timer = false;
+  const fail = (/** @type {Error} */ e) => {
+    failure ??= e;
+    for (const js of sent.values()) for (const j of js) j.reject(failure);
+    sent.clear();
+  };
+  /** Batches back from the worker, filled again rather than allocated. @type {Uint8Array[]} */
+  const spare = [];
+  worker.onmessage = (e) => {
+    const { id, digests, error, buffer } = e.data ?? {};
+    if (buffer instanceof ArrayBuffer && buffer.byteLength === MEMBER_BATCH_BYTES && spare.length < 4) spare.push(new Uint8Array(buffer));
+    const js = sent.get(id);
+    if (js === undefined) return;
+    sent.delete(id);
+    if (!Array.isArray(digests) || digests.length !== js.length) {
+      const err = new Error(`the member hashing worker failed: ${error ?? 'no digests'}`);
+      for (const j of js) j.reject(err);
+      return;
+    }
+    js.forEach((j, i) => j.resolve(digests[i]));
+  };
+  worker.onerror = (e) => {
+    e.preventDefault();
+    fail(new Error('the member hashing worker did not start'));
+  };
+  const flush = () => {
+    timer = false;
+    if (batch === null || !jobs.length) return;
+    const id = nextId++;
+    sent.set(id, jobs);
+    worker.postMessage({ id, buffer: batch.buffer, spans }, [batch.buffer]);
+    batch = null;
+    used = 0;
+    spans = [];
+    jobs = [];
+  };
+  return (data) =>
+    new Promise((resolve, reject) => {
+      if (failure !== null) {
+        reject(failure);
+        return;
+      }
+      if (batch !== null && used + data.length > batch.length) flush();
+      batch ??= data.length <= MEMBER_BATCH_BYTES ? spare.pop() ?? new Uint8Array(MEMBER_BATCH_BYTES) : new Uint8Array(data.length);
+      batch.set(data, used);
+      spans.push(used, data.length);
+      used += data.length;
+      jobs.push({ resolve, reject });
+      if (!timer) {
+        timer = true;
+        setTimeout(flush, 0);
+      }
+    });
+}
+
+function endMemberWorker() {
+  if (memberWorker !== null) {
+    memberWorker.terminate();
+    memberWorker = null;
+  }
+}
+
 /** The source of page/hash-worker.mjs, put here by build.mjs. */
 /* global __HASH_WORKER_SOURCE__ */
 /** @type {string} */
@@ -238,6 +347,7 @@ function clearResult() {
     hashWorker.terminate();
     hashWorker = null;
   }
+  endMemberWorker();
   $('result').replaceChildren();
   const save = /** @type {HTMLButtonElement} */ ($('save'));
   save.disabled = true;
@@ -397,7 +507,7 @@ async function run() {
   let record;
   try {
     record = await verifyBundle(slicesOf(file), {
-      source: file.name, sha256, sha256OneShot, sha512, verifyEd25519, validators: VALIDATORS,
+      source: file.name, sha256, sha256OneShot: memberHasher(), sha512, verifyEd25519, validators: VALIDATORS,
       archiveSha256: archiveSha256(file),
       expectBundleDigest: expect, allowedSigners, allowedSignersSource: signersFile ? signersFile.name : undefined, identity,
       progress: (n) => {
@@ -411,11 +521,13 @@ async function run() {
     });
   } catch (e) {
     if (mine !== generation) return;
+    endMemberWorker();
     $('status').textContent = shown(`Could not verify: ${/** @type {Error} */ (e).message}`);
     document.body.dataset.state = 'done';
     return;
   }
   if (mine !== generation) return; // the inputs changed while it ran
+  endMemberWorker();
   const seconds = (performance.now() - started) / 1000;
   /** @type {any} */ (window).verifySeconds = seconds;
   const outcome = record.verdict === 'verified' ? 'VERIFIED' : record.verdict === 'failed' ? 'FAILED' : 'ERROR (no verdict possible)';
