@@ -48,7 +48,8 @@ export const EB_SCHEMA = 'evalbook.eval_banana_bundle.v1';
 
 /**
  * Verify one archive.
- * @param {AsyncIterable<Uint8Array>} chunks
+ * @param {AsyncIterable<Uint8Array>} chunks the archive's bytes; a chunk need stay valid
+ *   only until the next is asked for (the source may read into one buffer)
  * @param {VerifyOptions} options
  */
 export async function verifyBundle(chunks, options) {
