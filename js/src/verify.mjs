@@ -107,8 +107,8 @@ function loadBundle(bag, options) {
 }
 
 /**
- * The archive's SHA-256 and size once it is read to the end: the tap's own, or the
- * independent read's when one was given (its size must be the tap's); null when the
+ * The archive's SHA-256 and size once it is read to the end: the tap's own, or the one
+ * computed apart when one was given (its size must be the tap's); null when the
  * archive could not be read to its end.
  * @param {ReturnType<typeof tapArchive>} tap @param {VerifyOptions} options
  * @returns {Promise<{sha256: string, size: number}|null>}
