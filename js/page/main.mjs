@@ -153,6 +153,10 @@ function memberHasher() {
     failure ??= e;
     for (const js of sent.values()) for (const j of js) j.reject(failure);
     sent.clear();
+    for (const j of jobs) j.reject(failure);
+    jobs = [];
+    spans = [];
+    used = 0;
   };
   /** Batches back from the worker, filled again rather than allocated. @type {Uint8Array[]} */
   const spare = [];
@@ -176,6 +180,10 @@ function memberHasher() {
   const flush = () => {
     timer = false;
     if (batch === null || !jobs.length) return;
+    if (failure !== null) {
+      fail(failure);
+      return;
+    }
     const id = nextId++;
     sent.set(id, jobs);
     worker.postMessage({ id, buffer: batch.buffer, spans }, [batch.buffer]);
