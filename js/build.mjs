@@ -1,6 +1,6 @@
 // Builds dist/verify-bundle.html (the package's bundler/report/templates/verify-bundle.html links to it): page/main.mjs and the core bundled by esbuild into
-// one IIFE (the archive hasher's worker, page/hash-worker.mjs, inlined as source text for a
-// blob: URL; the zstd WebAssembly module inlined as base64 in src/zstd-wasm.mjs, the
+// one IIFE (the archive hasher's worker, page/hash-worker.mjs, and the members' hasher,
+// page/member-worker.mjs, each inlined as source text for a blob: URL; the zstd WebAssembly module inlined as base64 in src/zstd-wasm.mjs, the
 // contract's schemas inlined as JSON), placed in page/template.html under a
 // Content-Security-Policy that admits exactly that script by its SHA-256. The same
 // sources give the same bytes (test/page-build.test.mjs holds the committed file to it).
@@ -26,9 +26,14 @@ const COMMON = {
 export async function buildPage() {
   // The archive hasher's worker, as source text the page starts from a blob: URL.
   const worker = await build({ ...COMMON, entryPoints: [here('./page/hash-worker.mjs')] });
+  // The members' hasher, likewise.
+  const members = await build({ ...COMMON, entryPoints: [here('./page/member-worker.mjs')] });
   const result = await build({
     ...COMMON,
-    define: { __HASH_WORKER_SOURCE__: JSON.stringify(worker.outputFiles[0].text) },
+    define: {
+      __HASH_WORKER_SOURCE__: JSON.stringify(worker.outputFiles[0].text),
+      __MEMBER_WORKER_SOURCE__: JSON.stringify(members.outputFiles[0].text),
+    },
     entryPoints: [here('./page/main.mjs')],
   });
   // Never close the script element early, whatever a string holds.

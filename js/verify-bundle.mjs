@@ -11,6 +11,7 @@
  * stderr; exit 0 verified, 1 failed, 2 usage, 3 unreadable (SPEC 8).
  */
 import { readFileSync, realpathSync, statSync } from 'node:fs';
+import { setFlagsFromString } from 'node:v8';
 import { verifyBundle, DEFAULT_MAX_BYTES } from './src/verify.mjs';
 import { checkProof, proofLines } from './src/proof.mjs';
 import { humanLines } from './src/record.mjs';
@@ -20,6 +21,12 @@ import { MAX_SIDECAR_BYTES } from './src/signatures.mjs';
 import { shown } from './src/textsafe.mjs';
 import { InputError, TrustError, UsageError } from './src/errors.mjs';
 import { UTF8 } from './src/util.mjs';
+
+// V8's optimising compiler, not the collector, is what Node's helper threads spend their
+// time on (about a quarter of a verification's CPU time, in `perf` samples): without
+// inlining it compiles smaller graphs, about 0.2-0.35 s less CPU a run, and the
+// verifying thread is no slower. It changes how code is compiled, never what it does.
+setFlagsFromString('--no-turbo-inlining');
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
 const USAGE = `usage: node js/verify-bundle.mjs BUNDLE... [--json] [--strict] [-q] [--expect-bundle-digest D]

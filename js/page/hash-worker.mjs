@@ -1,27 +1,38 @@
 // @ts-check
 /**
- * The page's archive hasher (SPEC 15 admits `worker-src blob:` for it): given the File
- * the page verifies, it reads it once more, on its own thread, and answers with the
- * SHA-256 (hash-wasm, streaming) and the size of what it read, or with the error. The
- * verifying thread decompresses and checks meanwhile; the two reads must agree on the
- * size (verifyBundle's archiveSha256).
+ * The page's archive hasher (SPEC 15 admits `worker-src blob:` for it): the verifying
+ * thread transfers to it each slice of the archive it has read, once the zstd layer is
+ * done with it, in order, and then an end; it acknowledges each slice once hashed and
+ * answers the end with the SHA-256 (hash-wasm, streaming) and the size of what it was
+ * given, or with the error. So the archive is
+ * read once, and what is hashed is exactly what was verified; the verifying thread
+ * decompresses and checks meanwhile.
  */
 import { createSHA256 } from 'hash-wasm';
 
-self.onmessage = async (/** @type {MessageEvent<File>} */ e) => {
-  try {
-    const h = await createSHA256();
-    h.init();
-    const reader = e.data.stream().getReader();
-    let size = 0;
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      h.update(value);
-      size += value.length;
+/** @type {Promise<any>} */
+const hasher = createSHA256().then((h) => {
+  h.init();
+  return h;
+});
+let size = 0;
+/** Messages are handled one after another, in the order they came. */
+let queue = Promise.resolve();
+
+self.onmessage = (/** @type {MessageEvent<{slice?: ArrayBuffer, end?: boolean}>} */ e) => {
+  const { slice, end } = e.data ?? {};
+  queue = queue.then(async () => {
+    try {
+      const h = await hasher;
+      if (slice instanceof ArrayBuffer) {
+        h.update(new Uint8Array(slice));
+        size += slice.byteLength;
+        // The verifying thread holds back while too many bytes wait here.
+        self.postMessage({ hashed: slice.byteLength });
+      }
+      if (end) self.postMessage({ sha256: h.digest('hex'), size });
+    } catch (err) {
+      self.postMessage({ error: String((err && /** @type {Error} */ (err).message) || err) });
     }
-    self.postMessage({ sha256: h.digest('hex'), size });
-  } catch (err) {
-    self.postMessage({ error: String((err && /** @type {Error} */ (err).message) || err) });
-  }
+  });
 };

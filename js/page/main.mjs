@@ -101,6 +101,128 @@ async function verifyEd25519(key, sig, msg) {
   return crypto.subtle.verify('Ed25519', k, sig, msg);
 }
 
+/** The source of page/member-worker.mjs, put here by build.mjs. */
+/* global __MEMBER_WORKER_SOURCE__ */
+/** @type {string} */
+// @ts-ignore
+const MEMBER_WORKER_SOURCE = __MEMBER_WORKER_SOURCE__;
+
+/** Members are copied into batches of this many bytes (a larger member goes alone). */
+const MEMBER_BATCH_BYTES = 4 * 1024 * 1024;
+
+/** The members' hasher of the run in progress, ended when the run ends or is forgotten. @type {Worker|null} */
+let memberWorker = null;
+
+/**
+ * The one-shot SHA-256 of members (2 KiB to 16 MiB, bagread's bounds) in a worker, so
+ * that the verifying thread does not hash them: WebCrypto in Chromium hashes on the
+ * thread that calls it. Each member is copied into a batch at once (the bytes given are
+ * a view valid only until the call returns), a full batch is transferred to the worker
+ * (no second copy) and comes back with the digests, to be filled again; the rest goes
+ * when this thread next waits (a zero-delay timer), which it does whenever bagread
+ * waits for the digests: bagread bounds the bytes awaiting a digest (64 MiB), so the
+ * batches in flight are bounded too. Where no
+ * worker can start, WebCrypto on this thread.
+ * @returns {import('../src/bagread.mjs').OneShotHash}
+ */
+function memberHasher() {
+  let worker;
+  const url = URL.createObjectURL(new Blob([MEMBER_WORKER_SOURCE], { type: 'text/javascript' }));
+  try {
+    worker = new Worker(url);
+  } catch {
+    URL.revokeObjectURL(url);
+    return sha256OneShot;
+  }
+  memberWorker = worker;
+  /** @typedef {{resolve: (hex: string) => void, reject: (e: Error) => void}} Job */
+  /** @type {Map<number, Job[]>} */
+  const sent = new Map();
+  let nextId = 0;
+  /** @type {Error|null} */
+  let failure = null;
+  /** @type {Uint8Array|null} */
+  let batch = null;
+  let used = 0;
+  /** @type {number[]} */
+  let spans = [];
+  /** @type {Job[]} */
+  let jobs = [];
+  let timer = false;
+  const fail = (/** @type {Error} */ e) => {
+    failure ??= e;
+    for (const js of sent.values()) for (const j of js) j.reject(failure);
+    sent.clear();
+    for (const j of jobs) j.reject(failure);
+    jobs = [];
+    spans = [];
+    used = 0;
+  };
+  /** Batches back from the worker, filled again rather than allocated. @type {Uint8Array[]} */
+  const spare = [];
+  worker.onmessage = (e) => {
+    const { id, digests, error, buffer } = e.data ?? {};
+    if (buffer instanceof ArrayBuffer && buffer.byteLength === MEMBER_BATCH_BYTES && spare.length < 4) spare.push(new Uint8Array(buffer));
+    const js = sent.get(id);
+    if (js === undefined) return;
+    sent.delete(id);
+    if (!Array.isArray(digests) || digests.length !== js.length) {
+      const err = new Error(`the member hashing worker failed: ${error ?? 'no digests'}`);
+      for (const j of js) j.reject(err);
+      return;
+    }
+    js.forEach((j, i) => j.resolve(digests[i]));
+  };
+  worker.onerror = (e) => {
+    e.preventDefault();
+    fail(new Error('the member hashing worker did not start'));
+  };
+  const flush = () => {
+    timer = false;
+    if (batch === null || !jobs.length) return;
+    if (failure !== null) {
+      fail(failure);
+      return;
+    }
+    const id = nextId++;
+    sent.set(id, jobs);
+    worker.postMessage({ id, buffer: batch.buffer, spans }, [batch.buffer]);
+    batch = null;
+    used = 0;
+    spans = [];
+    jobs = [];
+  };
+  return (data) =>
+    new Promise((resolve, reject) => {
+      if (failure !== null) {
+        reject(failure);
+        return;
+      }
+      if (batch !== null && used + data.length > batch.length) flush();
+      batch ??= data.length <= MEMBER_BATCH_BYTES ? spare.pop() ?? new Uint8Array(MEMBER_BATCH_BYTES) : new Uint8Array(data.length);
+      batch.set(data, used);
+      spans.push(used, data.length);
+      used += data.length;
+      jobs.push({ resolve, reject });
+      if (!timer) {
+        timer = true;
+        setTimeout(flush, 0);
+      }
+    });
+}
+
+/** The workers of the run in progress (or of one forgotten) ended. */
+function endWorkers() {
+  if (memberWorker !== null) {
+    memberWorker.terminate();
+    memberWorker = null;
+  }
+  if (hashWorker !== null) {
+    hashWorker.terminate();
+    hashWorker = null;
+  }
+}
+
 /** The source of page/hash-worker.mjs, put here by build.mjs. */
 /* global __HASH_WORKER_SOURCE__ */
 /** @type {string} */
@@ -111,44 +233,94 @@ const HASH_WORKER_SOURCE = __HASH_WORKER_SOURCE__;
 let hashWorker = null;
 
 /**
- * The archive's SHA-256 and size from a second read of the File, in a worker (from a
- * blob: URL, which the page's CSP admits for workers only), so that the verifying
- * thread does not hash it; where no worker can start, from a read on this thread.
- * @param {File} file
- * @returns {Promise<{sha256: string, size: number}>}
+ * The archive's SHA-256 and size, from the very slices this thread reads: each is
+ * transferred (not copied) to a worker once the zstd layer is done with it, so this
+ * thread neither hashes the archive nor reads it twice; where no worker can start, the
+ * slices are hashed here. `take(slice)` hands over a slice (a promise to wait for when
+ * 32 MiB already wait for the worker), `take(null)` ends.
+ * @returns {{take: (slice: Uint8Array|null) => Promise<void>|void, result: Promise<{sha256: string, size: number}>}}
  */
-function archiveSha256(file) {
-  const inWorker = new Promise((resolve, reject) => {
-    const url = URL.createObjectURL(new Blob([HASH_WORKER_SOURCE], { type: 'text/javascript' }));
-    const worker = new Worker(url);
-    hashWorker = worker;
-    const end = () => {
-      worker.terminate();
-      URL.revokeObjectURL(url);
-      if (hashWorker === worker) hashWorker = null;
+function archiveHasher() {
+  /** @type {Worker|null} */
+  let worker = null;
+  const url = URL.createObjectURL(new Blob([HASH_WORKER_SOURCE], { type: 'text/javascript' }));
+  try {
+    worker = new Worker(url);
+  } catch {
+    URL.revokeObjectURL(url);
+  }
+  if (worker === null) {
+    const h = sha256();
+    let size = 0;
+    /** @type {(v: {sha256: string, size: number}) => void} */
+    let done = () => {};
+    const result = new Promise((resolve) => {
+      done = resolve;
+    });
+    return {
+      take(slice) {
+        if (slice === null) done({ sha256: h.hex(), size });
+        else {
+          h.update(slice);
+          size += slice.length;
+        }
+      },
+      result: /** @type {Promise<{sha256: string, size: number}>} */ (result),
     };
-    worker.onmessage = (e) => {
+  }
+  const w = worker;
+  hashWorker = w;
+  // Bytes sent and not yet hashed, bounded: past the bound, reading waits for the worker.
+  let waiting = 0;
+  /** @type {(() => void)[]} */
+  let held = [];
+  const release = () => {
+    const go = held;
+    held = [];
+    for (const f of go) f();
+  };
+  const result = new Promise((resolve, reject) => {
+    const end = () => {
+      w.terminate();
+      URL.revokeObjectURL(url);
+      if (hashWorker === w) hashWorker = null;
+      waiting = 0;
+      release();
+    };
+    w.onmessage = (e) => {
+      if (e.data && typeof e.data.hashed === 'number') {
+        waiting -= e.data.hashed;
+        if (waiting <= ARCHIVE_WAITING_BYTES) release();
+        return;
+      }
       end();
       if (e.data && typeof e.data.sha256 === 'string') resolve(e.data);
       else reject(new Error(`hashing the archive failed: ${e.data && e.data.error}`));
     };
-    worker.onerror = (e) => {
+    w.onerror = (e) => {
       e.preventDefault();
       end();
       reject(new Error('the hashing worker did not start'));
     };
-    worker.postMessage(file);
   });
-  return /** @type {Promise<{sha256: string, size: number}>} */ (inWorker).catch(async () => {
-    const h = sha256();
-    let size = 0;
-    for await (const chunk of chunksOf(file.stream())) {
-      h.update(chunk);
-      size += chunk.length;
-    }
-    return { sha256: h.hex(), size };
-  });
+  result.catch(() => {});
+  return {
+    take(slice) {
+      // A slice is its own ArrayBuffer (slicesOf reads each apart), so it is transferred whole.
+      if (slice === null) {
+        w.postMessage({ end: true });
+        return;
+      }
+      waiting += slice.length;
+      w.postMessage({ slice: slice.buffer }, [slice.buffer]);
+      if (waiting > ARCHIVE_WAITING_BYTES && hashWorker === w) return new Promise((resolve) => held.push(() => resolve(undefined)));
+    },
+    result: /** @type {Promise<{sha256: string, size: number}>} */ (result),
+  };
 }
+
+/** At most this many bytes of the archive wait for the hashing worker. */
+const ARCHIVE_WAITING_BYTES = 32 * 1024 * 1024;
 
 /** The archive is read in slices of this many bytes, the next read while one is checked. */
 const SLICE_BYTES = 4 * 1024 * 1024;
@@ -157,9 +329,11 @@ const SLICE_BYTES = 4 * 1024 * 1024;
  * The bytes of a File in 4 MiB slices, each read (`Blob.arrayBuffer`) while the one
  * before is being checked: File.stream() hands out chunks of 64 KiB, each a round of
  * promises on the verifying thread. A file that changes while it is read fails the read.
- * @param {File} file
+ * When the next slice is asked for, the one before goes to `done` (verifyBundle's
+ * contract: a chunk need stay valid only until then), and null after the last.
+ * @param {File} file @param {(slice: Uint8Array|null) => Promise<void>|void} done
  */
-async function* slicesOf(file) {
+async function* slicesOf(file, done) {
   /** @param {number} at */
   const readAt = (at) => file.slice(at, Math.min(file.size, at + SLICE_BYTES)).arrayBuffer();
   let at = 0;
@@ -171,21 +345,9 @@ async function* slicesOf(file) {
     next = at < file.size ? readAt(at) : null;
     next?.catch(() => {});
     yield buf;
+    await done(buf);
   }
-}
-
-/** @param {ReadableStream<Uint8Array>} stream */
-async function* chunksOf(stream) {
-  const reader = stream.getReader();
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      yield value;
-    }
-  } finally {
-    reader.releaseLock();
-  }
+  await done(null);
 }
 
 /** @param {string} id */
@@ -234,10 +396,7 @@ let generation = 0;
 
 function clearResult() {
   generation++;
-  if (hashWorker !== null) {
-    hashWorker.terminate();
-    hashWorker = null;
-  }
+  endWorkers();
   $('result').replaceChildren();
   const save = /** @type {HTMLButtonElement} */ ($('save'));
   save.disabled = true;
@@ -396,9 +555,10 @@ async function run() {
   let lastPct = -1;
   let record;
   try {
-    record = await verifyBundle(slicesOf(file), {
-      source: file.name, sha256, sha256OneShot, sha512, verifyEd25519, validators: VALIDATORS,
-      archiveSha256: archiveSha256(file),
+    const archive = archiveHasher();
+    record = await verifyBundle(slicesOf(file, archive.take), {
+      source: file.name, sha256, sha256OneShot: memberHasher(), sha512, verifyEd25519, validators: VALIDATORS,
+      archiveSha256: archive.result,
       expectBundleDigest: expect, allowedSigners, allowedSignersSource: signersFile ? signersFile.name : undefined, identity,
       progress: (n) => {
         if (mine !== generation) return;
@@ -411,11 +571,13 @@ async function run() {
     });
   } catch (e) {
     if (mine !== generation) return;
+    endWorkers();
     $('status').textContent = shown(`Could not verify: ${/** @type {Error} */ (e).message}`);
     document.body.dataset.state = 'done';
     return;
   }
   if (mine !== generation) return; // the inputs changed while it ran
+  endWorkers();
   const seconds = (performance.now() - started) / 1000;
   /** @type {any} */ (window).verifySeconds = seconds;
   const outcome = record.verdict === 'verified' ? 'VERIFIED' : record.verdict === 'failed' ? 'FAILED' : 'ERROR (no verdict possible)';

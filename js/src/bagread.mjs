@@ -75,6 +75,12 @@ export function bagCollector(source, sha256, sha256OneShot) {
   let pendingBytes = 0;
   /** @type {unknown} */
   let hashFailure = null;
+  let scratch = new Uint8Array(0);
+  /** A view of `n` bytes (at most ONE_SHOT_MAX_BYTES) of the scratch buffer. @param {number} n */
+  const scratchOf = (n) => {
+    if (scratch.length < n) scratch = new Uint8Array(Math.min(ONE_SHOT_MAX_BYTES, Math.max(n, 2 * scratch.length)));
+    return scratch.subarray(0, n);
+  };
   const settleOldest = async () => {
     const first = /** @type {{done: Promise<void>, bytes: number}} */ (pending.shift());
     await first.done;
@@ -121,9 +127,8 @@ export function bagCollector(source, sha256, sha256OneShot) {
     };
     // A chunk is valid only until the next is asked for: what is kept is copied.
     for await (const chunk of content) {
+      const at = size;
       if (h !== null) h.update(chunk);
-      else if (size === 0 && chunk.length === member.size) single = chunk;
-      else (whole ??= new Uint8Array(member.size)).set(chunk, size);
       size += chunk.length;
       if (chunk.length) last = chunk[chunk.length - 1];
       if (countLines) {
@@ -139,6 +144,13 @@ export function bagCollector(source, sha256, sha256OneShot) {
         decide(concatAll([...head, chunk.subarray(0, MANIFEST_PREFIX.length - headSize)]));
         if (parts !== null && !oneShot) parts.push(...head, chunk.slice());
         head = [];
+      }
+      // After the decision: a member that is not kept is put together in the collector's
+      // one scratch buffer (the one-shot hash reads it before it returns), since a fresh
+      // buffer costs a page fault every 4 KiB as it is first written.
+      if (oneShot) {
+        if (at === 0 && chunk.length === member.size) single = chunk;
+        else (whole ??= decided && parts === null ? scratchOf(member.size) : new Uint8Array(member.size)).set(chunk, at);
       }
     }
     if (!decided) {

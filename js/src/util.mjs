@@ -33,6 +33,7 @@ export function unhex(h) {
 
 /** Sixteen digits in a row: where an integer past 2^53 - 1 could be (it has at least 16). */
 const LONG_DIGITS = /[0-9]{16}/;
+const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
 /**
  * The value of a text that is its own JCS form, read by the native JSON.parse, or
@@ -40,22 +41,40 @@ const LONG_DIGITS = /[0-9]{16}/;
  * When the JCS form of what JSON.parse read is the text itself, the strict reader
  * accepts the text and reads the same value: a duplicate key would be missing from the
  * JCS form, a lone surrogate, a non-finite number and nesting past 64 levels make
- * canonicalText throw, a number's canonical spelling is short, and the one thing JSON.parse
- * rounds that the JCS form could still spell back (an integer past 2^53 - 1) needs
- * sixteen digits in a row, which send the text to the strict reader. Exported bundles
- * store their JSON canonical, so the strict reader's character loop runs only on what
- * is not.
+ * canonicalText throw, and a number's canonical spelling is short. The one thing
+ * JSON.parse rounds that the JCS form could still spell back is an integer past
+ * 2^53 - 1, which the strict reader refuses: it needs sixteen digits in a row, so a
+ * text that has them (as a hex digest often does, inside a string) is read natively
+ * only when no number in the value is past 2^53 - 1. Exported bundles store their JSON
+ * canonical, so the strict reader's character loop runs only on what is not.
  * @param {string} text the text of valid UTF-8 without a BOM (jsonText's)
  * @returns {unknown}
  */
 export function nativeCanonical(text) {
-  if (LONG_DIGITS.test(text)) return undefined;
   try {
     const value = JSON.parse(text);
-    return canonicalText(value) === text ? value : undefined;
+    if (canonicalText(value) !== text) return undefined;
+    return !LONG_DIGITS.test(text) || numbersSafe(value) ? value : undefined;
   } catch {
     return undefined;
   }
+}
+
+/**
+ * True when every number in a value is within -(2^53 - 1)..(2^53 - 1). (The value is
+ * JSON.parse's of a canonical text, so its nesting is within 64 levels.)
+ * @param {unknown} v
+ * @returns {boolean}
+ */
+function numbersSafe(v) {
+  if (typeof v === 'number') return v <= MAX_SAFE && v >= -MAX_SAFE;
+  if (v === null || typeof v !== 'object') return true;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (!numbersSafe(v[i])) return false;
+    return true;
+  }
+  for (const k in v) if (!numbersSafe(/** @type {Record<string, unknown>} */ (v)[k])) return false;
+  return true;
 }
 
 /**

@@ -40,15 +40,17 @@ export const EB_SCHEMA = 'evalbook.eval_banana_bundle.v1';
  *   archiveSha256?: Promise<{sha256: string, size: number}>,
  * }} VerifyOptions
  *
- * `archiveSha256`: the archive's own SHA-256 and size from a second, independent read of
- * the same bytes (the page hashes the File in a worker, in parallel with this thread);
- * without it the archive is hashed here as it passes. The two reads must agree on the
- * size, or the archive changed while it was read: that is an error, not a record.
+ * `archiveSha256`: the archive's own SHA-256 and size computed apart from this thread
+ * (the page hands each chunk, once read, to a worker that hashes it, in parallel with
+ * this thread); without it the archive is hashed here as it passes. The size hashed
+ * must be the size read, or the chunks hashed were not the chunks verified: that is an
+ * error, not a record.
  */
 
 /**
  * Verify one archive.
- * @param {AsyncIterable<Uint8Array>} chunks
+ * @param {AsyncIterable<Uint8Array>} chunks the archive's bytes; a chunk need stay valid
+ *   only until the next is asked for (the source may read into one buffer)
  * @param {VerifyOptions} options
  */
 export async function verifyBundle(chunks, options) {
@@ -105,8 +107,8 @@ function loadBundle(bag, options) {
 }
 
 /**
- * The archive's SHA-256 and size once it is read to the end: the tap's own, or the
- * independent read's when one was given (its size must be the tap's); null when the
+ * The archive's SHA-256 and size once it is read to the end: the tap's own, or the one
+ * computed apart when one was given (its size must be the tap's); null when the
  * archive could not be read to its end.
  * @param {ReturnType<typeof tapArchive>} tap @param {VerifyOptions} options
  * @returns {Promise<{sha256: string, size: number}|null>}
@@ -116,7 +118,7 @@ async function archiveFacts(tap, options) {
   if (own === null || !options.archiveSha256) return own;
   const other = await options.archiveSha256;
   if (other.size !== own.size) {
-    throw new Error(`the archive changed while it was read (${own.size} bytes verified, ${other.size} bytes hashed)`);
+    throw new Error(`the archive hashed is not the archive read (${own.size} bytes verified, ${other.size} bytes hashed)`);
   }
   return { sha256: other.sha256, size: own.size };
 }

@@ -132,7 +132,8 @@ export function checkFrameHeader(h, source) {
 /**
  * Decompress the single zstd frame of `chunks`, yielding its content in pieces, each
  * valid until the next is asked for.
- * @param {AsyncIterable<Uint8Array>} chunks the compressed bytes
+ * @param {AsyncIterable<Uint8Array>} chunks the compressed bytes, each chunk valid only
+ *   until the next is asked for
  * @param {{source: string, maxBytes: number, pieceBytes?: number}} opts pieceBytes: the
  *   largest piece (128 KiB; smaller in tests, to cut documents and headers apart)
  * @returns {AsyncGenerator<Uint8Array>}
@@ -149,7 +150,9 @@ export async function* decompressFrame(chunks, opts) {
   while (pending.length < 18 && !ended) {
     const r = await iterator.next();
     if (r.done) ended = true;
+    // A chunk is valid only until the next is asked for: what waits for more is copied.
     else pending = concat(pending, r.value);
+    if (pending.length < 18 && !ended) pending = pending.slice();
   }
   checkFrameHeader(pending, source);
 

@@ -85,7 +85,9 @@ test('JCS strings: every UTF-16 code unit alone and in context, pairs, lone surr
 });
 
 test('canonical text read natively gives what the strict reader gives, and everything it refuses is still refused', () => {
-  const good = ['{"a":1,"b":[true,false,null],"c":"\\u0007\\"x"}', '[9007199254740991,-9007199254740991,1e+21,0.5]', '{"__proto__":{"x":1}}', '"\ud83d\ude00"', '{}'];
+  const good = ['{"a":1,"b":[true,false,null],"c":"\\u0007\\"x"}', '[9007199254740991,-9007199254740991,1e+21,0.5]', '{"__proto__":{"x":1}}', '"\ud83d\ude00"', '{}',
+    // Sixteen digits in a row inside strings (a hex digest often has them) beside numbers at the bounds.
+    '{"d":"sha256:1234567890123456789abcdef","n":[9007199254740991,-9007199254740991,1e+21,-1.5e+300]}', '["0000000000000000",{"x":[[-9007199254740991]]}]'];
   for (const text of good) assert.deepEqual(loadJson(enc.encode(text), 't', true), parse(text), text);
   const proto = loadJson(enc.encode('{"__proto__":{"x":1}}'), 't', true);
   assert.equal(Object.getPrototypeOf(proto), Object.prototype);
@@ -97,6 +99,9 @@ test('canonical text read natively gives what the strict reader gives, and every
     '9007199254740992': /outside/,
     '18014398509481984': /outside/,
     '[18014398509481984]': /outside/,
+    '{"d":"sha256:1234567890123456","n":9007199254740992}': /outside/,
+    '["0000000000000000",{"x":[[-9007199254740992]]}]': /outside/,
+    '{"__proto__":{"b":18014398509481984},"s":"x1234567890123456"}': /outside/,
     '1e400': /not finite/,
     '[-1e400]': /not finite/,
     ['['.repeat(65) + ']'.repeat(65)]: /nesting deeper/,
@@ -106,6 +111,36 @@ test('canonical text read natively gives what the strict reader gives, and every
   for (const [text, rule] of Object.entries(bad)) {
     assert.throws(() => loadJson(enc.encode(text), 't', true), rule, text);
     if (rule.source !== 'not stored canonical') assert.throws(() => parse(text), rule, text);
+  }
+});
+
+test('canonical texts with long digit runs: the native read and the strict reader agree on value or refusal', () => {
+  let seed = 7;
+  const rand = (n) => ((seed = (seed * 1103515245 + 12345) % 2147483648), seed % n);
+  const numbers = [0, 1, -1, 9007199254740991, -9007199254740991, 9007199254740992, -9007199254740992, 2 ** 60, 1e20, 1e21, 0.5, 1234567890123456];
+  const leaf = () => (rand(2) ? numbers[rand(numbers.length)] : 'x' + '0123456789abcdef'.repeat(2).slice(rand(16), 16 + rand(16)) + '9'.repeat(rand(20)));
+  const gen = (d) => {
+    if (d > 3 || rand(3) === 0) return leaf();
+    if (rand(2)) return Array.from({ length: rand(4) }, () => gen(d + 1));
+    const o = {};
+    for (let i = rand(4); i > 0; i--) o[`k${rand(10)}`] = gen(d + 1);
+    return o;
+  };
+  for (let i = 0; i < 3000; i++) {
+    const text = canonicalText(gen(0));
+    let strict;
+    try {
+      strict = { value: parse(text) };
+    } catch (e) {
+      strict = { error: e.message };
+    }
+    let fast;
+    try {
+      fast = { value: loadJson(enc.encode(text), 't', true) };
+    } catch (e) {
+      fast = { error: e.message };
+    }
+    assert.deepEqual(fast, strict, text);
   }
 });
 
