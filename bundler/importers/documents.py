@@ -27,7 +27,7 @@ from bundler.core import canonical, schemas
 from bundler.core.digests import json_digest
 from bundler.core.errors import InputError, SchemaError
 from bundler.core.version import TOOL_NAME, __version__
-from bundler.evalbook.auditor import numbers_agree
+from bundler.evalbook.compare import numbers_agree
 from bundler.evalbook.contract import MAX_EVIDENCE_REFS
 from bundler.evalbook.derive import derive_check, derive_report
 from bundler.evalbook.scorers import scorer_file_order, scorer_version_digest
