@@ -24,7 +24,9 @@ re-derived value in the report body's ``subject.run.groups``. A value neither ru
 refuses the import, naming the file and field, as a lying task value does. The stderr
 is a dispersion metric: recorded, not re-derived (the tasks' own stderrs it pools from
 are runner values no sample gives). ``read_groups`` reads and checks the structure;
-``rederive_groups`` does the arithmetic once the checks are derived.
+``rederive_groups`` applies the rule once the checks are derived; the rule itself
+(both means, the matched weighting) is ``evalbook.group_rule``, which ``audit`` applies
+to a bundle's body with the same code.
 """
 
 from __future__ import annotations
