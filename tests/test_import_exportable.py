@@ -94,9 +94,9 @@ def test_members_just_under_and_just_over(tmp_path: Path) -> None:
     payloads: MAX_MEMBERS - 4 payloads fit, one more does not."""
     blob = _file(tmp_path, "blob", b"x")
     fit = MAX_MEMBERS - 4
-    staged = [(f"blobs/sha256/{i:064x}", blob) for i in range(fit)]
+    staged = [(f"blobs/sha256/{i:064x}", blob, None) for i in range(fit)]
     check_exportable(staged, RID, "results.json")
-    staged.append((f"sso/sha256/{fit:064x}", blob))
+    staged.append((f"sso/sha256/{fit:064x}", blob, None))
     with pytest.raises(InputError, match=r"^results.json: .*more than max_members=65536"):
         check_exportable(staged, RID, "results.json")
 
@@ -111,7 +111,7 @@ def _case_file(size: int) -> bytes:
 def test_a_document_at_the_cap(over: bool, tmp_path: Path) -> None:
     data = _case_file(MAX_DOCUMENT_BYTES + over)
     assert len(data) == MAX_DOCUMENT_BYTES + over
-    staged = [(f"reports/{RID}/cases/c.jsonl", _file(tmp_path, "c", data))]
+    staged = [(f"reports/{RID}/cases/c.jsonl", _file(tmp_path, "c", data), None)]
     if not over:
         check_exportable(staged, RID, "results.json")
         return
@@ -123,7 +123,10 @@ def test_a_document_at_the_cap(over: bool, tmp_path: Path) -> None:
 def test_kept_bytes_at_the_cap(over: bool, tmp_path: Path) -> None:
     first = _file(tmp_path, "a", _case_file(MAX_DOCUMENT_BYTES))
     second = _file(tmp_path, "b", _case_file(MAX_KEPT_BYTES - MAX_DOCUMENT_BYTES + over))
-    staged = [(f"reports/{RID}/cases/a.jsonl", first), (f"reports/{RID}/cases/b.jsonl", second)]
+    staged = [
+        (f"reports/{RID}/cases/a.jsonl", first, None),
+        (f"reports/{RID}/cases/b.jsonl", second, None),
+    ]
     if not over:
         check_exportable(staged, RID, "results.json")
         return
@@ -138,7 +141,7 @@ def test_json_values_at_the_cap(over: bool, tmp_path: Path) -> None:
 
     data = b"[]\n" * (MAX_JSON_VALUES - 1 + over)
     assert json_values(data) == MAX_JSON_VALUES + over
-    staged = [(f"reports/{RID}/cases/a.jsonl", _file(tmp_path, "a", data))]
+    staged = [(f"reports/{RID}/cases/a.jsonl", _file(tmp_path, "a", data), None)]
     if not over:
         check_exportable(staged, RID, "results.json")
         return

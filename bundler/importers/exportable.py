@@ -13,12 +13,10 @@ time, principal and lists), are not members of the store and are not counted her
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from functools import partial
-from typing import BinaryIO
 
-from bundler.archive.bag_reader import EVIDENCE_MANIFEST_PREFIX
+from bundler.archive.bag_reader import CHUNK, EVIDENCE_MANIFEST_PREFIX
 from bundler.core.errors import InputError, StoreError
 from bundler.evalbook.bagwriter import BagAdmission
 from bundler.evalbook.export import bag_top
@@ -57,21 +55,26 @@ def _rank(member: str) -> int:
     return next(i for i, prefix in enumerate(_ORDER) if member.startswith(prefix))
 
 
-def check_exportable(staged: Iterable[tuple[str, str]], report_id: str, where: str) -> None:
+def check_exportable(
+    staged: Iterable[tuple[str, str, bytes | None]], report_id: str, where: str
+) -> None:
     """Refuse (InputError naming ``where``, the member and the rule) a staged report
     whose full export the exporter would refuse; ``staged`` gives (store relpath, staged
-    file) of every file the import wrote."""
+    file, its first bytes or None) of every file the import wrote. A file is read only
+    when its first bytes are not given or the reader would keep it."""
     members = []
-    for relpath, path in staged:
+    for relpath, path, head in staged:
         member = _member(relpath, f"reports/{report_id}")
         if member is not None:
-            members.append((_rank(member), member, path))
+            members.append((_rank(member), member, path, head))
     admission = BagAdmission(bag_top(report_id))
     try:
-        for _, member, path in sorted(members):
-            with open(path, "rb") as f:
-                head = f.read(len(EVIDENCE_MANIFEST_PREFIX))
-                admission.file(member, head, os.fstat(f.fileno()).st_size, partial(_whole, f))
+        for _, member, path, head in sorted(members, key=lambda m: m[:2]):
+            if head is not None and len(head) >= len(EVIDENCE_MANIFEST_PREFIX):
+                admission.file(member, head, -1, partial(_read, path))
+                continue
+            data = _read(path)
+            admission.file(member, data[:CHUNK], len(data), lambda data=data: data)
     except StoreError as exc:
         rule = exc.message.removesuffix(", export refused")
         raise InputError(
@@ -79,6 +82,6 @@ def check_exportable(staged: Iterable[tuple[str, str]], report_id: str, where: s
         ) from None
 
 
-def _whole(f: BinaryIO) -> bytes:
-    f.seek(0)
-    return f.read()
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()

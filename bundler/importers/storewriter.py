@@ -33,6 +33,7 @@ from bundler.core.errors import InputError, OutputError, StoreError
 from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES
 
 STAGING_PREFIX = ".evalbook-import-"
+HEAD_BYTES = 64  # of a payload, kept: more than a bundle reader looks at to keep it
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,9 @@ class StoreWriter:
         self._staged: dict[str, str] = {}  # final relpath -> staged file
         self._examples: dict[str, str] = {}  # digest -> staged example body
         self._dirs: set[str] = {""}  # staged directories (under files/) already made
+        # A payload's first bytes (all that decides whether a bundle's reader keeps it),
+        # so the export check (``exportable``) need not open every payload again.
+        self._heads: dict[str, bytes] = {}
 
     # ------------------------------------------------------------------ staging
 
@@ -145,6 +149,7 @@ class StoreWriter:
             path = self._stage_path(relpath)
             _write_new(path, data)
             self._staged[relpath] = path
+            self._heads[relpath] = data[:HEAD_BYTES]
         return ref
 
     def put_file_payload(self, source: Path, digest: str, size: int) -> PayloadRef:
@@ -155,11 +160,13 @@ class StoreWriter:
         path = self._stage_path(ref.relpath)
         h = hashlib.sha256()
         written = 0
+        head = b""
         flags = os.O_RDONLY | os.O_NOFOLLOW
         fd = os.open(source, flags)
         try:
             with os.fdopen(fd, "rb", closefd=False) as src, open(path, "xb") as dst:
                 while chunk := src.read(1024 * 1024):
+                    head = head or chunk[:HEAD_BYTES]
                     h.update(chunk)
                     dst.write(chunk)
                     written += len(chunk)
@@ -168,6 +175,7 @@ class StoreWriter:
         if "sha256:" + h.hexdigest() != digest or written != size:
             raise InputError(f"{source}: changed while it was imported; import refused")
         self._staged[ref.relpath] = path
+        self._heads[ref.relpath] = head
         return ref
 
     def put_example(self, data: bytes) -> str:
@@ -177,6 +185,7 @@ class StoreWriter:
             path = f"{self._payloads}/example-{digest.removeprefix('sha256:')}"
             _write_new(path, data)
             self._examples[digest] = path
+            self._heads[digest] = data[:HEAD_BYTES]
         return digest
 
     def place_example(self, digest: str, relpath: str) -> None:
@@ -190,6 +199,7 @@ class StoreWriter:
         else:
             os.link(staged, path)
         self._staged[relpath] = path
+        self._heads[relpath] = self._heads[digest]
 
     def put_document(self, relpath: str, data: bytes) -> None:
         staged = self._staged.get(relpath)
@@ -353,9 +363,10 @@ class StoreWriter:
     def staged_paths(self) -> Iterable[str]:
         return sorted(self._staged)
 
-    def staged_files(self) -> list[tuple[str, str]]:
-        """(final relpath, staged file) of everything staged so far."""
-        return list(self._staged.items())
+    def staged_files(self) -> list[tuple[str, str, bytes | None]]:
+        """(final relpath, staged file, the first HEAD_BYTES of a payload or None) of
+        everything staged so far."""
+        return [(r, p, self._heads.get(r)) for r, p in self._staged.items()]
 
     def close(self) -> None:
         with deferred_signals():
