@@ -74,7 +74,7 @@ def check_exportable(
                 admission.file(member, head, -1, partial(_read, path))
                 continue
             data = _read(path)
-            admission.file(member, data[:CHUNK], len(data), lambda data=data: data)
+            admission.file(member, data[:CHUNK], len(data), partial(bytes, data))
     except StoreError as exc:
         rule = exc.message.removesuffix(", export refused")
         raise InputError(

@@ -331,12 +331,12 @@ def audit_markdown(audit: Audit, signatures: Sequence[str] = ()) -> str:
             "| aggregate | field | recorded | derived | outcome |",
             "|---|---|---|---|---|",
         ]
-        rows = [("-", f) for f in g.fields]
-        rows += [(f"{a.metric},{a.filter}", f) for a in g.aggregates for f in a.fields]
-        for where, f in rows:
-            issued, derived, outcome = _group_value_texts(f)
+        rows: list[tuple[str, GroupFieldAudit]] = [("-", gf) for gf in g.fields]
+        rows += [(f"{a.metric},{a.filter}", gf) for a in g.aggregates for gf in a.fields]
+        for where, gf in rows:
+            issued, derived, outcome = _group_value_texts(gf)
             out.append(
-                f"| {_md(where)} | {_md(_group_label(f))} | {_md(issued)} | {_md(derived)} "
+                f"| {_md(where)} | {_md(_group_label(gf))} | {_md(issued)} | {_md(derived)} "
                 f"| {_md(outcome)} |"
             )
     out += ["", "## Terms", ""]
