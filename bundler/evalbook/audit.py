@@ -17,15 +17,58 @@ an ``Audit`` is ``bundler.evalbook.auditor``; reading and verifying a bundle fir
 from __future__ import annotations
 
 import enum
-import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bundler.core import canonical
 from bundler.core.claims import Anchor, Verdict, Verification
 from bundler.core.version import TOOL_NAME, __version__
+from bundler.evalbook.compare import (
+    REPORT_BODY as REPORT_BODY,
+)
+from bundler.evalbook.compare import (
+    TOLERANCE as TOLERANCE,
+)
+from bundler.evalbook.compare import (
+    TOLERANCE_RULE as TOLERANCE_RULE,
+)
+from bundler.evalbook.compare import (
+    Comparison as Comparison,
+)
+from bundler.evalbook.compare import (
+    Derived as Derived,
+)
+from bundler.evalbook.compare import (
+    IssuedValue as IssuedValue,
+)
+from bundler.evalbook.compare import (
+    Outcome as Outcome,
+)
+from bundler.evalbook.compare import (
+    _is_number as _is_number,
+)
+from bundler.evalbook.compare import (
+    _json_equal as _json_equal,
+)
+from bundler.evalbook.compare import (
+    _num as _num,
+)
+from bundler.evalbook.compare import (
+    _precision as _precision,
+)
+from bundler.evalbook.compare import (
+    format_value as format_value,
+)
+from bundler.evalbook.compare import (
+    numbers_agree as numbers_agree,
+)
 from bundler.evalbook.derive import WILSON_METHOD
+from bundler.evalbook.group_audit import (
+    GroupAudit,
+    GroupFieldAudit,
+    GroupNotRederivable,
+    group_not_rederivable,
+)
 from bundler.evalbook.stats import DEFAULT_RESAMPLES
 from bundler.evalbook.verdicts import (
     AggregationRule,
@@ -36,9 +79,6 @@ from bundler.evalbook.verdicts import (
 )
 
 AUDIT_SCHEMA = "evalbook.audit.v1"
-TOLERANCE = 1e-12
-TOLERANCE_RULE = "|issued - derived| <= 1e-12 x max(1, |issued|, |derived|)"
-REPORT_BODY = "report body"
 
 
 class AuditVerdict(enum.Enum):
@@ -65,45 +105,11 @@ class Field(enum.Enum):
     SLICES = "slices"
 
 
-class Outcome(enum.Enum):
-    """How one field's comparison ended."""
-
-    AGREE = "agree"
-    DISAGREE = "disagree"
-    NOT_REDERIVABLE = "not_rederivable"
-    INFORMATIONAL = "informational"
-
-
-class Comparison(enum.Enum):
-    """How values were compared: exactly as JSON, or numbers within TOLERANCE_RULE."""
-
-    EXACT = "exact"
-    TOLERANCE = "tolerance"
-
-
 class DisagreementKind(enum.Enum):
     """An issued value differs from the derived one, or two issued documents differ."""
 
     ISSUED_VS_DERIVED = "issued_vs_derived"
     BETWEEN_DOCUMENTS = "between_documents"
-
-
-@dataclass(frozen=True)
-class IssuedValue:
-    """A value as one document (a bag-relative path) carries it."""
-
-    document: str
-    value: Any
-
-    def to_json(self) -> dict[str, Any]:
-        return {"document": self.document, "value": self.value}
-
-
-@dataclass(frozen=True)
-class Derived:
-    """A derived value (``value`` may itself be null: a derived null)."""
-
-    value: Any
 
 
 @dataclass(frozen=True)
@@ -266,6 +272,8 @@ class Audit:
     error: str | None = None
     report: ReportAudit | None = None
     checks: tuple[CheckAudit, ...] = ()
+    # lm-eval groups the body records (``evalbook.group_audit``); None when it records none
+    groups: tuple[GroupAudit, ...] | None = None
 
     @property
     def verification_failed(self) -> bool:
@@ -317,22 +325,31 @@ class Audit:
             items += [(check.check_id, f) for f in check.fields]
         return items
 
-    @property
-    def disagreements(self) -> tuple[Disagreement, ...]:
-        """Every disagreement: the report's first, then the checks' in report order."""
-        return tuple(d for _, f in self._all_fields() for d in f.disagreements)
+    def _group_fields(self) -> list[GroupFieldAudit]:
+        return [f for g in self.groups or () for f in g.all_fields()]
 
     @property
-    def not_rederivable(self) -> tuple[NotRederivableItem, ...]:
+    def disagreements(self) -> tuple[Disagreement | GroupFieldAudit, ...]:
+        """Every disagreement: the report's first, then the checks' in report order, then
+        the groups' (a group field that disagrees is one disagreement)."""
+        found: list[Disagreement | GroupFieldAudit] = [
+            d for _, f in self._all_fields() for d in f.disagreements
+        ]
+        found += [f for f in self._group_fields() if f.outcome is Outcome.DISAGREE]
+        return tuple(found)
+
+    @property
+    def not_rederivable(self) -> tuple[NotRederivableItem | GroupNotRederivable, ...]:
         """Fields that cannot be re-derived, grouped per check (or report) and reason."""
         grouped: dict[tuple[str | None, str], list[Field]] = {}
         for check_id, f in self._all_fields():
             if f.outcome is Outcome.NOT_REDERIVABLE:
                 grouped.setdefault((check_id, f.reason or "unknown"), []).append(f.field)
-        return tuple(
+        items: tuple[NotRederivableItem | GroupNotRederivable, ...] = tuple(
             NotRederivableItem(check_id, tuple(fields), reason)
             for (check_id, reason), fields in grouped.items()
         )
+        return items + group_not_rederivable(self.groups or ())
 
     @property
     def errors(self) -> tuple[tuple[str, Problem], ...]:
@@ -341,6 +358,7 @@ class Audit:
 
     def counts(self) -> dict[str, int]:
         outcomes = [f.outcome for _, f in self._all_fields()]
+        outcomes += [f.outcome for f in self._group_fields()]
         return {
             "checks": len(self.checks),
             "agree": outcomes.count(Outcome.AGREE),
@@ -385,7 +403,11 @@ class Audit:
             "counts": self.counts(),
             "report": None if self.report is None else self.report.to_json(),
             "checks": [c.to_json() for c in self.checks],
-            "disagreements": [d.to_json() for d in self.disagreements],
+            **({} if self.groups is None else {"groups": [g.to_json() for g in self.groups]}),
+            "disagreements": [
+                d.disagreement_json() if isinstance(d, GroupFieldAudit) else d.to_json()
+                for d in self.disagreements
+            ],
             "not_rederivable": [n.to_json() for n in self.not_rederivable],
             "errors": [
                 {"check_id": check_id, "code": p.code.value, "message": p.message}
@@ -408,81 +430,6 @@ def _anchor_json(anchor: Anchor) -> dict[str, Any]:
 # ------------------------------------------------------------------------- describing
 
 ISSUED_INCONSISTENT = "Issued report inconsistent"
-
-_FIRST_PRECISION = 3  # significant digits a person reads
-_FULL_PRECISION = 17  # enough to tell any two doubles apart
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _num(x: float | int, p: int | None) -> str:
-    """A number: in full (``p`` None), else ``p`` significant digits below 1 and ``p``
-    decimals from 1 up, trailing zeros dropped."""
-    if isinstance(x, bool):
-        return "true" if x else "false"
-    if isinstance(x, int):
-        return str(x)
-    if p is None or not math.isfinite(x):
-        return repr(x)
-    if x == 0:
-        return "0"
-    text = f"{x:.{p}f}" if abs(x) >= 1 else f"{x:.{p}g}"
-    if "e" not in text and "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return text
-
-
-def _numbers_of(a: Any, b: Any) -> Iterator[tuple[float, float]]:
-    """The pairs of numbers at the same place of ``a`` and ``b`` (scores, bounds)."""
-    if _is_number(a) and _is_number(b):
-        yield float(a), float(b)
-    elif isinstance(a, dict) and isinstance(b, dict):
-        for key in a.keys() & b.keys():
-            yield from _numbers_of(a[key], b[key])
-
-
-def _precision(pairs: Iterable[tuple[Any, Any]], short: bool) -> int | None:
-    """The fewest significant digits (from 3) at which every two different numbers of
-    ``pairs`` look different; None (full precision) unless ``short``."""
-    if not short:
-        return None
-    numbers = [(x, y) for a, b in pairs for x, y in _numbers_of(a, b) if x != y]
-    for p in range(_FIRST_PRECISION, _FULL_PRECISION + 1):
-        if all(_num(x, p) != _num(y, p) for x, y in numbers):
-            return p
-    return _FULL_PRECISION
-
-
-def format_value(value: Any, p: int | None = None) -> str:
-    """A value as a person reads it: numbers in full precision (``p`` None) or at ``p``
-    digits (``_num``), coverage and intervals in words."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return _num(value, p)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and set(value) == {"expected", "executed", "missing"}:
-        return (
-            f"{value['expected']} expected, {value['executed']} executed, "
-            f"{value['missing']} missing"
-        )
-    if isinstance(value, dict) and "low" in value and "high" in value:
-        low, high = format_value(value["low"], p), format_value(value["high"], p)
-        extra = [str(value[k]) for k in ("method",) if value.get(k) is not None]
-        if value.get("level") is not None:
-            extra.append(f"level {format_value(value['level'])}")
-        if value.get("seed") is not None:
-            extra.append(f"seed {value['seed']}")
-        if value.get("resamples") is not None:
-            extra.append(f"{value['resamples']} resamples")
-        return f"[{low}, {high}]" + (f" ({', '.join(extra)})" if extra else "")
-    text: str = canonical.dumps(value).decode("utf-8")
-    return text
 
 
 def _bounds(value: Any, p: int | None) -> str:

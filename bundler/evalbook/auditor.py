@@ -65,7 +65,6 @@ Choices where SPEC section 12 leaves room:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,7 +74,6 @@ import orjson
 from bundler.core.claims import Verification
 from bundler.core.errors import InputError
 from bundler.evalbook.audit import (
-    TOLERANCE,
     Audit,
     AuditVerdict,
     CheckAudit,
@@ -90,11 +88,14 @@ from bundler.evalbook.audit import (
     Outcome,
     ReportAudit,
     ReportFacts,
-    _is_number,
+    _json_equal,
+    numbers_agree,
 )
 from bundler.evalbook.bounds import BoundScope, bound_violations
 from bundler.evalbook.contract import BUNDLE_SCHEMA
 from bundler.evalbook.derive import derive_check, derive_report
+from bundler.evalbook.group_audit import GroupAudit, MemberValue, audit_groups
+from bundler.evalbook.group_rule import mean_aggregation
 from bundler.evalbook.stats import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, MAX_RESAMPLES
 from bundler.evalbook.verdicts import (
     DerivedCheck,
@@ -162,31 +163,6 @@ def _parse_lines(kept: Mapping[str, bytes], path: str) -> Iterator[Any]:
 
 
 # ------------------------------------------------------------------------- comparing
-
-
-def _json_equal(a: Any, b: Any) -> bool:
-    """JSON equality: numbers by value (1 == 1.0), booleans only equal booleans."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and bool(a == b)
-
-
-def numbers_agree(issued: Any, derived: Any) -> bool:
-    """Two numbers (or nulls) within TOLERANCE_RULE; null agrees only with null."""
-    if issued is None or derived is None:
-        return issued is None and derived is None
-    if not (_is_number(issued) and _is_number(derived)):
-        return False
-    a, b = float(issued), float(derived)
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return a == b
-    return abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
 
 
 def _intervals_agree(issued: Any, derived: Any) -> bool:
@@ -339,6 +315,10 @@ class _Auditor:
         self.suite: Any = None if self.suite_path is None else _parse(kept, self.suite_path)
         self._manifests: dict[tuple[str, int], list[str] | str] = {}
         self._draws = 0  # bootstrap index draws spent so far
+        # For the group audit: each check's suite aggregation and derivation, and each
+        # group member's value once computed.
+        self._derived: dict[str, tuple[Any, DerivedCheck]] = {}
+        self._members: dict[str, MemberValue | str | None] = {}
 
     def listed_reason(self, kind: str, ref: str, what: str) -> str:
         entry = self.unavailable.get((kind, ref))
@@ -415,10 +395,11 @@ class _Auditor:
             self.body["report_id"], tuple(self.report_fields(suite_checks, states))
         )
         checks = tuple(audits)
+        groups = self.groups(suite_checks, entries)
         has_disagreement = any(
             f.outcome is Outcome.DISAGREE
             for f in report.fields + tuple(x for c in checks for x in c.fields)
-        )
+        ) or any(f.outcome is Outcome.DISAGREE for g in groups or () for f in g.all_fields())
         return Audit(
             verification.source,
             AuditVerdict.INCONSISTENT if has_disagreement else AuditVerdict.CONSISTENT,
@@ -426,7 +407,69 @@ class _Auditor:
             None,
             report,
             checks,
+            groups,
         )
+
+    # -- lm-eval groups (SPEC 16) ------------------------------------------------------
+
+    def groups(
+        self, suite_checks: dict[str, dict[str, Any]] | str, entries: dict[str, Any]
+    ) -> tuple[GroupAudit, ...] | None:
+        """The body's ``subject.run.groups`` audited, or None when it records none."""
+        subject = self.body.get("subject")
+        run = subject.get("run") if isinstance(subject, dict) else None
+        if not isinstance(run, dict) or "groups" not in run:
+            return None
+
+        def member(check_id: str) -> MemberValue | str | None:
+            if check_id not in self._members:
+                self._members[check_id] = self.group_member(check_id, suite_checks, entries)
+            return self._members[check_id]
+
+        return audit_groups(run["groups"], member, self.body_path)
+
+    def group_member(
+        self,
+        check_id: str,
+        suite_checks: dict[str, dict[str, Any]] | str,
+        entries: dict[str, Any],
+    ) -> MemberValue | str | None:
+        """A group's task check as the bundle gives it: SPEC 12's mean of its cases (the
+        value the import held the runner's to) and its dataset's examples; the reason it
+        cannot be re-derived; or None when the bundle holds no such check."""
+        if isinstance(suite_checks, str):
+            return suite_checks
+        suite_check = suite_checks.get(check_id)
+        if suite_check is None:
+            return None
+        entry = entries.get(check_id)
+        blocked = self.blockers(check_id, suite_check, None, entry, None)
+        if blocked is not None:
+            return f"check {check_id}: {blocked}"
+        assert entry is not None
+        aggregation = suite_check.get("aggregation")
+        raw = aggregation.get("repeats") if isinstance(aggregation, Mapping) else None
+        repeats = 1 if raw is None else raw
+        if isinstance(repeats, bool) or not isinstance(repeats, int):
+            return f"check {check_id}: its aggregation's repeats {raw!r} is not a count"
+        expected = self.expected_examples(suite_check["dataset"])
+        assert isinstance(expected, list)
+        mean_rule = mean_aggregation(repeats)
+        done = self._derived.get(check_id)
+        if done is not None and _json_equal(done[0], mean_rule):
+            derived = done[1]
+        else:
+            dataset = suite_check["dataset"]
+            derived = derive_check(
+                mean_rule,
+                dataset_id=dataset["id"],
+                dataset_version=dataset["version"],
+                expected_example_ids=expected,
+                cases=_parse_lines(self.kept, entry["cases"]["path"]),
+            )
+        if derived.problems:
+            return f"check {check_id}: its cases give no mean ({derived.problems[0].message})"
+        return MemberValue(derived.score, len(expected))
 
     # -- one check ---------------------------------------------------------------------
 
@@ -497,6 +540,7 @@ class _Auditor:
                 cases=_parse_lines(self.kept, entry["cases"]["path"]),
                 interval=None if over_budget else interval,
             )
+            self._derived[check_id] = (aggregation, derived)
             blocked_fields = self.partial_blockers(derived, body_check, result)
             if over_budget is not None:
                 blocked_fields.setdefault(Field.INTERVAL, over_budget)

@@ -28,7 +28,7 @@ def _unexpected_bundle_detail(source: str, expected: str) -> str:
     """Why --expect-bundle-digest did not match: often the archive's sha256sum was given."""
     where = (
         "the bundle digest is the Bundle-Digest line of bag-info.txt, and what export "
-        "prints on its \"Bundle digest:\" line (the second; the first names the archive)"
+        'prints on its "Bundle digest:" line (the second; the first names the archive)'
     )
     path = Path(source)
     if not source.startswith("s3://") and path.is_file():

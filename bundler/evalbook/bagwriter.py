@@ -112,6 +112,71 @@ def resolve_output(out: Path | None, default_name: str) -> Path:
     return path
 
 
+class BagAdmission:
+    """What the bundle's reader admits, member by member: the one ledger the exporter
+    writes under and the importer asks before it writes anything to a store (SPEC 16),
+    so an import never makes a report its own export refuses. Member names go through
+    the reader's ``names.MemberNames`` (name rules, collisions, counts); a document the
+    reader keeps through ``bag_reader.document_problem`` (its cap, and the bag's totals
+    of kept bytes and JSON values, in member order). Raises StoreError naming the
+    member and the rule."""
+
+    def __init__(self, top: str) -> None:
+        self.top = top
+        # The reader's own ledger of names (names.MemberNames): the exporter refuses
+        # exactly the names, counts and name bytes the reader refuses, in its words.
+        self._names = names.MemberNames()
+        self._kept_bytes = 0
+        self._kept_values = 0
+        self.claim(top, is_dir=True)
+
+    def claim(self, name: str, *, is_dir: bool = False) -> None:
+        """Refuse a member name the reader would refuse (names.py), before writing it."""
+        refused = self._names.claim(name, is_dir=is_dir)
+        if refused is not None:
+            raise StoreError(
+                f"{name[len(self.top) + 1 :] or name}: the bundle cannot hold this name "
+                f"({refused[0]}); the verifier would reject it, export refused"
+            )
+
+    def directories(self, relpath: str) -> list[str]:
+        """Claim the directories of ``relpath`` not claimed yet; returns them, shallowest
+        first, for the writer to write."""
+        parent = relpath.rpartition("/")[0]
+        if not parent or self._names.has_directory(f"{self.top}/{parent}"):
+            return []  # most files go into a directory already written
+        out = []
+        parts = relpath.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            directory = self.top + "/" + "/".join(parts[:i])
+            if not self._names.has_directory(directory):
+                self.claim(directory, is_dir=True)
+                out.append(directory)
+        return out
+
+    def file(self, relpath: str, head: bytes, size: int, data: Callable[[], bytes]) -> None:
+        """Admit the file at ``relpath`` (its directories first): ``head`` is its first
+        bytes (``bag_reader.CHUNK`` of them decide whether the reader keeps it), and
+        ``data`` gives its bytes when it does."""
+        self.directories(relpath)
+        self.claim(f"{self.top}/{relpath}")
+        if bag_reader.is_kept(relpath, head, size):
+            self.document(relpath, data())
+
+    def document(self, relpath: str, data: bytes) -> None:
+        """Refuse a document over the reader's caps, which the verifier would reject."""
+        if not bag_reader.is_kept(relpath, data[: bag_reader.CHUNK], len(data)):
+            return
+        problem = bag_reader.document_problem(
+            relpath, data, self._kept_bytes, values_before=self._kept_values
+        )
+        if problem is not None:
+            raise StoreError(f"{relpath}: {problem}; the verifier would reject it, export refused")
+        self._kept_bytes += len(data)
+        if relpath.endswith((".json", ".jsonl")):
+            self._kept_values += bag_reader.json_values(data)
+
+
 class BagWriter:
     """Streams bag members into a tar; tracks directories, manifests and Payload-Oxum."""
 
@@ -124,46 +189,18 @@ class BagWriter:
         self._cases = 0
         self.content_bytes = 0
         self._planned: int | None = None  # bytes of planned files not yet written
-        # The reader's own ledger of names (names.MemberNames): the exporter refuses
-        # exactly the names, counts and name bytes the reader refuses, in its words.
-        self._names = names.MemberNames()
-        self._kept_bytes = 0
-        self._kept_values = 0
-        self._claim_name(top, is_dir=True)
+        self._admission = BagAdmission(top)
         tar.add_dir(top)
 
     def _claim_name(self, name: str, *, is_dir: bool = False) -> None:
-        """Refuse a member name the reader would refuse (names.py), before writing it."""
-        refused = self._names.claim(name, is_dir=is_dir)
-        if refused is not None:
-            raise StoreError(
-                f"{name[len(self.top) + 1 :] or name}: the bundle cannot hold this name "
-                f"({refused[0]}); the verifier would reject it, export refused"
-            )
+        self._admission.claim(name, is_dir=is_dir)
 
     def _ensure_dirs(self, relpath: str) -> None:
-        parent = relpath.rpartition("/")[0]
-        if not parent or self._names.has_directory(f"{self.top}/{parent}"):
-            return  # most files go into a directory already written
-        parts = relpath.split("/")[:-1]
-        for i in range(1, len(parts) + 1):
-            directory = self.top + "/" + "/".join(parts[:i])
-            if not self._names.has_directory(directory):
-                self._claim_name(directory, is_dir=True)
-                self._tar.add_dir(directory)
+        for directory in self._admission.directories(relpath):
+            self._tar.add_dir(directory)
 
     def _check_document(self, relpath: str, data: bytes) -> None:
-        """Refuse a document over the reader's caps, which the verifier would reject."""
-        if not bag_reader.is_kept(relpath, data[: bag_reader.CHUNK], len(data)):
-            return
-        problem = bag_reader.document_problem(
-            relpath, data, self._kept_bytes, values_before=self._kept_values
-        )
-        if problem is not None:
-            raise StoreError(f"{relpath}: {problem}; the verifier would reject it, export refused")
-        self._kept_bytes += len(data)
-        if relpath.endswith((".json", ".jsonl")):
-            self._kept_values += bag_reader.json_values(data)
+        self._admission.document(relpath, data)
 
     def add(
         self,

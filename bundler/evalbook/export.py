@@ -120,6 +120,11 @@ class ExportResult:
         return self.summary()
 
 
+def bag_top(report_id: str) -> str:
+    """The bag's top directory in the archive of report ``report_id``."""
+    return f"evalbook-bundle-{report_id}"
+
+
 def archive_name(report_id: str) -> str:
     """Default file name of the archive of report ``report_id``."""
     return f"evalbook-bundle-{report_id}.tar.zst"
@@ -672,7 +677,7 @@ def export_bundle(
 
     bundle, archive_sha256, archive_size = write_bag_archive(
         target,
-        top=f"evalbook-bundle-{config.report_id}",
+        top=bag_top(config.report_id),
         level=config.level,
         mtime=int(config.exported_at.timestamp()),
         fill=lambda writer: _fill_bag(writer, store, body, envelope, permissions, config),
@@ -721,9 +726,7 @@ def _fill_bag(
     check_entries, tree = collector.write_checks(writer, checks)
     collector.write_examples(writer, examples, datasets)
     payloads = collector.write_payloads(writer, uses, wanted)
-    payloads = sorted(
-        payloads + collector.write_run_files(writer, uses), key=lambda p: p["digest"]
-    )
+    payloads = sorted(payloads + collector.write_run_files(writer, uses), key=lambda p: p["digest"])
     bundle: dict[str, Any] = {
         "schema": BUNDLE_SCHEMA,
         "exported_at": exported_at,

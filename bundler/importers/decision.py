@@ -15,6 +15,7 @@ from typing import Any
 from bundler.core import canonical
 from bundler.core.digests import bytes_digest
 from bundler.core.errors import InputError
+from bundler.evalbook.group_rule import mean_aggregation
 from bundler.importers.runfile import open_run_file
 
 SCHEMA = "evalbook.decision.v1"
@@ -109,13 +110,7 @@ def read_decision(path: Any) -> Decision:
 
 def no_threshold(repeats: int) -> dict[str, Any]:
     """The aggregation of a check without a decision: the mean, no threshold."""
-    return {
-        "rule": "mean",
-        "threshold": None,
-        "min_coverage": None,
-        "min_samples": None,
-        "repeats": repeats,
-    }
+    return mean_aggregation(repeats)
 
 
 def check_known(decision: Decision | None, repeats: dict[str, int]) -> None:

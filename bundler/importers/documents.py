@@ -27,10 +27,11 @@ from bundler.core import canonical, schemas
 from bundler.core.digests import json_digest
 from bundler.core.errors import InputError, SchemaError
 from bundler.core.version import TOOL_NAME, __version__
-from bundler.evalbook.auditor import numbers_agree
+from bundler.evalbook.compare import _json_equal, numbers_agree
 from bundler.evalbook.contract import MAX_EVIDENCE_REFS
 from bundler.evalbook.derive import derive_check, derive_report
 from bundler.evalbook.scorers import scorer_file_order, scorer_version_digest
+from bundler.evalbook.verdicts import DerivedCheck
 from bundler.importers.decision import Decision, no_threshold
 from bundler.importers.lmgroups import rederive_groups
 from bundler.importers.model import ImportedCheck, ImportedFile, ImportedRun, to_identifier
@@ -279,12 +280,16 @@ def _reasons(checks_out: list[dict[str, Any]], decision: Decision | None, result
 
 
 def _runner_value_problem(
-    check: ImportedCheck, dataset_id: str, example_ids: list[str], cases: list[dict[str, Any]]
+    check: ImportedCheck,
+    dataset_id: str,
+    example_ids: list[str],
+    cases: list[dict[str, Any]],
+    derived: DerivedCheck | None,
 ) -> tuple[str | None, float | None]:
     """Why the runner's own value of the metric is not what SPEC 12 derives from the
     check's cases under the no-decision rule (the mean), or None when it is; and that
-    mean."""
-    mean = derive_check(
+    mean. ``derived`` is the check's derivation when its aggregation is that rule."""
+    mean = derived or derive_check(
         no_threshold(check.repeats),
         dataset_id=dataset_id,
         dataset_version=VERSION,
@@ -361,7 +366,10 @@ def _build_checks(
             raise InputError(
                 f"check {check.check_id}: {derived.problems[0].message}; import refused"
             )
-        problem, mean = _runner_value_problem(check, dataset_id, example_ids, cases)
+        same_rule = _json_equal(aggregation, no_threshold(check.repeats))
+        problem, mean = _runner_value_problem(
+            check, dataset_id, example_ids, cases, derived if same_rule else None
+        )
         if problem is not None:
             raise InputError(f"{check.value_where}: {problem}; import refused")
         ordered = sorted(evidence_keys)

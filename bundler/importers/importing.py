@@ -22,6 +22,7 @@ from bundler.core.errors import InputError, UsageError
 from bundler.evalbook.contract import EXPORT, READ_BODY
 from bundler.importers.decision import check_known, read_decision
 from bundler.importers.documents import TaskFile, build_documents
+from bundler.importers.exportable import check_exportable
 from bundler.importers.model import ImportedFile, Role, is_identifier
 from bundler.importers.runfile import RunFile, open_run_file
 from bundler.importers.storewriter import StoreWriter
@@ -200,6 +201,8 @@ def import_run(config: ImportConfig, progress: Callable[[int], None] | None = No
             built = build_documents(
                 run, writer, task_files=task_files, decision=decision, report_id=config.report_id
             )
+            # Before anything moves: what the report's export would refuse, refused here.
+            check_exportable(writer.staged_files(), built.report_id, opened[0].name)
             access = None
             if principal is not None:
                 access = canonical.dumps({"principals": {principal: sorted([EXPORT, READ_BODY])}})

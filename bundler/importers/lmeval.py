@@ -30,6 +30,7 @@ from typing import Any
 
 from bundler.core import canonical
 from bundler.core.errors import CanonicalJSONError, InputError
+from bundler.evalbook.group_rule import member_check_id
 from bundler.importers.lmgroups import group_names, read_groups
 from bundler.importers.model import (
     CaseStatus,
@@ -281,7 +282,7 @@ def _read_task(
                 {"metric": f"{metric}_stderr", "value": values[f"{metric}_stderr,{filt}"]}
             )
         checks[(metric, filt)] = ImportedCheck(
-            check_id=to_identifier(f"{task}.{metric}.{filt}"),
+            check_id=member_check_id(task, metric, filt),
             scorer=task,
             dataset=task,
             metric=metric,

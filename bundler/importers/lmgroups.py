@@ -24,17 +24,18 @@ re-derived value in the report body's ``subject.run.groups``. A value neither ru
 refuses the import, naming the file and field, as a lying task value does. The stderr
 is a dispersion metric: recorded, not re-derived (the tasks' own stderrs it pools from
 are runner values no sample gives). ``read_groups`` reads and checks the structure;
-``rederive_groups`` does the arithmetic once the checks are derived.
+``rederive_groups`` applies the rule once the checks are derived; the rule itself
+(both means, the matched weighting) is ``evalbook.group_rule``, which ``audit`` applies
+to a bundle's body with the same code.
 """
 
 from __future__ import annotations
 
 import math
-from enum import StrEnum
 from typing import Any
 
 from bundler.core.errors import InputError
-from bundler.evalbook.auditor import numbers_agree
+from bundler.evalbook.group_rule import MAX_GROUP_DEPTH, derive_aggregate
 from bundler.importers.model import (
     GroupAggregate,
     ImportedCheck,
@@ -43,18 +44,8 @@ from bundler.importers.model import (
     Member,
 )
 
-MAX_GROUP_DEPTH = 32  # nesting of groups in groups (mmlu is two deep)
-
 # Keys of a group's results besides ``<metric>,<filter>`` and ``<metric>_stderr,<filter>``.
 _GROUP_KEYS = frozenset({"alias", "name", "sample_len", "sample_count"})
-
-
-class Weighting(StrEnum):
-    """Which of lm-eval's two rules the recorded aggregate matches."""
-
-    BY_SIZE = "weight_by_size"  # mean weighted by each task's sample_len
-    UNWEIGHTED = "unweighted"  # plain mean of the task values
-    EITHER = "weight_by_size or unweighted (they agree here)"
 
 
 def _number(value: Any) -> bool:
@@ -334,14 +325,6 @@ def _check_sizes(
             )
 
 
-def _means(values: list[float], sizes: list[int]) -> tuple[float | None, float]:
-    """lm-eval's ``aggregate_subtask_metrics`` both ways, summed in its order: (weighted
-    by size, or None when the sizes sum to 0; unweighted)."""
-    total = sum(sizes)
-    weighted = sum(v * n for v, n in zip(values, sizes, strict=True)) / total if total else None
-    return weighted, sum(values) / len(values)
-
-
 def rederive_groups(
     groups: list[ImportedGroup], scores: dict[str, float | None]
 ) -> list[dict[str, Any]]:
@@ -361,28 +344,21 @@ def rederive_groups(
                     f"{a.where}: a task of the group has no value to aggregate; import refused"
                 )
             numbers = [float(v) for v in values if v is not None]
-            weighted, unweighted = _means(numbers, [m.size for m in a.members])
-            by_size = weighted is not None and numbers_agree(a.value, weighted)
-            plain = numbers_agree(a.value, unweighted)
-            if not (by_size or plain):
+            d = derive_aggregate(a.value, numbers, [m.size for m in a.members])
+            if d.rule is None:
                 raise InputError(
-                    f"{a.where}: {a.value!r} is not what its tasks give: {weighted!r} weighted "
-                    f"by size, {unweighted!r} unweighted (lm-eval's mean of "
-                    f"{', '.join(m.check_id for m in a.members)}); import refused"
+                    f"{a.where}: {a.value!r} is not what its tasks give: {d.words()} "
+                    f"(lm-eval's mean of {', '.join(m.check_id for m in a.members)}); "
+                    "import refused"
                 )
-            rule = (
-                Weighting.EITHER
-                if by_size and plain
-                else (Weighting.BY_SIZE if by_size else Weighting.UNWEIGHTED)
-            )
             aggregates.append(
                 {
                     "metric": a.metric,
                     "filter": a.filter,
                     "value": a.value,
                     "stderr": a.stderr,
-                    "rule": rule.value,
-                    "derived": weighted if by_size else unweighted,
+                    "rule": d.rule.value,
+                    "derived": d.derived,
                     "tasks": [
                         {"task": m.task, "check_id": m.check_id, "size": m.size, "score": v}
                         for m, v in zip(a.members, numbers, strict=True)

@@ -8,7 +8,6 @@ written once for both runners.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,10 +16,11 @@ from typing import Any
 
 from bundler.core.errors import InputError
 from bundler.core.times import ARCHIVE_TIME_MAX
+from bundler.evalbook.group_rule import MAX_IDENTIFIER as MAX_IDENTIFIER
+from bundler.evalbook.group_rule import to_identifier as to_identifier
 from bundler.importers.storewriter import PayloadRef
 
 _IDENTIFIER = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
-_OUTSIDE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 class Producer(StrEnum):
@@ -42,25 +42,6 @@ class Role(StrEnum):
     DATASET = "dataset"  # a file given with --dataset
     DECISION = "decision"  # the file given with --decision
     TASK = "task"  # a file given with --task (a scorer version's file, not an artifact)
-
-
-MAX_IDENTIFIER = 128
-_LONG_KEEP = MAX_IDENTIFIER - 17  # the first characters kept of a name over the limit
-
-
-def to_identifier(raw: str) -> str:
-    """``raw`` in the identifier alphabet of SPEC 3: each character outside it becomes
-    ``_``; a first character that is not a letter or digit gets an ``x`` before it. A
-    name over 128 characters keeps its first 111 and ends in ``-`` and 16 hex digits of
-    the SHA-256 of the whole raw name (UTF-8), so a long name is never cut silently into
-    another. Collisions are the caller's to refuse."""
-    name = _OUTSIDE.sub("_", raw)
-    if not name or not name[0].isascii() or not name[0].isalnum():
-        name = "x" + name
-    if len(name) <= MAX_IDENTIFIER:
-        return name
-    tail = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{name[:_LONG_KEEP]}-{tail}"
 
 
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)

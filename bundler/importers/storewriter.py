@@ -33,6 +33,7 @@ from bundler.core.errors import InputError, OutputError, StoreError
 from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES
 
 STAGING_PREFIX = ".evalbook-import-"
+HEAD_BYTES = 64  # of a payload, kept: more than a bundle reader looks at to keep it
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,17 @@ def deferred_signals() -> Iterator[None]:
             signal.raise_signal(caught[0])
 
 
+def _write_new(path: str, data: bytes) -> None:
+    """Write ``data`` to a new file at ``path`` (never over one)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
 class StoreWriter:
     """A staging area for one import; use as a context manager (abort on error)."""
 
@@ -103,27 +115,41 @@ class StoreWriter:
                 self.root.mkdir()
                 self.created_root = True
             self.staging.mkdir()
-        self._staged: dict[str, Path] = {}  # final relpath -> staged file
-        self._examples: dict[str, Path] = {}  # digest -> staged example body
-        self._dirs: set[str] = set()  # staged directories already made
+        # Paths are kept as text and files written with os calls: an import stages tens of
+        # thousands of small files, and pathlib's objects cost more than the writes.
+        self._root = str(self.root)
+        self._files = f"{self.staging}/files"
+        # Every file is staged where it goes (example bodies first by digest, until their
+        # path is known), so that at commit a directory the store lacks moves whole, in one
+        # rename, instead of file by file.
+        self._payloads = f"{self.staging}/payloads"
+        os.mkdir(self._files)
+        os.mkdir(self._payloads)
+        self._staged: dict[str, str] = {}  # final relpath -> staged file
+        self._examples: dict[str, str] = {}  # digest -> staged example body
+        self._dirs: set[str] = {""}  # staged directories (under files/) already made
+        # A payload's first bytes (all that decides whether a bundle's reader keeps it),
+        # so the export check (``exportable``) need not open every payload again.
+        self._heads: dict[str, bytes] = {}
 
     # ------------------------------------------------------------------ staging
 
-    def _stage_path(self, relpath: str, area: str = "files") -> Path:
-        path = self.staging / area / relpath
-        parent = f"{area}/{relpath.rpartition('/')[0]}"
+    def _stage_path(self, relpath: str) -> str:
+        parent = relpath.rpartition("/")[0]
         if parent not in self._dirs:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(f"{self._files}/{parent}", exist_ok=True)
             self._dirs.add(parent)
-        return path
+        return f"{self._files}/{relpath}"
 
     def put_payload(self, data: bytes) -> PayloadRef:
         """Stage a payload (blobs/ or sso/ by its size), once per digest."""
         ref = PayloadRef("sha256:" + hashlib.sha256(data).hexdigest(), len(data))
-        if ref.relpath not in self._staged:
-            path = self._stage_path(ref.relpath)
-            path.write_bytes(data)
-            self._staged[ref.relpath] = path
+        relpath = ref.relpath
+        if relpath not in self._staged:
+            path = self._stage_path(relpath)
+            _write_new(path, data)
+            self._staged[relpath] = path
+            self._heads[relpath] = data[:HEAD_BYTES]
         return ref
 
     def put_file_payload(self, source: Path, digest: str, size: int) -> PayloadRef:
@@ -134,11 +160,13 @@ class StoreWriter:
         path = self._stage_path(ref.relpath)
         h = hashlib.sha256()
         written = 0
+        head = b""
         flags = os.O_RDONLY | os.O_NOFOLLOW
         fd = os.open(source, flags)
         try:
-            with os.fdopen(fd, "rb", closefd=False) as src, path.open("wb") as dst:
+            with os.fdopen(fd, "rb", closefd=False) as src, open(path, "xb") as dst:
                 while chunk := src.read(1024 * 1024):
+                    head = head or chunk[:HEAD_BYTES]
                     h.update(chunk)
                     dst.write(chunk)
                     written += len(chunk)
@@ -147,29 +175,43 @@ class StoreWriter:
         if "sha256:" + h.hexdigest() != digest or written != size:
             raise InputError(f"{source}: changed while it was imported; import refused")
         self._staged[ref.relpath] = path
+        self._heads[ref.relpath] = head
         return ref
 
     def put_example(self, data: bytes) -> str:
         """Stage an example body by digest; its final path is known only later."""
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         if digest not in self._examples:
-            path = self._stage_path(digest.removeprefix("sha256:"), area="examples")
-            path.write_bytes(data)
+            path = f"{self._payloads}/example-{digest.removeprefix('sha256:')}"
+            _write_new(path, data)
             self._examples[digest] = path
+            self._heads[digest] = data[:HEAD_BYTES]
         return digest
 
     def place_example(self, digest: str, relpath: str) -> None:
-        """Give a staged example body its final path (a hard link: one body may serve
-        two examples)."""
+        """Give a staged example body its final path: moved there the first time, linked
+        for any other example with the same body."""
         path = self._stage_path(relpath)
-        os.link(self._examples[digest], path)
+        staged = self._examples[digest]
+        if staged.startswith(self._payloads + "/"):
+            os.rename(staged, path)
+            self._examples[digest] = path
+        else:
+            os.link(staged, path)
         self._staged[relpath] = path
+        self._heads[relpath] = self._heads[digest]
 
     def put_document(self, relpath: str, data: bytes) -> None:
+        staged = self._staged.get(relpath)
+        if staged is not None:
+            with open(staged, "rb") as f:
+                if f.read() != data:
+                    raise StoreError(
+                        f"{relpath}: two different documents for one path; import refused"
+                    )
+            return
         path = self._stage_path(relpath)
-        if relpath in self._staged and path.read_bytes() != data:
-            raise StoreError(f"{relpath}: two different documents for one path; import refused")
-        path.write_bytes(data)
+        _write_new(path, data)
         self._staged[relpath] = path
 
     # ------------------------------------------------------------------ committing
@@ -225,14 +267,13 @@ class StoreWriter:
                 )
             report_written = False
         written = 0
+        self._made: set[str] = {""}  # final directories already made
         if access is not None and not (self.root / "access.json").exists():
             self._move_file(self._stage_bytes("access.json", access), "access.json")
             written += 1
-        for relpath in to_move:
-            self._move_file(self._staged[relpath], relpath)
-            written += 1
+        written += self._move_all(to_move, report_dir)
         if report_written:
-            staged_dir = self.staging / "files" / report_dir
+            staged_dir = f"{self._files}/{report_dir}"
             final_report.parent.mkdir(parents=True, exist_ok=True)
             try:
                 os.rename(staged_dir, final_report)
@@ -243,17 +284,59 @@ class StoreWriter:
             written += len(report_files)
         return CommitResult(report_written, written)
 
-    def _stage_bytes(self, relpath: str, data: bytes) -> Path:
+    def _move_all(self, to_move: list[str], report_dir: str) -> int:
+        """Move the staged files ``to_move`` into the store: where the store lacks a
+        directory a file goes into (never one holding the report), the staged directory
+        moves whole, in one rename (a rename replaces at most an empty directory that
+        appeared meanwhile, never a file; when it cannot, its files are linked one by
+        one); elsewhere each file is linked. Returns the files placed."""
+        keep = {"/".join(report_dir.split("/")[:i]) for i in range(1, report_dir.count("/") + 2)}
+        present: set[str] = {""}  # final directories known to exist
+        moved: list[str] = []  # directories renamed whole
+        for relpath in to_move:
+            if any(relpath.startswith(m + "/") for m in moved):
+                continue
+            absent = self._absent_directory(relpath, keep, present)
+            if absent is not None:
+                try:
+                    os.rename(f"{self._files}/{absent}", f"{self._root}/{absent}")
+                except OSError:
+                    pass  # it appeared, not empty: link its files one by one
+                else:
+                    moved.append(absent)
+                    present.add(absent)
+                    continue
+            self._move_file(self._staged[relpath], relpath)
+        return len(to_move)
+
+    def _absent_directory(self, relpath: str, keep: set[str], present: set[str]) -> str | None:
+        """The shallowest directory of ``relpath`` the store lacks (not one in ``keep``),
+        or None when the store has them all."""
+        parts = relpath.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            sub = "/".join(parts[:depth])
+            if sub in present or sub in keep:
+                continue
+            try:
+                os.lstat(f"{self._root}/{sub}")
+            except FileNotFoundError:
+                return sub
+            present.add(sub)
+        return None
+
+    def _stage_bytes(self, relpath: str, data: bytes) -> str:
         path = self._stage_path(relpath)
-        path.write_bytes(data)
+        _write_new(path, data)
         return path
 
     def _same(self, relpath: str) -> bool:
         """Whether the final path already holds the staged bytes (refuse other bytes)."""
-        final = self.root / relpath
-        if not final.exists() and not final.is_symlink():
+        final = f"{self._root}/{relpath}"
+        try:
+            mode = os.lstat(final).st_mode
+        except FileNotFoundError:
             return False
-        if final.is_symlink() or not final.is_file():
+        if not stat.S_ISREG(mode):
             raise StoreError(f"{relpath}: exists and is not a regular file; import refused")
         if filecmp.cmp(final, self._staged[relpath], shallow=False):
             return True
@@ -262,10 +345,13 @@ class StoreWriter:
             "changes a document already in the store); import refused"
         )
 
-    def _move_file(self, staged: Path, relpath: str) -> None:
-        final = self.root / relpath
-        final.parent.mkdir(parents=True, exist_ok=True)
-        # link + unlink, not rename: a file that appeared meanwhile is never replaced.
+    def _move_file(self, staged: str, relpath: str) -> None:
+        parent = relpath.rpartition("/")[0]
+        if parent not in self._made:
+            os.makedirs(f"{self._root}/{parent}", exist_ok=True)
+            self._made.add(parent)
+        final = f"{self._root}/{relpath}"
+        # link, not rename: a file that appeared meanwhile is never replaced.
         try:
             os.link(staged, final)
         except FileExistsError:
@@ -276,6 +362,11 @@ class StoreWriter:
 
     def staged_paths(self) -> Iterable[str]:
         return sorted(self._staged)
+
+    def staged_files(self) -> list[tuple[str, str, bytes | None]]:
+        """(final relpath, staged file, the first HEAD_BYTES of a payload or None) of
+        everything staged so far."""
+        return [(r, p, self._heads.get(r)) for r, p in self._staged.items()]
 
     def close(self) -> None:
         with deferred_signals():

@@ -24,8 +24,9 @@ from bundler.evalbook.audit import (
     _precision,
     format_value,
 )
-from bundler.evalbook.auditor import _json_equal
+from bundler.evalbook.compare import _json_equal
 from bundler.evalbook.derive import WILSON_METHOD
+from bundler.evalbook.group_audit import GroupFieldAudit
 from bundler.evalbook.stats import BOOTSTRAP_METHOD
 from bundler.evalbook.verdicts import (
     Assurance,
@@ -102,6 +103,44 @@ def _field_line(f: FieldAudit) -> str:
         Outcome.INFORMATIONAL: "informational",
     }[f.outcome]
     return f"{text}  [{marker}]"
+
+
+def _group_label(f: GroupFieldAudit) -> str:
+    return f.field.value + ("" if f.task is None else f" {f.task}")
+
+
+def _group_value_texts(f: GroupFieldAudit) -> tuple[str, str, str]:
+    """(recorded, derived, outcome) of one group field, as a person reads them."""
+    issued = f.issued[0].value if f.issued else None
+    p = _precision([(issued, f.derived.value)] if f.derived is not None else [], short=True)
+    derived = "-" if f.derived is None else format_value(f.derived.value, p)
+    if f.outcome is Outcome.NOT_REDERIVABLE:
+        outcome = f"not re-derivable: {f.reason}"
+    else:
+        outcome = "DISAGREES" if f.outcome is Outcome.DISAGREE else f.outcome.value
+    return format_value(issued, p), derived, outcome
+
+
+def _group_lines(audit: Audit) -> list[str]:
+    """Each group the body records: its fields, then each aggregate's, recorded vs derived."""
+    lines: list[str] = []
+    for g in audit.groups or ():
+        lines.append(f"Group {g.group if g.group is not None else '(unnamed)'} (lm-eval):")
+        sections = [("  ", g.fields)] + [("    ", a.fields) for a in g.aggregates]
+        for i, (indent, fields) in enumerate(sections):
+            if i:
+                a = g.aggregates[i - 1]
+                lines.append(f"  aggregate {a.metric},{a.filter}:")
+            for f in fields:
+                issued, derived, outcome = _group_value_texts(f)
+                text = f"{indent}{_group_label(f) + ':':<18} recorded {issued}"
+                if f.outcome is Outcome.NOT_REDERIVABLE:
+                    lines.append(f"{text}; {outcome}")
+                else:
+                    lines.append(
+                        f"{text}; derived {derived}  [{outcome.replace('agree', 'agrees')}]"
+                    )
+    return lines
 
 
 def _header_lines(audit: Audit) -> list[str]:
@@ -208,6 +247,7 @@ def audit_text(audit: Audit, signatures: Sequence[str] = ()) -> str:
         lines.append(f"Check {check.check_id} ({'required' if check.required else 'optional'}):")
         lines += [_field_line(f) for f in check.fields]
         lines += [f"  defect: {p.code.value}: {p.message}" for p in check.errors]
+    lines += _group_lines(audit)
     for title, entries in _terms(audit):
         lines.append(title)
         lines += [f"  {term}: {words}" for term, words in entries]
@@ -281,6 +321,23 @@ def audit_markdown(audit: Audit, signatures: Sequence[str] = ()) -> str:
                 outcome += f": {f.reason}"
             out.append(
                 f"| {f.field.value} | {_md(_issued_text(f, p))} | {_md(derived)} | {_md(outcome)} |"
+            )
+    for g in audit.groups or ():
+        name = g.group if g.group is not None else "(unnamed)"
+        out += [
+            "",
+            f"## Group {_md(name)} (lm-eval)",
+            "",
+            "| aggregate | field | recorded | derived | outcome |",
+            "|---|---|---|---|---|",
+        ]
+        rows: list[tuple[str, GroupFieldAudit]] = [("-", gf) for gf in g.fields]
+        rows += [(f"{a.metric},{a.filter}", gf) for a in g.aggregates for gf in a.fields]
+        for where, gf in rows:
+            issued, derived, outcome = _group_value_texts(gf)
+            out.append(
+                f"| {_md(where)} | {_md(_group_label(gf))} | {_md(issued)} | {_md(derived)} "
+                f"| {_md(outcome)} |"
             )
     out += ["", "## Terms", ""]
     for title, entries in _terms(audit):

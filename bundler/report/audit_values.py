@@ -9,6 +9,7 @@ agreement. Used by ``report.record``.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,51 @@ def field_disagreements(f: Mapping[str, Any]) -> int:
         [v["value"] for v in f["issued"]],
         Derived(derived["value"]) if isinstance(derived, Mapping) else None,
     )
+
+
+def group_field_contradiction(f: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(relative pointer, rule) when a group field's comparison, or its outcome, is not
+    what the group audit's own rule (``evalbook.group_audit``) gives its values."""
+    from bundler.evalbook.group_audit import GroupField, group_comparison, group_values_agree
+
+    name = GroupField(f["field"])
+    want = group_comparison(name).value
+    if f["comparison"] != want:
+        return "comparison", f"says {f['comparison']}, but field {f['field']} is compared {want}"
+    derived = f["derived"]
+    if f["outcome"] == "not_rederivable" or not isinstance(derived, Mapping):
+        return None
+    agree = group_values_agree(name, f["issued"][0]["value"], derived["value"])
+    if agree != (f["outcome"] == "agree"):
+        return (
+            "outcome",
+            f"says {f['outcome']}, but its recorded and derived values give "
+            + ("agree" if agree else "disagree"),
+        )
+    return None
+
+
+class GroupFacts:
+    """What an audit record's lm-eval groups give (SPEC 16): their fields counted by
+    outcome, the disagreements (a group field that disagrees is one), and the first
+    field whose comparison or outcome its values contradict."""
+
+    def __init__(self, groups: Any) -> None:
+        self.outcomes: Counter[str] = Counter()
+        self.found = 0
+        self.wrong: tuple[str, str] | None = None
+        for i, group in enumerate(groups or ()):
+            at = [(f"/groups/{i}/fields/{j}", f) for j, f in enumerate(group["fields"])]
+            for k, a in enumerate(group["aggregates"]):
+                at += [
+                    (f"/groups/{i}/aggregates/{k}/fields/{j}", f) for j, f in enumerate(a["fields"])
+                ]
+            for where, f in at:
+                self.outcomes[f["outcome"]] += 1
+                self.found += f["outcome"] == "disagree"
+                wrong = group_field_contradiction(f)
+                if wrong is not None and self.wrong is None:
+                    self.wrong = (f"{where}/{wrong[0]}", wrong[1])
 
 
 def is_number(x: Any) -> bool:

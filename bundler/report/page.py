@@ -494,6 +494,21 @@ def _check_view(check: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _group_view(group: Mapping[str, Any]) -> dict[str, Any]:
+    """One lm-eval group of an audit record (SPEC 16): every recorded field, its
+    aggregate's and task's names in the field column."""
+    rows: list[tuple[str, Any]] = [("", f) for f in group.get("fields") or []]
+    for a in group.get("aggregates") or []:
+        rows += [(f"{_g(a, 'metric')},{_g(a, 'filter')}: ", f) for f in _g(a, "fields") or []]
+    fields = []
+    for where, f in rows:
+        view = _field_view(f)
+        task = _g(f, "task")
+        view["field"] = f"{where}{view['field']}" + ("" if task is None else f" {task}")
+        fields.append(view)
+    return {"group": group.get("group"), "fields": fields}
+
+
 def audit_page(record: Mapping[str, Any] | Sifted) -> bytes:
     """The page of one audit record (``audit --json``)."""
     sifted = _sifted(record)
@@ -544,6 +559,7 @@ def audit_page(record: Mapping[str, Any] | Sifted) -> bytes:
         ],
         checks=checks,
         checks_more=facts.kept["checks"].more,
+        groups=[_group_view(g) for g in head.get("groups") or [] if isinstance(g, Mapping)],
         outcome_chart=_bars(
             (o.replace("_", " "), outcomes[o])
             for o in ("agree", "disagree", "not_rederivable", "informational")

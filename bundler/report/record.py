@@ -36,6 +36,7 @@ from bundler.core.errors import InputError, SchemaError
 from bundler.core.exits import SIGNAL_EXIT
 from bundler.core.schemas import validate
 from bundler.report.audit_values import (
+    GroupFacts,
     ReportResultFacts,
     audit_field_contradiction,
     check_status_contradiction,
@@ -43,6 +44,8 @@ from bundler.report.audit_values import (
     is_number,
 )
 from bundler.report.jsonscan import Buffer, Span, scan_array, scan_object
+from bundler.report.record_formats import exit_contradiction as _exit_contradiction
+from bundler.report.record_formats import format_contradictions as _format_contradictions
 
 # A saved record is at most what verify writes for a 20,000-case bundle, many times over.
 MAX_RECORD_BYTES = 512 * 1024 * 1024
@@ -245,36 +248,6 @@ _SUMMARY_KEYS = frozenset(
 )
 
 
-def _exit_contradiction(
-    head: Mapping[str, Any], allowed: tuple[int, ...]
-) -> Iterator[tuple[str, str]]:
-    exit_code = head.get("exit_code")
-    if exit_code is not None and exit_code not in allowed:
-        yield (
-            "/exit_code",
-            f"says {exit_code}, but the verdict {head['verdict']} exits "
-            + " or ".join(str(c) for c in allowed),
-        )
-
-
-def _at(value: Any, path: tuple[str, ...]) -> Any:
-    for key in path:
-        value = value.get(key) if isinstance(value, Mapping) else None
-    return value
-
-
-def _format_contradictions(
-    head: Mapping[str, Any],
-    formats: tuple[tuple[tuple[str, ...], re.Pattern[str], str, str | None], ...],
-) -> Iterator[tuple[str, str]]:
-    for path, pattern, rule, bundle_schema in formats:
-        if bundle_schema is not None and head.get("bundle_schema") != bundle_schema:
-            continue
-        value = _at(head, path)
-        if value is not None and not (isinstance(value, str) and pattern.fullmatch(value)):
-            yield "/" + "/".join(path), rule
-
-
 def _summary_contradictions(head: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     summary = head["summary"]
     for key in summary:
@@ -436,6 +409,10 @@ class AuditFacts(Facts):
         if isinstance(report, Mapping):
             for j, f in enumerate(report["fields"]):
                 self._field(f"/report/fields/{j}", f)
+        groups = GroupFacts(head.get("groups"))  # lm-eval groups (SPEC 16)
+        self.outcomes.update(groups.outcomes)
+        self.found += groups.found
+        self.first_wrong = self.first_wrong or groups.wrong
 
     def item(self, key: str, value: Any, size: int) -> None:
         if key == "checks":

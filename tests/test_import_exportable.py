@@ -1,0 +1,149 @@
+"""SPEC 16 and 5: an import refuses up front what the export of its report would refuse.
+
+The export refuses a member name the bundle's reader refuses (a collision after NFC and
+case folding, more members than a bundle holds) and a document over the reader's caps
+(one document, the bag's kept bytes, its JSON values); all depend only on the report's
+documents. The import asks the exporter's own ledger (``bagwriter.BagAdmission``,
+through ``importers.exportable.check_exportable``) before it moves anything, so such a
+run is refused at import: one line naming the run file and the rule, exit 3, no store.
+Each limit just under (imports, and the CLI case also exports) and just over (refused).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from test_import_groups import RESULTS, SAMPLES
+
+from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES, MAX_JSON_VALUES, MAX_KEPT_BYTES
+from bundler.archive.names import MAX_MEMBERS
+from bundler.core.errors import InputError
+from bundler.importers.exportable import check_exportable
+
+TASK = RESULTS.parent.parent / "tasks" / "fixture_mc.yaml"
+
+
+def _import(tmp: Path, names: tuple[str, str]) -> tuple[int, bytes, Path]:
+    tasks = []
+    for name in names:
+        d = tmp / f"t{len(tasks)}"
+        d.mkdir()
+        (d / name).write_bytes(TASK.read_bytes() + name.encode())
+        tasks += ["--task", str(d / name)]
+    store = tmp / "store"
+    args = [str(RESULTS)]
+    for s in SAMPLES:
+        args += ["--samples", str(s)]
+    done = run_cli(
+        "import-lm-eval", *args, *tasks, "--store", str(store), "--principal", "a", "--json"
+    )
+    return done.returncode, done.stderr if done.returncode else done.stdout, store
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("fixture_mc.yaml", "Fixture_MC.yaml"),  # case
+        ("straße.yaml", "strasse.yaml"),  # case folding: ß is ss
+        ("\ufb01x.yaml", "fix.yaml"),  # case folding: the ligature fi is f, i
+        ("task.yaml", "TASK.YAML"),
+    ],
+    ids=["case", "sharp-s", "ligature", "upper"],
+)
+def test_task_files_the_bundle_cannot_hold_are_refused_at_import(
+    names: tuple[str, str], tmp_path: Path
+) -> None:
+    code, out, store = _import(tmp_path, names)
+    assert code == 3, out
+    lines = out.decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert RESULTS.name in lines[0] and "could never be exported" in lines[0]
+    assert "collides with an earlier member after NFC and case folding" in lines[0]
+    assert not store.exists()  # nothing written
+
+
+def test_distinct_task_files_import_and_export(tmp_path: Path) -> None:
+    """Just under: two names that differ after folding import, and the report exports."""
+    code, out, store = _import(tmp_path, ("fixture_mc.yaml", "fixture_mc2.yaml"))
+    assert code == 0, out
+    report_id = json.loads(out.decode().splitlines()[0])["report_id"]
+    done = run_cli(
+        "export", "--store", str(store), "--report", report_id, "--principal", "a",
+        "--out", str(tmp_path / "b.tar.zst"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+# ---- each limit of the reader, just under and just over, through the import's check
+
+
+def _file(tmp: Path, name: str, data: bytes) -> str:
+    path = tmp / name
+    path.write_bytes(data)
+    return str(path)
+
+
+RID = "rpt"
+
+
+def test_members_just_under_and_just_over(tmp_path: Path) -> None:
+    """A bag holds the top directory, data/, data/blobs/, data/blobs/sha256/ and the
+    payloads: MAX_MEMBERS - 4 payloads fit, one more does not."""
+    blob = _file(tmp_path, "blob", b"x")
+    fit = MAX_MEMBERS - 4
+    staged = [(f"blobs/sha256/{i:064x}", blob, None) for i in range(fit)]
+    check_exportable(staged, RID, "results.json")
+    staged.append((f"sso/sha256/{fit:064x}", blob, None))
+    with pytest.raises(InputError, match=r"^results.json: .*more than max_members=65536"):
+        check_exportable(staged, RID, "results.json")
+
+
+def _case_file(size: int) -> bytes:
+    line = b'{"a":"' + b"x" * 100 + b'"}\n'
+    body = line * ((size - 1) // len(line))
+    return body + b" " * (size - len(body) - 1) + b"\n"
+
+
+@pytest.mark.parametrize("over", [False, True], ids=["under", "over"])
+def test_a_document_at_the_cap(over: bool, tmp_path: Path) -> None:
+    data = _case_file(MAX_DOCUMENT_BYTES + over)
+    assert len(data) == MAX_DOCUMENT_BYTES + over
+    staged = [(f"reports/{RID}/cases/c.jsonl", _file(tmp_path, "c", data), None)]
+    if not over:
+        check_exportable(staged, RID, "results.json")
+        return
+    with pytest.raises(InputError, match=r"data/cases/c.jsonl: document of .* over the"):
+        check_exportable(staged, RID, "results.json")
+
+
+@pytest.mark.parametrize("over", [False, True], ids=["under", "over"])
+def test_kept_bytes_at_the_cap(over: bool, tmp_path: Path) -> None:
+    first = _file(tmp_path, "a", _case_file(MAX_DOCUMENT_BYTES))
+    second = _file(tmp_path, "b", _case_file(MAX_KEPT_BYTES - MAX_DOCUMENT_BYTES + over))
+    staged = [
+        (f"reports/{RID}/cases/a.jsonl", first, None),
+        (f"reports/{RID}/cases/b.jsonl", second, None),
+    ]
+    if not over:
+        check_exportable(staged, RID, "results.json")
+        return
+    with pytest.raises(InputError, match=rf"exceed {MAX_KEPT_BYTES} bytes in total"):
+        check_exportable(staged, RID, "results.json")
+
+
+@pytest.mark.parametrize("over", [False, True], ids=["under", "over"])
+def test_json_values_at_the_cap(over: bool, tmp_path: Path) -> None:
+    """The reader's bound counts one value per ``[]`` line, and one more."""
+    from bundler.archive.bag_reader import json_values
+
+    data = b"[]\n" * (MAX_JSON_VALUES - 1 + over)
+    assert json_values(data) == MAX_JSON_VALUES + over
+    staged = [(f"reports/{RID}/cases/a.jsonl", _file(tmp_path, "a", data), None)]
+    if not over:
+        check_exportable(staged, RID, "results.json")
+        return
+    with pytest.raises(InputError, match=rf"more than {MAX_JSON_VALUES} values"):
+        check_exportable(staged, RID, "results.json")
