@@ -74,6 +74,6 @@ def render(result: Path, html: str, as_json: bool, quiet: bool) -> None:
     written = render_page(result, html=html)
     if as_json:
         _emit_json(written.to_json())
-    else:
+    elif not quiet:
         sys.stdout.write(f"Wrote:       {shown(str(written.out))} ({written.kind} page)\n")
         sys.stdout.flush()

@@ -653,6 +653,7 @@ def export_bundle(
         )
     body = store.report_body(config.report_id)
     envelope = store.envelope(config.report_id)
+    store.check_supersession(config.report_id, body, envelope)
     check_not_before(
         config.exported_at,
         body.value["issued_at"],
@@ -721,9 +722,7 @@ def _fill_bag(
     check_entries, tree = collector.write_checks(writer, checks)
     collector.write_examples(writer, examples, datasets)
     payloads = collector.write_payloads(writer, uses, wanted)
-    payloads = sorted(
-        payloads + collector.write_run_files(writer, uses), key=lambda p: p["digest"]
-    )
+    payloads = sorted(payloads + collector.write_run_files(writer, uses), key=lambda p: p["digest"])
     bundle: dict[str, Any] = {
         "schema": BUNDLE_SCHEMA,
         "exported_at": exported_at,
