@@ -16,9 +16,8 @@ from bundler.evalbook.auditor import comparison_of, disagreement_count
 from bundler.evalbook.derive import report_result
 from bundler.evalbook.verdicts import CheckResult
 from bundler.evalbook.verdicts import CheckStatus as CheckStatus_
-from bundler.report import audit_values
+from bundler.report import audit_values, ties
 from bundler.report import record as rec
-from bundler.report import ties
 
 D = "sha256:" + "1" * 64
 
@@ -339,9 +338,9 @@ def _consistent_proofs(r: dict[str, Any]) -> None:
         _consistent_envelope(r.get("report_id"), r.get("report_issued_at"), r.get("envelope"))
     for proof in ties.PROOFS:
         # A verified record proves each fact it shows: none of them is null.
-        if kind in proof.kinds and len(proof.pointer) == 1 and r.get(proof.pointer[0]) is None:
-            if not failing:
-                r[proof.pointer[0]] = {"report_id": "rpt-x"}.get(proof.pointer[0], D)
+        name = proof.pointer[0]
+        if kind in proof.kinds and len(proof.pointer) == 1 and r.get(name) is None and not failing:
+            r[name] = {"report_id": "rpt-x"}.get(name, D)
     r["claims"] += proof_claims(r)
 
 
@@ -548,14 +547,14 @@ def _consistent_audit(r: dict[str, Any]) -> None:
         if v["verdict"] != "error":
             v["verdict"] = "failed" if failed else "verified"
         _consistent_formats(v)
-        if v["verdict"] == "verified" and v.get("bundle_schema") == ties.EVALBOOK_BUNDLE:
-            if v.get("envelope") is None:
-                v["envelope"] = {
-                    "status": "current",
-                    "superseded_by": None,
-                    "superseded_at": None,
-                    "reason": None,
-                }
+        verified = v["verdict"] == "verified" and v.get("bundle_schema") == ties.EVALBOOK_BUNDLE
+        if verified and v.get("envelope") is None:
+            v["envelope"] = {
+                "status": "current",
+                "superseded_by": None,
+                "superseded_at": None,
+                "reason": None,
+            }
         _consistent_envelope(v.get("report_id"), v.get("report_issued_at"), v.get("envelope"))
         report = r["report"]
         if isinstance(report, dict):
@@ -598,9 +597,11 @@ def _consistent_fixity(r: dict[str, Any]) -> None:
     if "carried" in r:
         r["carried"] = carried
     selection = r.get("selection")
-    if carried and r.get("interrupted") is None and isinstance(selection, dict):
-        if all(selection.get(k) is None for k in ("sample", "limit", "limit_bytes")):
-            selection["limit"] = 1  # only a part of the source leaves failures unchecked
+    full = isinstance(selection, dict) and all(
+        selection.get(k) is None for k in ("sample", "limit", "limit_bytes")
+    )
+    if carried and r.get("interrupted") is None and full:
+        selection["limit"] = 1  # only a part of the source leaves failures unchecked
     listed = Counter(p["outcome"] for p in problems)
     for outcome in ("fail", "missing", "error"):
         r["counts"][outcome] = listed[outcome]

@@ -79,11 +79,9 @@ class DocumentClaims(VerifierState):
         else:
             try:
                 schemas.validate("envelope", env_value, source=env["path"])
-                problem = supersession_problem(
-                    value["report_id"], value.get("issued_at"), env_value
-                )
-                if problem is not None:
-                    raise SchemaError(f"{env['path']}: /{problem[0]}: {problem[1]}")
+                wrong = supersession_problem(value["report_id"], value.get("issued_at"), env_value)
+                if wrong is not None:
+                    raise SchemaError(f"{env['path']}: /{wrong[0]}: {wrong[1]}")
                 self.envelope = Envelope(
                     env_value["status"],
                     env_value["superseded_by"],

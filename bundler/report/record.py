@@ -246,7 +246,8 @@ _VERSION = re.compile(r"[0-9]+(\.[0-9]+)*([-+.][0-9A-Za-z][0-9A-Za-z.+-]{0,63})?
 _TIMESTAMP_RULE = "must be an RFC 3339 UTC timestamp, as the report's documents hold it"
 _VERIFICATION_FORMATS: tuple[tuple[tuple[str, ...], re.Pattern[str], str, str | None], ...] = (
     (("tool", "version"), _VERSION, "must be a version number (digits and dots)", None),
-    (("report_id",), IDENTIFIER, "must be a report identifier (SPEC 3)", EVALBOOK_BUNDLE),
+    # An eval-banana run's id too: the run reader takes no other (evalbanana.run).
+    (("report_id",), IDENTIFIER, "must be a report or run identifier (SPEC 3)", None),
     (("report_issued_at",), _TIMESTAMP, _TIMESTAMP_RULE, EVALBOOK_BUNDLE),
     (("envelope", "superseded_at"), _TIMESTAMP, _TIMESTAMP_RULE, EVALBOOK_BUNDLE),
 )
