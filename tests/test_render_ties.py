@@ -492,3 +492,19 @@ def test_an_existing_page_in_a_directory_is_refused_as_a_file_is(
     rule = "already exists; an output is never written over anything"
     assert f"--html: {tmp_path / 'd' / 'rpt-clean.verification.html'}: {rule}" in in_dir
     assert f"--html: {tmp_path / 'f.html'}: {rule}" in as_file
+
+
+def test_a_page_inside_the_new_output_directory_is_checked_once_it_exists(
+    tmp_path: Path, bundle: Path
+) -> None:
+    od = tmp_path / "od"
+    proc = run_cli("verify", str(bundle), "--output-dir", str(od), "--html", f"{od}/sub/p.html")
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr.decode()
+    assert not od.exists()
+    proc = run_cli("verify", str(bundle), "--output-dir", str(od), "--html", f"{od}/p.html", "-q")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert sorted(p.name for p in od.iterdir()) == [
+        "p.html",
+        "verification.json",
+        "verification.md",
+    ]

@@ -127,15 +127,27 @@ def verify(
         check_output_dir(output_dir)  # absent or empty, before any work
     if html is not None and several and not _names_directory(html):
         raise UsageError("--html FILE takes a single BUNDLE; give a directory for several")
-    if html is not None:
-        from bundler.api import params
+    from bundler.api import params
 
+    # A page inside the output directory is checked once that directory exists (a
+    # refusal then removes it again); any other page, before anything is created.
+    inside = html is not None and output_dir is not None and _within(html, output_dir)
+    if html is not None and not inside:
         params.output(html, "html")  # before any work: a usable file or directory
     with contextlib.ExitStack() as made:
         if output_dir is not None:
             made.enter_context(made_dir(output_dir))
+        if html is not None and inside:
+            params.output(html, "html")
         code = _verify_each(bundles, found, project_root, as_json, output_dir, html, quiet, several)
     sys.exit(code)
+
+
+def _within(html: str, directory: Path) -> bool:
+    """Whether the page ``html`` names ``directory`` or a path beneath it."""
+    page = Path(os.path.abspath(html))
+    home = Path(os.path.abspath(directory))
+    return page == home or home in page.parents
 
 
 def _verify_each(
