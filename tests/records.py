@@ -11,12 +11,12 @@ from typing import Any
 from bundler.core.claims import SIGNER_SUBJECT
 from bundler.evalbanana.results import recompute_totals
 from bundler.evalbanana.run import CheckStatus
-from bundler.evalbook.audit import Derived, Field
+from bundler.evalbook.audit import TOLERANCE_RULE, Derived, Field
 from bundler.evalbook.auditor import comparison_of, disagreement_count
 from bundler.evalbook.derive import report_result
 from bundler.evalbook.verdicts import CheckResult
 from bundler.evalbook.verdicts import CheckStatus as CheckStatus_
-from bundler.report import audit_values
+from bundler.report import audit_values, ties
 from bundler.report import record as rec
 
 D = "sha256:" + "1" * 64
@@ -97,20 +97,22 @@ def eb_summary(checks: list[dict[str, Any]], threshold: float = 0.5) -> dict[str
 
 def eb_verification() -> dict[str, Any]:
     summary = eb_summary(copy.deepcopy(EB_CHECKS))
-    return verification(
+    record = verification(
         verdict="verified",
         bundle_schema="evalbook.eval_banana_bundle.v1",
         report_id="run-1",
         report_result="fail",
         envelope=None,
         summary=summary,
-        counts={"proven": 2, "unprovable": 0, "failed": 0},
         unprovable_by_reason={},
         claims=[
             claim("proven", 7, "checks", subject="check fails: result file"),
             claim("proven", 7, "checks", subject="check fails: decoy: result file"),
         ],
     )
+    record["claims"] += proof_claims(record)
+    record["counts"] = {"proven": len(record["claims"]), "unprovable": 0, "failed": 0}
+    return record
 
 
 def field(name: str, outcome: str, value: Any = 1, derived_value: Any = None) -> dict[str, Any]:
@@ -171,7 +173,7 @@ def audit(**over: Any) -> dict[str, Any]:
             "self_consistent_only": True,
             "description": "self-consistency only",
         },
-        "tolerance": {"value": 1e-12, "rule": "within 1e-12"},
+        "tolerance": {"value": 1e-12, "rule": TOLERANCE_RULE},
         "counts": {
             "checks": 1,
             "agree": 3,
@@ -272,15 +274,15 @@ def _consistent_formats(r: dict[str, Any]) -> None:
 
 def _consistent_anchor(r: dict[str, Any]) -> None:
     anchor = r["anchor"]
-    signer = rec._signer_of(r.get("signatures", []))
+    signer = ties._signer_of(r.get("signatures", []))
     anchor["signer"] = signer
-    r["claims"] = [c for c in r["claims"] if c["subject"] not in rec._ANCHOR_SUBJECTS]
+    r["claims"] = [c for c in r["claims"] if c["subject"] not in ties.ANCHOR_SUBJECTS]
     if r["verdict"] == "error":
         pass
     else:
         for key, subject, observed in (
-            ("expected_bundle_digest", rec.EXPECT_BUNDLE_SUBJECT, "bundle_digest"),
-            ("expected_report_digest", rec.EXPECT_REPORT_SUBJECT, "report_digest"),
+            ("expected_bundle_digest", ties.EXPECT_BUNDLE_SUBJECT, "bundle_digest"),
+            ("expected_report_digest", ties.EXPECT_REPORT_SUBJECT, "report_digest"),
         ):
             if anchor[key] is not None:
                 anchor[key] = r[observed]
@@ -304,6 +306,70 @@ def _consistent_anchor(r: dict[str, Any]) -> None:
     )
 
 
+def _consistent_envelope(report_id: Any, issued_at: Any, envelope: Any) -> None:
+    """A superseded envelope names another report by its identifier, not before issue."""
+    if not isinstance(envelope, dict) or envelope.get("status") != "superseded":
+        return
+    if envelope.get("superseded_by") == report_id:
+        envelope["superseded_by"] = f"{report_id}-successor"[:128]
+    if any(True for _ in ties.envelope_contradictions(report_id, issued_at, envelope)):
+        envelope["superseded_at"] = issued_at
+
+
+def _consistent_proofs(r: dict[str, Any]) -> None:
+    """The claims that prove the facts the record shows (``ties.PROOFS``), holding them."""
+    if r["verdict"] == "error":
+        return
+    kind = r.get("bundle_schema")
+    subjects = {p.subject for p in ties.PROOFS}
+    r["claims"] = [c for c in r["claims"] if c["subject"] not in subjects]
+    for path, kinds, _rule in ties.ABSENT:
+        if kind in kinds:
+            r[path[0]] = None
+    failing = any(c["state"] == "failed" for c in r["claims"])
+    if kind == ties.EVALBOOK_BUNDLE and r.get("envelope") is None and not failing:
+        r["envelope"] = {
+            "status": "current",
+            "superseded_by": None,
+            "superseded_at": None,
+            "reason": None,
+        }
+    if kind == ties.EVALBOOK_BUNDLE:
+        _consistent_envelope(r.get("report_id"), r.get("report_issued_at"), r.get("envelope"))
+    for proof in ties.PROOFS:
+        # A verified record proves each fact it shows: none of them is null.
+        name = proof.pointer[0]
+        if kind in proof.kinds and len(proof.pointer) == 1 and r.get(name) is None and not failing:
+            r[name] = {"report_id": "rpt-x"}.get(name, D)
+    r["claims"] += proof_claims(r)
+
+
+def proof_claims(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Proven claims holding each fact of ``r`` that ``ties.PROOFS`` ties to a claim."""
+    made = []
+    for proof in ties.PROOFS:
+        value = ties._at(r, proof.pointer)
+        if r.get("bundle_schema") not in proof.kinds or value is None:
+            continue
+        sides = {"expected": None, "observed": None, proof.side: proof.spelling.format(value)}
+        made.append(claim("proven", 3, "report", subject=proof.subject, **sides))
+    return made
+
+
+def _consistent_summary(r: dict[str, Any]) -> None:
+    """An eval-banana record's summary of the mode its kind writes, whole, naming the run."""
+    kind = r.get("bundle_schema")
+    if r["verdict"] == "error" or kind not in (None, "evalbook.eval_banana_bundle.v1"):
+        return
+    mode = "bundle" if kind else "run_directory"
+    summary = r["summary"]
+    checks = summary.get("checks") if isinstance(summary.get("checks"), list) else []
+    unique = list({c["check_id"]: c for c in checks}.values())
+    whole = {**eb_summary(unique, summary.get("pass_threshold", 0.5)), **summary}
+    whole.update(mode=mode, run_id=r["report_id"], checks=unique)
+    r["summary"] = whole
+
+
 def _consistent_verification(r: dict[str, Any]) -> None:
     if r["verdict"] == "error":
         r["claims"] = []
@@ -313,6 +379,7 @@ def _consistent_verification(r: dict[str, Any]) -> None:
         r["error"] = None
     _consistent_anchor(r)
     _consistent_formats(r)
+    _consistent_proofs(r)
     for c in r["claims"]:
         if c["state"] == "unprovable" and c["reason"] is None:
             c["reason"] = "case_limit"
@@ -336,10 +403,12 @@ def _consistent_verification(r: dict[str, Any]) -> None:
     if not r["strict"] and r["verdict"] == "verified" and n:
         forecast = f"FAILED ({n} unprovable {'claim' if n == 1 else 'claims'} would fail)"
     r["strict_forecast"] = forecast
-    summary = {k: v for k, v in r["summary"].items() if k in rec._SUMMARY_KEYS}
-    if r["bundle_schema"] == rec._EVALBOOK_BUNDLE:
+    summary = {k: v for k, v in r["summary"].items() if k in ties.SUMMARY_KEYS}
+    if r["bundle_schema"] == ties.EVALBOOK_BUNDLE:
         summary = {}
     r["summary"] = summary
+    _consistent_summary(r)
+    summary = r["summary"]
     checks = summary.get("checks")
     if isinstance(checks, list) or "recomputed" in summary:
         checks = checks if isinstance(checks, list) else []
@@ -351,6 +420,9 @@ def _consistent_verification(r: dict[str, Any]) -> None:
         totals = recompute_totals([CheckStatus(c["status"]) for c in checks], threshold)
         if r["verdict"] != "error":
             r["report_result"] = "pass" if totals.run_passed else "fail"
+    kind = r.get("bundle_schema")
+    if r["verdict"] != "error" and kind in (None, "evalbook.eval_banana_bundle.v1"):
+        r["summary"].update(mode="bundle" if kind else "run_directory", run_id=r["report_id"])
 
 
 # A value of the right shape for each audited field whose values the page charts.
@@ -436,18 +508,17 @@ def _consistent_audit(r: dict[str, Any]) -> None:
     for c in r["checks"]:
         _consistent_status(c)
     _consistent_report_result(r)
-    found = sum(_consistent_field(f) for f in fields)
-    template = {
-        "scope": "check",
-        "check_id": "acc",
-        "field": "status",
-        "kind": "issued_vs_derived",
-        "issued": [{"document": "body.json", "value": "pass"}],
-        "derived": {"value": "fail"},
-        "comparison": "exact",
-        "detail": "issued pass, derived fail",
-    }
-    r["disagreements"] = (r["disagreements"] + [template] * found)[:found]
+    for f in fields:
+        _consistent_field(f)
+    # The disagreements the fields give, in the auditor's order, each with some words.
+    owners = [(None, f) for f in (r["report"] or {}).get("fields", [])]
+    owners += [(c["check_id"], f) for c in r["checks"] for f in c["fields"]]
+    r["disagreements"] = [
+        {**d, "detail": "issued and derived differ"}
+        for check_id, f in owners
+        if f["outcome"] in ("agree", "disagree")
+        for d in audit_values.expected_disagreements(check_id, f)
+    ]
     if r["verdict"] != "error":
         r["verdict"] = "inconsistent" if r["disagreements"] else "consistent"
         r["exit_code"] = 1 if r["disagreements"] else 0
@@ -469,16 +540,34 @@ def _consistent_audit(r: dict[str, Any]) -> None:
         "disagreements": len(r["disagreements"]),
         "errors": len(r["errors"]),
     }
+    r["tolerance"] = {"value": 1e-12, "rule": TOLERANCE_RULE}
     v = r["verification"]
     if isinstance(v, dict):
         failed = v["counts"]["failed"]
         if v["verdict"] != "error":
             v["verdict"] = "failed" if failed else "verified"
         _consistent_formats(v)
+        verified = v["verdict"] == "verified" and v.get("bundle_schema") == ties.EVALBOOK_BUNDLE
+        if verified and v.get("envelope") is None:
+            v["envelope"] = {
+                "status": "current",
+                "superseded_by": None,
+                "superseded_at": None,
+                "reason": None,
+            }
+        _consistent_envelope(v.get("report_id"), v.get("report_issued_at"), v.get("envelope"))
+        report = r["report"]
+        if isinstance(report, dict):
+            report["report_id"] = v["report_id"]
+            for f in report["fields"]:
+                if f["field"] == "result" and f["issued"]:
+                    v["report_result"] = f["issued"][0]["value"]
+                    for issued in f["issued"]:
+                        issued["value"] = v["report_result"]
     anchor = r["anchor"]
     if isinstance(v, dict):
         if "signatures" in v:
-            anchor["signer"] = rec._signer_of(v["signatures"])
+            anchor["signer"] = ties._signer_of(v["signatures"])
         if v["verdict"] == "verified":
             for key, observed in (
                 ("expected_bundle_digest", "bundle_digest"),
@@ -500,10 +589,26 @@ def _consistent_fixity(r: dict[str, Any]) -> None:
             seen.add(p["key"])
             problems.append(p)
     r["problems"] = problems
+    carried = []
+    for c in r.get("carried", []):
+        if c["key"] not in seen:
+            seen.add(c["key"])
+            carried.append(c)
+    if "carried" in r:
+        r["carried"] = carried
+    selection = r.get("selection")
+    full = isinstance(selection, dict) and all(
+        selection.get(k) is None for k in ("sample", "limit", "limit_bytes")
+    )
+    if carried and r.get("interrupted") is None and full:
+        selection["limit"] = 1  # only a part of the source leaves failures unchecked
     listed = Counter(p["outcome"] for p in problems)
     for outcome in ("fail", "missing", "error"):
         r["counts"][outcome] = listed[outcome]
     r["checked"] = sum(r["counts"].values())
+    present = sum(r["counts"][k] for k in ("pass", "fail", "error"))
+    if isinstance(r.get("listed"), int) and r["listed"] < present:
+        r["listed"] = present
     if r.get("interrupted") not in (None, "SIGINT", "SIGTERM"):
         r["interrupted"] = None
     if "exit_code" in r:

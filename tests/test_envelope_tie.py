@@ -138,8 +138,11 @@ def test_export_refuses_a_store_envelope_that_contradicts_itself(
     [
         {"status": "current", "superseded_by": "rpt-elsewhere"},
         {"status": "superseded", "superseded_by": None, "superseded_at": AT},
+        {"status": "superseded", "superseded_by": " ", "superseded_at": AT},
+        {"status": "superseded", "superseded_by": "rpt-clean", "superseded_at": AT},
+        {"status": "superseded", "superseded_by": "rpt-x", "superseded_at": "2000-01-01T00:00:00Z"},
     ],
-    ids=["current-with-successor", "superseded-without"],
+    ids=["current-with-successor", "superseded-without", "blank", "itself", "before-issue"],
 )
 def test_a_bundle_holding_a_contradicting_envelope_fails_verification(
     bundles: dict[str, Path], edit: dict[str, Any]
@@ -152,3 +155,28 @@ def test_a_bundle_holding_a_contradicting_envelope_fails_verification(
     failed = [c for c in result.claims if c.state.value == "failed"]
     assert [c.subject for c in failed] == ["envelope is schema-valid"], failed
     assert result.envelope is None
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        ({"superseded_by": "rpt-clean"}, "superseded_by"),
+        ({"superseded_by": "rpt-x", "superseded_at": "2000-01-01T00:00:00Z"}, "superseded_at"),
+    ],
+    ids=["itself", "before-issue"],
+)
+def test_export_refuses_a_supersession_its_report_contradicts(
+    store_copy: Path, tmp_path: Path, edit: dict[str, Any], field: str
+) -> None:
+    """What the schema cannot see without the report (core/envelope.py)."""
+    env = {"status": "superseded", "superseded_at": None, "superseded_reason": None, "url": None}
+    (store_copy / "reports" / "rpt-clean" / "envelope.json").write_text(json.dumps({**env, **edit}))
+    out = tmp_path / "out.tar.zst"
+    proc = run_cli(
+        "export", "--store", str(store_copy), "--report", "rpt-clean", "--principal", "alice",
+        "--out", str(out),
+    )  # fmt: skip
+    err = proc.stderr.decode()
+    assert proc.returncode == 3 and len(err.splitlines()) == 1, err
+    assert f"envelope.json: /{field}: " in err and "SPEC 3.2" in err, err
+    assert not out.exists()

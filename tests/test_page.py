@@ -72,6 +72,10 @@ CONSTRAINED = {
     "sample",
     "level",
     "comparison",
+    # The claims that prove a shown fact are found by subject (report/ties.py), and a
+    # successor is a report identifier.
+    "subject",
+    "superseded_by",
 }
 
 

@@ -500,6 +500,8 @@ def test_every_exit_code_the_items_give_renders(
         interrupted=interrupted,
         exit_code=code,
     )
+    if carried:  # only a run over a part of the source leaves an open failure unchecked
+        record["selection"]["sample"] = "0/2"
     record["checked"] = sum(record["counts"].values())
     page = _renders(tmp_path, record)
     assert ("PASSED" in page) == (not outcomes and not carried)

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from test_record_coherence import _refused, _renders
 
 from bundler.core.errors import InputError
+from bundler.evalbook.audit import TOLERANCE_RULE
 from bundler.evalbook.derive import derive_check, statuses_given
 from bundler.evalbook.verdicts import CheckResult, CheckStatus, Coverage
 from bundler.report.record import sift_value
@@ -113,7 +114,7 @@ def audit(*checks: dict[str, Any], report_result: Any = None) -> dict[str, Any]:
             "self_consistent_only": True,
             "description": "self-consistency only",
         },
-        "tolerance": {"value": 1e-12, "rule": "within 1e-12"},
+        "tolerance": {"value": 1e-12, "rule": TOLERANCE_RULE},
         "counts": {
             "checks": len(checks),
             "agree": outcomes.count("agree"),

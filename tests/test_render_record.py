@@ -151,10 +151,20 @@ def test_fixity_problems_that_outnumber_counts_are_refused() -> None:
 
 
 def test_fixity_carried_failure_did_not_pass() -> None:
+    # Only a run that checks a part of the source (here --limit 3) leaves one unchecked.
     record = records.fixity(
+        selection={"sample": None, "older_than_seconds": None, "limit": 3, "limit_bytes": None},
         counts={"pass": 3, "fail": 0, "missing": 0, "error": 0},
         problems=[],
-        carried=[{"key": "old.tar.zst", "outcome": "fail", "detail": "x", "found": "2026-11-01T00:00:00.000000Z", "run_id": "r"}],
+        carried=[
+            {
+                "key": "old.tar.zst",
+                "outcome": "fail",
+                "detail": "x",
+                "found": "2026-11-01T00:00:00.000000Z",
+                "run_id": "r",
+            }
+        ],
     )
     page = render_record(record)[1].decode()
     assert "FAILED" in page and "✓ PASSED" not in page

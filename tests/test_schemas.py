@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 from bundler.core import schemagen, schemakeywords, schemas
 from bundler.core.errors import InputError, SchemaError
+from bundler.core.textsafe import shown
 
 # Store and bundle documents; the result schemas (verification, audit, case-proof,
 # eb-bundle) are tested beside the commands that write them.
@@ -915,7 +916,8 @@ def test_invalid_document(
     assert message.startswith(f"{SOURCE}: {pointer}: "), message
     assert message.endswith(f" (schema {name})"), message
     assert fragment in message, message
-    assert "\n" not in message
+    # Values are quoted as they are and escaped once where the message is shown.
+    assert "\n" not in shown(message)
     assert assert_agree(name, doc) is False
 
 
@@ -1189,8 +1191,11 @@ def test_compiled_check_agrees_with_reference(sample: tuple[str, Any]) -> None:
         schemas.validate(name, doc, source=SOURCE)
     else:
         message = rejection(name, doc)
+        # A value is quoted as it is (escaped once, where the message is shown), so the
+        # message is one line once shown.
         assert re.match(
-            rf"^{re.escape(SOURCE)}: (\(root\)|(/[^/ ]*)+): .+ \(schema {name}\)$", message
+            rf"^{re.escape(SOURCE)}: (\(root\)|(/[^/ ]*)+): .+ \(schema {name}\)$",
+            shown(message),
         ), message
 
 

@@ -25,7 +25,10 @@ def page_target(value: object, default_name: str, param: str = "html") -> Path:
     if target.is_dir():
         target = target / default_name
     if target.exists() or target.is_symlink():
-        raise OutputError(f"{target}: already exists; refusing to overwrite ({param})")
+        raise OutputError(
+            f"{param}: {target}: already exists; an output is never written over anything",
+            param=param,
+        )
     return target
 
 

@@ -102,6 +102,11 @@ def audit(
         from bundler import storage
 
         storage.stored_bundle_location(bundle)
+    # Every output is checked before any work and before any is created.
+    if output_dir is not None:
+        from bundler.core.outputs import check_output_dir
+
+        check_output_dir(output_dir)
     if html is not None:
         from bundler.api import params
 
@@ -129,7 +134,9 @@ def audit(
         if result.verdict is AuditVerdict.ERROR:
             from bundler.cli.invoked import option_text
 
-            _say(f"evalbook-bundle: error: {shown(option_text(str(result.error)))}\n")  # never quieted
+            _say(
+                f"evalbook-bundle: error: {shown(option_text(str(result.error)))}\n"
+            )  # never quieted
     else:
         from bundler.cli.invoked import option_text
 

@@ -3,14 +3,13 @@ verify and audit share."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from bundler.cli.app import cli
-from bundler.cli.common import F, _emit_json, _LocalPath, _quiet_option
+from bundler.cli.common import F, _emit_json, _LocalPath, _note, _quiet_option
 from bundler.core.textsafe import shown
 
 RENDER_HELP = """Write the auditor's page of a saved result: one self-contained HTML file.
@@ -74,6 +73,6 @@ def render(result: Path, html: str, as_json: bool, quiet: bool) -> None:
     written = render_page(result, html=html)
     if as_json:
         _emit_json(written.to_json())
-    else:
-        sys.stdout.write(f"Wrote:       {shown(str(written.out))} ({written.kind} page)\n")
-        sys.stdout.flush()
+    # Where the page went is a note, as verify --html and audit --html give it: on
+    # stderr, never with --quiet or --json (``_note`` decides).
+    _note(f"Wrote:       {shown(str(written.out))} ({written.kind} page)\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -98,10 +99,6 @@ def verify(
     quiet: bool,
 ) -> None:
     from bundler.api.anchors import anchors
-    from bundler.api.bundles import verify_one
-    from bundler.api.pages import page_target
-    from bundler.cli.invoked import option_record, option_text
-    from bundler.report.render import verification_markdown, verification_text
 
     if (signature is not None or identity is not None) and allowed_signers is None:
         raise UsageError("--identity and --signature need --allowed-signers")
@@ -121,16 +118,54 @@ def verify(
         max_bytes=max_bytes,
         endpoint_url=endpoint_url,
     )
-    if output_dir is not None:
-        from bundler.core.outputs import prepare_output_dir
+    from bundler.core.outputs import check_output_dir
+    from bundler.core.outputs import output_dir as made_dir
 
-        prepare_output_dir(output_dir)  # absent or empty, before any work (SPEC 5)
+    # Every output is checked before any is created (SPEC 5: a refused command leaves
+    # nothing behind, not even an empty directory).
+    if output_dir is not None:
+        check_output_dir(output_dir)  # absent or empty, before any work
     if html is not None and several and not _names_directory(html):
         raise UsageError("--html FILE takes a single BUNDLE; give a directory for several")
-    if html is not None:
-        from bundler.api import params
+    from bundler.api import params
 
+    # A page inside the output directory is checked once that directory exists (a
+    # refusal then removes it again); any other page, before anything is created.
+    inside = html is not None and output_dir is not None and _within(html, output_dir)
+    if html is not None and not inside:
         params.output(html, "html")  # before any work: a usable file or directory
+    with contextlib.ExitStack() as made:
+        if output_dir is not None:
+            made.enter_context(made_dir(output_dir))
+        if html is not None and inside:
+            params.output(html, "html")
+        code = _verify_each(bundles, found, project_root, as_json, output_dir, html, quiet, several)
+    sys.exit(code)
+
+
+def _within(html: str, directory: Path) -> bool:
+    """Whether the page ``html`` names ``directory`` or a path beneath it."""
+    page = Path(os.path.abspath(html))
+    home = Path(os.path.abspath(directory))
+    return page == home or home in page.parents
+
+
+def _verify_each(
+    bundles: tuple[str, ...],
+    found: Any,
+    project_root: Path | None,
+    as_json: bool,
+    output_dir: Path | None,
+    html: str | None,
+    quiet: bool,
+    several: bool,
+) -> int:
+    """Verify each bundle, print and write its results; the process's exit code."""
+    from bundler.api.bundles import verify_one
+    from bundler.api.pages import page_target
+    from bundler.cli.invoked import option_record, option_text
+    from bundler.report.render import verification_markdown, verification_text
+
     names = _OutputNames()
     codes: list[int] = []
     tally: dict[str, int] = {}
@@ -196,7 +231,7 @@ def verify(
     code = max(codes, key=lambda c: _EXIT_RANK[c])
     for printed in records:
         _emit_json({**printed, "exit_code": code})
-    sys.exit(code)
+    return code
 
 
 def _say_error(result: Any) -> None:

@@ -81,6 +81,15 @@ class Claim:
 EXPECT_BUNDLE_SUBJECT = "bundle digest equals --expect-bundle-digest"
 EXPECT_REPORT_SUBJECT = "report digest equals --expect-report-digest"
 SIGNER_SUBJECT = "signature"
+# The claims that prove the other facts a record shows (SPEC 14): the bundle digest, the
+# report (or run) id and digest, the envelope's status. ``report.ties`` holds a record's
+# fields to them.
+BUNDLE_DOCUMENT_SUBJECT = "bundle.json is schema-valid and stored canonical"
+TOP_DIRECTORY_SUBJECT = "top directory names the report or run"
+REPORT_BODY_SUBJECT = "report body sha256"
+ENVELOPE_STATUS_SUBJECT = "envelope status"
+EB_REPORT_SUBJECT = "report.json sha256"
+RUN_REPORT_SUBJECT = "report.json is a valid eval-banana report"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from bundler.core.errors import OutputError
@@ -48,8 +48,10 @@ def create_temp(target: Path) -> tuple[int, Path]:
     raise FileExistsError(f"{target.parent}: no free temporary name beside {target.name}")
 
 
-def prepare_output_dir(directory: Path) -> Path:
-    """Create ``directory`` or accept it when empty; refuse a symlink or existing contents."""
+def check_output_dir(directory: Path) -> bool:
+    """Whether ``directory`` must be created (False: it exists, empty); raises OutputError
+    for a symlink, a non-directory, existing contents or a missing parent. Creates
+    nothing: a command checks every output first, then creates (``output_dir``)."""
     if directory.is_symlink():
         raise OutputError(f"{directory}: is a symlink; refusing to write into it")
     if directory.exists():
@@ -57,14 +59,36 @@ def prepare_output_dir(directory: Path) -> Path:
             raise OutputError(f"{directory}: exists and is not a directory")
         if any(directory.iterdir()):
             raise OutputError(f"{directory}: not empty; existing contents are never overwritten")
-        return directory
+        return False
     if not directory.parent.is_dir():
         raise OutputError(f"{directory.parent}: parent directory does not exist")
+    return True
+
+
+def prepare_output_dir(directory: Path) -> Path:
+    """Create ``directory`` or accept it when empty; refuse a symlink or existing contents."""
+    if not check_output_dir(directory):
+        return directory
     try:
         directory.mkdir()
     except FileExistsError as exc:
         raise OutputError(f"{directory}: appeared while preparing it; refusing to write") from exc
     return directory
+
+
+@contextlib.contextmanager
+def output_dir(directory: Path) -> Iterator[Path]:
+    """``prepare_output_dir``, undone when the block raises before anything was written
+    into it: a refused or failed command leaves no empty directory behind."""
+    created = check_output_dir(directory)
+    prepare_output_dir(directory)
+    try:
+        yield directory
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only when still empty
+        raise
 
 
 def write_new_file(path: Path, data: bytes) -> None:

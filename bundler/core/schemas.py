@@ -35,6 +35,7 @@ from typing import Any
 from bundler.core.errors import SchemaError
 from bundler.core.schemagen import Check, _build
 from bundler.core.schemakeywords import _compiled, _json_key
+from bundler.core.textsafe import quoted
 
 SCHEMA_PACKAGE = "bundler.schema_files"
 SCHEMA_SUFFIX = ".schema.json"
@@ -180,7 +181,8 @@ def _fast_check(name: str) -> Check | None:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    # Quoted, not repr'd: the message is escaped once where it is shown (textsafe).
+    text = quoted(value)
     if len(text) <= _REPR_LIMIT:
         return text
     return text[: _REPR_LIMIT - 3] + "..."
@@ -208,12 +210,14 @@ def _reason(error: Any) -> str:
         want = error.validator_value
         names = " or ".join(want) if isinstance(want, list) else str(want)
         return f"{_short(error.instance)} is not of type {names}"
+    if keyword == "pattern" and isinstance(error.validator_value, str):
+        return f"{_short(error.instance)} does not match {quoted(error.validator_value)}"
     if keyword in ("maxItems", "minItems") and isinstance(error.instance, list):
         bound = "at most" if keyword == "maxItems" else "at least"
         return f"has {len(error.instance)} items, {bound} {error.validator_value} allowed"
     message = str(error.message)
     full = repr(error.instance)
-    if len(full) > _REPR_LIMIT:
+    if full in message:
         message = message.replace(full, _short(error.instance))
     if len(message) > _REASON_LIMIT:
         message = message[: _REASON_LIMIT - 3] + "..."
@@ -267,6 +271,6 @@ def validate(name: str, instance: Any, *, source: str) -> None:
     if error is None:
         return
     error = _deepest(error)
-    reason = _reason(error).replace("\n", " ")
+    reason = _reason(error)
     pointer = json_pointer(error.absolute_path)
     raise SchemaError(f"{source}: {pointer}: {reason} (schema {name})")

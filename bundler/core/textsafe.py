@@ -125,3 +125,17 @@ def shown_md(value: Any) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def quoted(value: Any) -> str:
+    """A value as a message quotes it, for ``shown`` to escape once on the way out: a
+    string in single quotes with its characters as they are (``repr`` would escape a
+    control once and ``shown`` again: ``\\\\n``); lists and objects likewise, item by
+    item; other values as ``repr`` writes them."""
+    if isinstance(value, str):
+        return f"'{value}'"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(quoted(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{quoted(k)}: {quoted(v)}" for k, v in value.items()) + "}"
+    return repr(value)

@@ -39,7 +39,9 @@ from typing import Any
 
 from bundler.archive.bag_reader import BagContents
 from bundler.core.claims import (
+    EB_REPORT_SUBJECT,
     EXPECT_REPORT_SUBJECT,
+    RUN_REPORT_SUBJECT,
     Anchor,
     Claims,
     State,
@@ -175,9 +177,7 @@ def verify_run_dir(run_dir: Path, project_root: Path, options: VerifyOptions) ->
             path=report_path,
             detail="the report is not the one expected",
         )
-    claims.proven(
-        3, "report.json is a valid eval-banana report", path=report_path, observed=run.report_digest
-    )
+    claims.proven(3, RUN_REPORT_SUBJECT, path=report_path, observed=run.report_digest)
     checker = _RunClaims(claims, run, findings, prefix="")
     checker.add_finding_claims()
     for check, definition in zip(run.checks, definitions, strict=True):
@@ -451,7 +451,7 @@ class _BundleVerifier:
         entry = self.bundle["run"]
         path = REPORT_MEMBER  # where the contract puts it, whatever run.path says
         observed = self.file_digest(path)
-        self.claims.compare(3, "report.json sha256", entry["digest"], observed, path=path)
+        self.claims.compare(3, EB_REPORT_SUBJECT, entry["digest"], observed, path=path)
         if self.options.expect_report_digest is not None:
             self.claims.compare(
                 3,
@@ -477,12 +477,10 @@ class _BundleVerifier:
                 findings = check_run(run, root)
             except InputError as exc:
                 message = exc.message.replace(str(root), RUN_PREFIX.rstrip("/"))
-                self.claims.failed(
-                    3, "report.json is a valid eval-banana report", message, path=path
-                )
+                self.claims.failed(3, RUN_REPORT_SUBJECT, message, path=path)
                 return
         self.run = run
-        self.claims.proven(3, "report.json is a valid eval-banana report", path=path)
+        self.claims.proven(3, RUN_REPORT_SUBJECT, path=path)
         for name, recorded in (
             ("run_id", run.run_id),
             ("project_root", run.project_root),

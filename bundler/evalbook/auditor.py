@@ -210,6 +210,16 @@ def disagreement_count(name: Field, issued: Sequence[Any], derived: Derived | No
     return found
 
 
+def field_disagreements_json(
+    check_id: str | None, name: Field, issued: Sequence[IssuedValue], derived: Derived | None
+) -> list[dict[str, Any]]:
+    """The disagreements ``_compare`` finds for one field, as an audit record lists them
+    but for ``detail`` (its words rest on derivation facts a record does not keep): what
+    a saved record's ``disagreements`` are checked against, item by item."""
+    found = _compare(check_id, name, issued, derived).disagreements
+    return [{k: v for k, v in d.to_json().items() if k != "detail"} for d in found]
+
+
 def _compare(
     check_id: str | None,
     name: Field,

@@ -16,7 +16,13 @@ from typing import Any
 from bundler.archive import bag
 from bundler.archive.bag_reader import BagContents
 from bundler.core import canonical
-from bundler.core.claims import EXPECT_BUNDLE_SUBJECT, Claims, VerifyOptions
+from bundler.core.claims import (
+    BUNDLE_DOCUMENT_SUBJECT,
+    EXPECT_BUNDLE_SUBJECT,
+    TOP_DIRECTORY_SUBJECT,
+    Claims,
+    VerifyOptions,
+)
 from bundler.core.digests import bytes_digest
 from bundler.core.errors import ArchiveError, CanonicalJSONError
 from bundler.trust.head import HEAD_FILE, TAG_FILES, bag_info_bytes, bundle_head
@@ -192,7 +198,7 @@ def check_bundle_document(
     if canonical_bytes == data:
         claims.proven(
             2,
-            "bundle.json is schema-valid and stored canonical",
+            BUNDLE_DOCUMENT_SUBJECT,
             path="data/bundle.json",
             observed=digest,
         )
@@ -247,7 +253,7 @@ def check_bag_frame(
     check_bagit(contents, claims, bundle, bundle_digest=digest)
     claims.compare(
         1,
-        "top directory names the report or run",
+        TOP_DIRECTORY_SUBJECT,
         expected_top,
         contents.top,
         detail="top directory does not match the bundle's id",

@@ -658,6 +658,7 @@ def export_bundle(
         )
     body = store.report_body(config.report_id)
     envelope = store.envelope(config.report_id)
+    store.check_supersession(config.report_id, body, envelope)
     check_not_before(
         config.exported_at,
         body.value["issued_at"],

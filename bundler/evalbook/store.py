@@ -23,6 +23,7 @@ from typing import Any, BinaryIO, Protocol
 from bundler.archive import bag_reader
 from bundler.core import canonical, schemas
 from bundler.core.digests import bytes_digest
+from bundler.core.envelope import supersession_problem
 from bundler.core.errors import CanonicalJSONError, InputError, StoreError
 from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES, MAX_EVIDENCE_REFS
 from bundler.evalbook.scorers import scorer_file_order, scorer_version_digest
@@ -363,6 +364,16 @@ class Store:
                 f"{self.source.describe(relpath)}: missing (every report has an envelope)"
             )
         return doc
+
+    def check_supersession(self, report_id: str, body: Document, envelope: Document) -> None:
+        """Raises StoreError when the envelope names the report itself as its successor
+        or a supersession before the report's issue (``core.envelope``)."""
+        problem = supersession_problem(
+            body.value.get("report_id"), body.value.get("issued_at"), envelope.value
+        )
+        if problem is not None:
+            where = self.source.describe(f"reports/{report_id}/envelope.json")
+            raise StoreError(f"{where}: /{problem[0]}: {problem[1]} (SPEC 3.2)")
 
     def reports(self, progress: Callable[[int, int], None] | None = None) -> list[ReportEntry]:
         """Every report under ``reports/``, sorted by id (bytewise), with its result,

@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from bundler.core import schemas
-from bundler.core.claims import EXPECT_REPORT_SUBJECT, Envelope
+from bundler.core.claims import (
+    ENVELOPE_STATUS_SUBJECT,
+    EXPECT_REPORT_SUBJECT,
+    REPORT_BODY_SUBJECT,
+    Envelope,
+)
+from bundler.core.envelope import supersession_problem
 from bundler.core.errors import SchemaError
 from bundler.evalbook.bagcheck import parse_kept
 from bundler.evalbook.scorers import scorer_file_order, scorer_version_digest
@@ -28,7 +34,7 @@ class DocumentClaims(VerifierState):
         path = entry["path"]
         self.named.update({path, entry["envelope"]["path"]})
         observed = self.file_digest(path)
-        self.claims.compare(3, "report body sha256", entry["digest"], observed, path=path)
+        self.claims.compare(3, REPORT_BODY_SUBJECT, entry["digest"], observed, path=path)
         if self.options.expect_report_digest is not None:
             self.claims.compare(
                 3,
@@ -73,6 +79,9 @@ class DocumentClaims(VerifierState):
         else:
             try:
                 schemas.validate("envelope", env_value, source=env["path"])
+                wrong = supersession_problem(value["report_id"], value.get("issued_at"), env_value)
+                if wrong is not None:
+                    raise SchemaError(f"{env['path']}: /{wrong[0]}: {wrong[1]}")
                 self.envelope = Envelope(
                     env_value["status"],
                     env_value["superseded_by"],
@@ -81,7 +90,7 @@ class DocumentClaims(VerifierState):
                 )
                 self.claims.compare(
                     3,
-                    "envelope status",
+                    ENVELOPE_STATUS_SUBJECT,
                     env["status"],
                     env_value["status"],
                     path=env["path"],

@@ -65,6 +65,8 @@ ISSUED_INCONSISTENT_WORDS = (
 )
 NOT_ANCHORED = "none: the bundle failed verification, so nothing anchors it"
 ROUNDING_NOTE = "shown rounded (in full with --json)"
+# The page shows every number as the record holds it (the console rounds for reading).
+PAGE_NUMBERS_NOTE = "shown in full, as the record holds them"
 
 
 def _issued_text(f: FieldAudit, p: int | None = None) -> str:

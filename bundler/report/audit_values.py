@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from bundler.core.textsafe import quoted
+
 
 def field_disagreements(f: Mapping[str, Any]) -> int:
     from bundler.evalbook.audit import Derived, Field
@@ -69,6 +71,21 @@ class GroupFacts:
                 wrong = group_field_contradiction(f)
                 if wrong is not None and self.wrong is None:
                     self.wrong = (f"{where}/{wrong[0]}", wrong[1])
+
+
+def expected_disagreements(check_id: Any, f: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The disagreements the auditor's own comparison finds for one field of a record, as
+    the record lists them but for the ``detail`` words (``auditor.field_disagreements_json``)."""
+    from bundler.evalbook.audit import Derived, Field, IssuedValue
+    from bundler.evalbook.auditor import field_disagreements_json
+
+    derived = f["derived"]
+    return field_disagreements_json(
+        check_id,
+        Field(f["field"]),
+        [IssuedValue(v["document"], v["value"]) for v in f["issued"]],
+        Derived(derived["value"]) if isinstance(derived, Mapping) else None,
+    )
 
 
 def is_number(x: Any) -> bool:
@@ -198,7 +215,7 @@ def _coverage_of(value: Any) -> Any:
 def _words(value: Any) -> str:
     from bundler.evalbook.audit import format_value
 
-    return repr(value) if isinstance(value, str) else format_value(value)
+    return quoted(value) if isinstance(value, str) else format_value(value)
 
 
 def check_status_contradiction(check: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -224,7 +241,7 @@ def check_status_contradiction(check: Mapping[str, Any]) -> tuple[str, str] | No
         if status is None:
             return (
                 f"fields/{status_at[0]}/derived/value",
-                f"status: {status_at[1]!r} is not a check status",
+                f"status: {quoted(status_at[1])} is not a check status",
             )
         wrong = _status_rule_contradiction(check, derived, status_at[0], status)
         if wrong is not None:
@@ -233,7 +250,7 @@ def check_status_contradiction(check: Mapping[str, Any]) -> tuple[str, str] | No
     if result_at is not None:
         j, value = result_at
         if not any(r.value == value for r in CheckResult):
-            return f"fields/{j}/derived/value", f"result: {value!r} is not a check result"
+            return f"fields/{j}/derived/value", f"result: {quoted(value)} is not a check result"
         if status is not None and value != CheckResult.from_status(status).value:
             return (
                 f"fields/{j}/derived/value",
@@ -327,14 +344,14 @@ class ReportResultFacts:
         if self.underived is not None:
             return (
                 pointer,
-                f"result: derived, but required check {self.underived!r} has no derived "
+                f"result: derived, but required check {quoted(self.underived)} has no derived "
                 "result and evidence completeness for it to rest on (SPEC 12)",
             )
         want = report_result(self.pairs).value
         if value != want:
             return (
                 pointer,
-                f"result: says {value!r}, but its required checks' derived results give "
+                f"result: says {quoted(value)}, but its required checks' derived results give "
                 f"{want} (SPEC 12)",
             )
         return None

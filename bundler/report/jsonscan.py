@@ -219,3 +219,18 @@ def scan_array(
             continue
         w.expect(pos, b"]")
         return
+
+
+def run_items(
+    data: bytes | mmap.mmap, run: Span, source: str, buffer: Buffer | None = None
+) -> Iterator[Span]:
+    """Each item of a run ``scan_array`` gave, one span at a time: to name the very item
+    a run's parse refused (its index, not the run's first)."""
+    w = _Walker(data, source, buffer)
+    pos = w.ws(run.start)
+    while pos < run.end:
+        end = w.value_end(pos)
+        yield Span(pos, end)
+        pos = w.ws(end)
+        if pos < run.end and w.byte(pos) == 0x2C:
+            pos = w.ws(pos + 1)

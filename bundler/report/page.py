@@ -35,10 +35,11 @@ import markupsafe
 
 from bundler.core.claims import GROUPS
 from bundler.core.textsafe import shell_word, shown
-from bundler.evalbook.audit import format_value
+from bundler.evalbook.audit import TOLERANCE_RULE, format_value
 from bundler.evalbook.listing import explain_reason
-from bundler.report.audit import ASSURANCE_RULE, METHOD_WORDS, ROUNDING_NOTE
-from bundler.report.record import KINDS, MAX_KEPT_ITEMS, Sifted, eb_totals, sift_value
+from bundler.report.audit import ASSURANCE_RULE, METHOD_WORDS, PAGE_NUMBERS_NOTE
+from bundler.report.record import KINDS, MAX_KEPT_ITEMS, Sifted, sift_value
+from bundler.report.ties import eb_totals
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 # Per-claim rows on the page (failed first, then unprovable); the rest are counted and
@@ -246,9 +247,21 @@ def _signature_lines(signatures: Any) -> list[str]:
     return lines
 
 
+# What a page made from a record can and cannot say (SPEC 14): render holds a record to
+# its own items, it does not re-run the checks the record reports.
+RECORD_NOTE = (
+    "This page shows a saved result. Its verdict, counts and the facts above are held to "
+    "the result's own items (they agree with each other), but a page cannot re-check a "
+    "signature or re-derive values from the bundle's cases: a result forged consistently "
+    "reads the same. Verify (or audit) the bundle itself to check who signed it and what "
+    "it derives."
+)
+
+
 def _trust(anchor: Any, verdict: str | None, signatures: Any = None) -> dict[str, Any]:
     trust = _anchor_trust(anchor, verdict)
     trust["lines"] = [*trust["lines"], *_signature_lines(signatures)]
+    trust["note"] = RECORD_NOTE
     return trust
 
 
@@ -361,6 +374,7 @@ def verification_page(record: Mapping[str, Any] | Sifted) -> bytes:
             head.get("envelope"),
         ),
         is_eb=is_eb,
+        unproven=facts.proofs.unproven(head),
         eb=_eb(head) if is_eb else None,
         tool=tool,
         archive=archive,
@@ -396,6 +410,36 @@ def _field_view(f: Mapping[str, Any]) -> dict[str, Any]:
         "issued": _issued_text(f),
         "derived": "-" if not isinstance(derived, Mapping) else format_value(derived.get("value")),
         "reason": f.get("reason"),
+    }
+
+
+def _disagreement_view(d: Mapping[str, Any]) -> dict[str, Any]:
+    """A disagreement as its values give it (``record`` held them to its field's), and
+    the record's own words for it, shown as the record's."""
+    derived = d.get("derived")
+    if d.get("kind") == "between_documents":
+        compared = "the issued documents differ: " + _issued_text(d)
+    else:
+        compared = (
+            f"issued {_issued_text(d)} ({', '.join(str(v.get('document')) for v in d.get('issued') or [])}); "
+            f"derived {format_value(derived.get('value')) if isinstance(derived, Mapping) else '-'}; "
+            + (
+                "compared within tolerance"
+                if d.get("comparison") == "tolerance"
+                else "compared exactly"
+            )
+        )
+    return {
+        "scope": d.get("scope"),
+        "check_id": d.get("check_id"),
+        "field": d.get("field"),
+        # An lm-eval group's disagreement names its group, aggregate and task (SPEC 16).
+        "group": d.get("group"),
+        "metric": d.get("metric"),
+        "filter": d.get("filter"),
+        "task": d.get("task"),
+        "compared": compared,
+        "detail": d.get("detail"),
     }
 
 
@@ -564,7 +608,7 @@ def audit_page(record: Mapping[str, Any] | Sifted) -> bytes:
             (o.replace("_", " "), outcomes[o])
             for o in ("agree", "disagree", "not_rederivable", "informational")
         ),
-        disagreements=facts.kept["disagreements"].items,
+        disagreements=[_disagreement_view(d) for d in facts.kept["disagreements"].items],
         disagreements_total=facts.kept["disagreements"].total,
         not_rederivable=facts.kept["not_rederivable"].items,
         not_rederivable_total=facts.kept["not_rederivable"].total,
@@ -574,8 +618,8 @@ def audit_page(record: Mapping[str, Any] | Sifted) -> bytes:
             (m, METHOD_WORDS.get(m, "a method this tool does not re-derive")) for m in methods
         ],
         assurance_rule=ASSURANCE_RULE,
-        rounding=ROUNDING_NOTE,
-        tolerance=_g(head.get("tolerance"), "rule"),
+        rounding=PAGE_NUMBERS_NOTE,
+        tolerance=TOLERANCE_RULE,
         commands=cmd.markup(),
     )
 

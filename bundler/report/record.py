@@ -25,27 +25,39 @@ import os
 import re
 import stat
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bundler.core import canonical
-from bundler.core.claims import EXPECT_BUNDLE_SUBJECT, EXPECT_REPORT_SUBJECT, SIGNER_SUBJECT
 from bundler.core.errors import InputError, SchemaError
 from bundler.core.exits import SIGNAL_EXIT
 from bundler.core.schemas import validate
+from bundler.core.textsafe import quoted
 from bundler.report.audit_values import (
     GroupFacts,
     ReportResultFacts,
     audit_field_contradiction,
     check_status_contradiction,
+    expected_disagreements,
     field_disagreements,
     is_number,
 )
-from bundler.report.jsonscan import Buffer, Span, scan_array, scan_object
+from bundler.report.jsonscan import Buffer, Span, run_items, scan_array, scan_object
 from bundler.report.record_formats import exit_contradiction as _exit_contradiction
 from bundler.report.record_formats import format_contradictions as _format_contradictions
+from bundler.report.ties import (
+    ANCHOR_SUBJECTS,
+    EVALBOOK_BUNDLE,
+    IDENTIFIER,
+    ProofClaims,
+    anchor_contradictions,
+    audit_anchor_contradictions,
+    audit_contradictions,
+    envelope_contradictions,
+    summary_contradictions,
+)
 
 # A saved record is at most what verify writes for a 20,000-case bundle, many times over.
 MAX_RECORD_BYTES = 512 * 1024 * 1024
@@ -130,14 +142,14 @@ class VerificationFacts(Facts):
         self.unprovable = Kept()
         self.inputs = Kept()
         # The claims behind the anchor: (expected, observed, state) of each.
-        self.anchor_claims: dict[str, list[tuple[Any, Any, str]]] = {
-            s: [] for s in _ANCHOR_SUBJECTS
-        }
+        self.anchor_claims: dict[str, list[tuple[Any, Any, str]]] = {s: [] for s in ANCHOR_SUBJECTS}
         self.n = 0
         self.first_unequal: int | None = None
+        self.proofs = ProofClaims()  # the claims behind the other facts the page shows
 
     def item(self, key: str, value: Any, size: int) -> None:
         state = value["state"]
+        self.proofs.add(value)
         if value["subject"] in self.anchor_claims and len(self.anchor_claims[value["subject"]]) < 8:
             self.anchor_claims[value["subject"]].append(
                 (value["expected"], value["observed"], state)
@@ -202,8 +214,8 @@ class VerificationFacts(Facts):
         if head["strict_forecast"] != self.strict_forecast(head):
             yield (
                 "/strict_forecast",
-                f"says {head['strict_forecast']!r}, but the claims give "
-                f"{self.strict_forecast(head)!r}",
+                f"says {quoted(head['strict_forecast'])}, but the claims give "
+                f"{quoted(self.strict_forecast(head))}",
             )
         if self.first_unequal is not None:
             yield (
@@ -212,10 +224,13 @@ class VerificationFacts(Facts):
                 "expected)",
             )
         yield from _exit_contradiction(head, _VERIFICATION_EXIT[head["verdict"]])
-        yield from _anchor_contradictions(head, self.anchor_claims)
+        yield from anchor_contradictions(head, self.anchor_claims)
         yield from _format_contradictions(head, _VERIFICATION_FORMATS)
-        yield from _summary_contradictions(head)
-        yield from _eb_contradictions(head)
+        yield from self.proofs.contradictions(head)
+        yield from summary_contradictions(head)
+        yield from envelope_contradictions(
+            head["report_id"], head["report_issued_at"], head["envelope"]
+        )
 
 
 # The exit code each verdict gives (SPEC 8): an error is 3, or 5 when storage failed.
@@ -223,8 +238,6 @@ class VerificationFacts(Facts):
 # verified may stand in a run that exits 1 (another failed) or 3 or 5 (another could not
 # be checked). A failed bundle always makes the run exit 1.
 _VERIFICATION_EXIT = {"verified": (0, 1, 3, 5), "failed": (1,), "error": (1, 3, 5)}
-_ANCHOR_SUBJECTS = (EXPECT_BUNDLE_SUBJECT, EXPECT_REPORT_SUBJECT, SIGNER_SUBJECT)
-_EVALBOOK_BUNDLE = "evalbook.reproducibility_bundle.v1"
 # Text fields the page shows whose spelling the contract fixes: (pointer, pattern, rule,
 # bundle schemas it applies to or None for every record). Null always passes: the
 # schema says when a field may be null.
@@ -232,146 +245,15 @@ _TIMESTAMP = re.compile(
     r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:"
     r"([0-5][0-9]|60)(\.[0-9]+)?Z"
 )
-_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _VERSION = re.compile(r"[0-9]+(\.[0-9]+)*([-+.][0-9A-Za-z][0-9A-Za-z.+-]{0,63})?")
 _TIMESTAMP_RULE = "must be an RFC 3339 UTC timestamp, as the report's documents hold it"
 _VERIFICATION_FORMATS: tuple[tuple[tuple[str, ...], re.Pattern[str], str, str | None], ...] = (
     (("tool", "version"), _VERSION, "must be a version number (digits and dots)", None),
-    (("report_id",), _IDENTIFIER, "must be a report identifier (SPEC 3)", _EVALBOOK_BUNDLE),
-    (("report_issued_at",), _TIMESTAMP, _TIMESTAMP_RULE, _EVALBOOK_BUNDLE),
-    (("envelope", "superseded_at"), _TIMESTAMP, _TIMESTAMP_RULE, _EVALBOOK_BUNDLE),
+    # An eval-banana run's id too: the run reader takes no other (evalbanana.run).
+    (("report_id",), IDENTIFIER, "must be a report or run identifier (SPEC 3)", None),
+    (("report_issued_at",), _TIMESTAMP, _TIMESTAMP_RULE, EVALBOOK_BUNDLE),
+    (("envelope", "superseded_at"), _TIMESTAMP, _TIMESTAMP_RULE, EVALBOOK_BUNDLE),
 )
-# What a verification record's summary may hold (eval-banana facts); EvalBook bundles
-# keep it empty (their report facts are report_result and envelope).
-_SUMMARY_KEYS = frozenset(
-    {"mode", "labels", "run_id", "pass_threshold", "checks", "recomputed", "cases_tree"}
-)
-
-
-def _summary_contradictions(head: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    summary = head["summary"]
-    for key in summary:
-        if key not in _SUMMARY_KEYS:
-            yield f"/summary/{_pointer(key)[1:]}", "is not a fact the summary holds"
-            return
-    if summary and head["bundle_schema"] == _EVALBOOK_BUNDLE:
-        yield "/summary", "must be empty for an EvalBook bundle"
-
-
-def _signer_of(signatures: Any) -> str | None:
-    """The anchor's signer as the signatures give it: each verified signer, once."""
-    names = [
-        f"{s['identity']}, key {s['key']}"
-        for s in signatures
-        if isinstance(s, Mapping) and s.get("state") == "verified"
-    ]
-    return " and ".join(dict.fromkeys(names)) or None
-
-
-def _self_consistency_contradiction(anchor: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    """``self_consistent_only`` exactly when the anchor names no digest and no signer."""
-    stated = [anchor[k] for k in ("expected_bundle_digest", "expected_report_digest", "signer")]
-    if anchor["self_consistent_only"] != (not any(stated)):
-        yield (
-            "/anchor/self_consistent_only",
-            f"says {str(anchor['self_consistent_only']).lower()}, but the anchor "
-            + ("names" if any(stated) else "names no")
-            + " expected digest or signer",
-        )
-
-
-def _anchor_contradictions(
-    head: Mapping[str, Any], claims: Mapping[str, list[tuple[Any, Any, str]]]
-) -> Iterator[tuple[str, str]]:
-    """The anchor (the page's trust statement) against the claims that checked it."""
-    anchor = head["anchor"]
-    if not isinstance(anchor, Mapping):
-        return
-    yield from _self_consistency_contradiction(anchor)
-    if "signatures" in head and anchor["signer"] != _signer_of(head["signatures"]):
-        yield (
-            "/anchor/signer",
-            f"says {anchor['signer']!r}, but the verified signatures give "
-            f"{_signer_of(head['signatures'])!r}",
-        )
-    if head["verdict"] == "error":
-        return  # no claim was made: the page states no anchor
-    for key, subject, observed_key in (
-        ("expected_bundle_digest", EXPECT_BUNDLE_SUBJECT, "bundle_digest"),
-        ("expected_report_digest", EXPECT_REPORT_SUBJECT, "report_digest"),
-        ("signer", SIGNER_SUBJECT, None),
-    ):
-        want = anchor[key]
-        found = claims[subject]
-        if want is None:
-            if any(state == "proven" for _, _, state in found) and subject != SIGNER_SUBJECT:
-                yield f"/anchor/{key}", f"is null, but a claim {subject!r} was made"
-            elif subject == SIGNER_SUBJECT and any(state == "proven" for *_, state in found):
-                yield f"/anchor/{key}", "is null, but a proven claim names a signer"
-            continue
-        match = [
-            (expected, observed, state)
-            for expected, observed, state in found
-            if (expected if subject != SIGNER_SUBJECT else observed) == want
-        ]
-        if not match:
-            yield f"/anchor/{key}", f"says {want}, but no claim {subject!r} checked it"
-        elif head["verdict"] == "verified" and not any(s == "proven" for *_, s in match):
-            yield f"/anchor/{key}", f"says {want}, but its claim {subject!r} is not proven"
-        elif observed_key is not None and any(
-            state == "proven" and observed != head[observed_key] for _, observed, state in match
-        ):
-            yield (
-                f"/anchor/{key}",
-                f"was proven against {match[0][1]}, but the record's {observed_key} is "
-                f"{head[observed_key]}",
-            )
-
-
-def eb_totals(summary: Mapping[str, Any]) -> Any:
-    """eval-banana totals recomputed from the record's per-check statuses, or None."""
-    from bundler.evalbanana.results import recompute_totals
-    from bundler.evalbanana.run import CheckStatus
-
-    checks = summary.get("checks")
-    threshold = summary.get("pass_threshold")
-    if not isinstance(checks, list) or isinstance(threshold, bool):
-        return None
-    if not isinstance(threshold, int | float):
-        return None
-    return recompute_totals([CheckStatus(c["status"]) for c in checks], float(threshold))
-
-
-def _eb_contradictions(head: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    summary = head["summary"]
-    totals = eb_totals(summary)
-    if totals is None:
-        return
-    for c in summary["checks"]:
-        if c["score"] != (1 if c["status"] == "passed" else 0):
-            yield (
-                "/summary/checks",
-                f"check {c['check_id']!r} is {c['status']} with score {c['score']}",
-            )
-            break
-    recomputed = summary.get("recomputed")
-    if isinstance(recomputed, Mapping):
-        for name, value in recomputed.items():
-            want = getattr(totals, name, None)
-            if want is not None and (
-                value != want or isinstance(value, bool) != isinstance(want, bool)
-            ):
-                yield (
-                    f"/summary/recomputed/{name}",
-                    f"says {value!r}, but the checks' statuses give {want!r}",
-                )
-    if head["verdict"] != "error":
-        result = "pass" if totals.run_passed else "fail"
-        if head["report_result"] != result:
-            yield (
-                "/report_result",
-                f"says {head['report_result']}, but the checks' statuses give {result}",
-            )
 
 
 class AuditFacts(Facts):
@@ -387,12 +269,19 @@ class AuditFacts(Facts):
         self.found = 0
         self.first_wrong: tuple[str, str] | None = None
         self.report_result = ReportResultFacts()  # the required checks' derived results
+        # The disagreements the fields give, in the auditor's order (the report's, then
+        # each check's): (where, digest of the item but its detail), and the first listed
+        # item that is not the one its place gives.
+        self.expected: list[tuple[str, bytes]] = []
+        self.first_stray: tuple[str, str] | None = None
 
-    def _field(self, where: str, f: Mapping[str, Any]) -> None:
+    def _field(self, where: str, f: Mapping[str, Any], check_id: Any = None) -> None:
         self.outcomes[f["outcome"]] += 1
         if f["outcome"] not in ("agree", "disagree"):
             return
         wrong = audit_field_contradiction(f)
+        given = expected_disagreements(check_id, f) if wrong is None else []
+        self.expected += [(where, _digest(d)) for d in given]
         n = field_disagreements(f)
         self.found += n
         if wrong is None and (n > 0) != (f["outcome"] == "disagree"):
@@ -418,12 +307,22 @@ class AuditFacts(Facts):
         if key == "checks":
             i = self.kept["checks"].total
             for j, f in enumerate(value["fields"]):
-                self._field(f"/checks/{i}/fields/{j}", f)
+                self._field(f"/checks/{i}/fields/{j}", f, value["check_id"])
             self.check_errors += len(value["errors"])
             wrong = check_status_contradiction(value)
             if wrong is not None and self.first_wrong is None:
                 self.first_wrong = (f"/checks/{i}/{wrong[0]}", wrong[1])
             self.report_result.add(value)
+        elif key == "disagreements" and self.first_stray is None:
+            i = self.kept["disagreements"].total
+            mine = _digest({k: v for k, v in value.items() if k != "detail"})
+            if i < len(self.expected) and mine != self.expected[i][1]:
+                self.first_stray = (
+                    f"/disagreements/{i}",
+                    f"is not the disagreement {self.expected[i][0]} gives (its scope, "
+                    "check_id, field, kind, issued and derived values and comparison, in "
+                    "the order of the report's fields, then each check's)",
+                )
         self.kept[key].offer(value, size, self.budget)
 
     def contradictions(self, head: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -450,6 +349,8 @@ class AuditFacts(Facts):
         wrong = self.report_result.contradiction(head.get("report"))
         if wrong is not None:
             yield wrong
+        if self.first_stray is not None:
+            yield self.first_stray
         if self.found != self.kept["disagreements"].total:
             yield (
                 "/disagreements",
@@ -460,7 +361,8 @@ class AuditFacts(Facts):
         if head["verdict"] != "error" and head["verdict"] != verdict:
             yield "/verdict", f"says {head['verdict']}, but the fields give {verdict}"
         verification = head.get("verification")
-        yield from _audit_anchor_contradictions(head, verification)
+        yield from audit_contradictions(head)
+        yield from audit_anchor_contradictions(head, verification)
         if isinstance(verification, Mapping):
             yield from (
                 (f"/verification{pointer}", rule)
@@ -475,37 +377,8 @@ class AuditFacts(Facts):
                 )
 
 
-def _audit_anchor_contradictions(
-    head: Mapping[str, Any], verification: Any
-) -> Iterator[tuple[str, str]]:
-    """An audit's anchor against the verification it rests on: the trust statement of
-    the audit page is the verification's, and a verified result met its anchor."""
-    anchor = head.get("anchor")
-    if not isinstance(anchor, Mapping):
-        return
-    yield from _self_consistency_contradiction(anchor)
-    if not isinstance(verification, Mapping):
-        return
-    if "signatures" in verification and anchor["signer"] != _signer_of(verification["signatures"]):
-        yield (
-            "/anchor/signer",
-            f"says {anchor['signer']!r}, but the verification's verified signatures give "
-            f"{_signer_of(verification['signatures'])!r}",
-        )
-    if verification["verdict"] != "verified":
-        return
-    for key, observed in (
-        ("expected_bundle_digest", "bundle_digest"),
-        ("expected_report_digest", "report_digest"),
-    ):
-        if anchor[key] is not None and anchor[key] != verification[observed]:
-            yield (
-                f"/anchor/{key}",
-                f"says {anchor[key]}, but the verified bundle's {observed} is "
-                f"{verification[observed]}",
-            )
-    if verification["anchor"] != anchor["description"]:
-        yield "/verification/anchor", "differs from /anchor/description"
+def _digest(value: Any) -> bytes:
+    return hashlib.blake2b(canonical.dumps(value), digest_size=16).digest()
 
 
 class FixityFacts(Facts):
@@ -515,14 +388,26 @@ class FixityFacts(Facts):
         self.kept = {k: Kept() for k in STREAMED["fixity"]}
         # Each bundle is checked once a run: its key's digest, to find one listed twice.
         self.keys: set[bytes] = set()
-        self.repeated: int | None = None
+        self.repeated: tuple[str, str] | None = None
 
     def item(self, key: str, value: Any, size: int) -> None:
+        seen = hashlib.blake2b(value["key"].encode("utf-8", "surrogatepass"), digest_size=16)
         if key == "problems":
             self.by_outcome[value["outcome"]] += 1
-            seen = hashlib.blake2b(value["key"].encode("utf-8", "surrogatepass"), digest_size=16)
             if seen.digest() in self.keys and self.repeated is None:
-                self.repeated = self.kept["problems"].total
+                self.repeated = (
+                    f"/problems/{self.kept[key].total}/key",
+                    "lists a bundle already listed",
+                )
+            self.keys.add(seen.digest())
+        elif self.repeated is None:
+            # A carried failure is one the run did not check: never one of its problems,
+            # and each open failure is carried once (run.py: open failures not checked).
+            if seen.digest() in self.keys:
+                self.repeated = (
+                    f"/carried/{self.kept[key].total}/key",
+                    "lists a bundle this run checked (under problems) or already carried",
+                )
             self.keys.add(seen.digest())
         self.kept[key].offer(value, size, self.budget)
 
@@ -554,7 +439,21 @@ class FixityFacts(Facts):
                     f"says {counts[outcome]}, but the problems list {listed}",
                 )
         if self.repeated is not None:
-            yield f"/problems/{self.repeated}/key", "lists a bundle already listed"
+            yield self.repeated
+        if self.kept["carried"].total and not _may_leave_failures(head):
+            yield (
+                "/carried",
+                f"lists {self.kept['carried'].total}, but a run whose selection keeps every "
+                "bundle (no --sample, --limit or --limit-bytes) and that was not interrupted "
+                "checks every open failure, so it carries none",
+            )
+        present = sum(counts[k] for k in ("pass", "fail", "error"))
+        if present > head["listed"]:
+            yield (
+                "/listed",
+                f"says {head['listed']}, but {present} bundles were read in this run (pass, "
+                "fail and error: only a missing bundle can be checked without being listed)",
+            )
         total = sum(counts[k] for k in ("pass", "fail", "missing", "error"))
         if head["checked"] != total:
             yield "/checked", f"says {head['checked']}, but the counts add up to {total}"
@@ -583,6 +482,17 @@ class FixityFacts(Facts):
             last = share
 
 
+def _may_leave_failures(head: Mapping[str, Any]) -> bool:
+    """Whether a fixity run may leave an open failure unchecked: only one that chose a
+    part of the source (``select``: a sample, a count or a byte limit; --older-than
+    still takes every open failure first) or that a signal cut short."""
+    selection = head.get("selection")
+    limited = isinstance(selection, Mapping) and any(
+        selection.get(k) is not None for k in ("sample", "limit", "limit_bytes")
+    )
+    return limited or head.get("interrupted") is not None
+
+
 _FACTS = {"verification": VerificationFacts, "audit": AuditFacts, "fixity": FixityFacts}
 
 
@@ -599,17 +509,37 @@ class Sifted:
 # ---- validation in batches ------------------------------------------------------------
 
 
+_TOO_MANY = re.compile(r"/(?P<key>[a-z_]+): has [0-9]+ items, at most (?P<most>[0-9]+) allowed")
+
+
 class _Checker:
     """Validates the record's fields once, then its long arrays a batch at a time."""
 
     def __init__(
-        self, kind: str, head: dict[str, Any], prefixes: dict[str, list[Any]], source: str
+        self,
+        kind: str,
+        head: dict[str, Any],
+        prefixes: dict[str, list[Any]],
+        source: str,
+        count: Callable[[str], int],
     ):
         self.schema = SCHEMA_FILES[kind]
         self.source = source
         self.skeleton = {**head, **prefixes}
         self.offsets: dict[str, int] = {}
-        validate(self.schema, self.skeleton, source=source)
+        try:
+            validate(self.schema, self.skeleton, source=source)
+        except SchemaError as exc:
+            # A streamed array stands here as its first items: a bound on its length is
+            # told with its real length, and the field whose value sets the bound.
+            bound = _TOO_MANY.match(exc.message.removeprefix(f"{source}: "))
+            if bound is None or bound["key"] not in prefixes:
+                raise
+            raise SchemaError(
+                f"{source}: /{bound['key']}: has {count(bound['key'])} items, at most "
+                f"{bound['most']} allowed when /verdict is {quoted(head.get('verdict'))} "
+                f"(schema {self.schema})"
+            ) from None
 
     def check(self, key: str, batch: list[Any]) -> None:
         """Each item of ``batch`` (the next items of array ``key``) is schema-valid."""
@@ -652,9 +582,10 @@ def _sift(
     arrays: dict[str, Iterable[tuple[Any, int]]],
     prefixes: dict[str, list[Any]],
     source: str,
+    count: Callable[[str], int],
 ) -> Sifted:
     kind = _kind_of(head, source)
-    checker = _Checker(kind, head, prefixes, source)
+    checker = _Checker(kind, head, prefixes, source, count)
     facts = _FACTS[kind]()
     if isinstance(facts, AuditFacts):
         facts.head_fields(head)
@@ -755,9 +686,15 @@ def _sift_buffer(buf: Buffer, source: str) -> Sifted:
         i = 0
         for span, run in scan_array(buf.data, spans[key], source, buf):
             if run:
-                values = canonical.loads(
-                    b"[" + buf.slice(span) + b"]", source=f"{source}: {_pointer(key)}/{i}..."
-                )
+                try:
+                    values = canonical.loads(
+                        b"[" + buf.slice(span) + b"]", source=f"{source}: {_pointer(key)}/{i}..."
+                    )
+                except InputError:
+                    # Parsed again one item at a time, so the refusal names its item.
+                    for j, one in enumerate(run_items(buf.data, span, source, buf)):
+                        _load(buf, one, source, f"{_pointer(key)}/{i + j}")
+                    raise
                 each = span.size // max(len(values), 1)
                 for value in values:
                     yield value, each
@@ -774,4 +711,8 @@ def _sift_buffer(buf: Buffer, source: str) -> Sifted:
             if len(prefixes[key]) >= _PREFIX:
                 break
             prefixes[key].append(value)
-    return _sift(head, {k: items(k) for k in spans}, prefixes, source)
+
+    def count(key: str) -> int:
+        return sum(1 for _ in items(key))
+
+    return _sift(head, {k: items(k) for k in spans}, prefixes, source, count)

@@ -137,7 +137,7 @@ class EvalBookClaims {
       this.claims.failed(3, 'envelope is JSON', eproblem || 'not an object', { path: env.path });
       return;
     }
-    const esp = this.ctx.schemaProblem('envelope', ev, env.path);
+    const esp = this.ctx.schemaProblem('envelope', ev, env.path) ?? supersessionProblem(value, ev, env.path);
     if (esp) {
       this.claims.failed(3, 'envelope is schema-valid', esp, { path: env.path });
       return;
@@ -715,4 +715,39 @@ function splitRef(r) {
 /** @param {[string, number, string]} a @param {[string, number, string]} b */
 function cmpTriple(a, b) {
   return byteOrder(a[0], b[0]) || a[1] - b[1] || byteOrder(a[2], b[2]);
+}
+
+/**
+ * A superseded envelope that names its own report as the successor, or a supersession
+ * before the report's issued_at (SPEC 3.2; bundler/core/envelope.py): the message, or null.
+ * @param {any} report the report body
+ * @param {any} envelope the envelope, schema-valid
+ * @param {string} path where the envelope is
+ * @returns {string | null}
+ */
+export function supersessionProblem(report, envelope, path) {
+  if (envelope.status !== 'superseded') return null;
+  if (envelope.superseded_by === report.report_id) {
+    return `${path}: /superseded_by: names the report itself, not the report that supersedes it`;
+  }
+  const at = instant(envelope.superseded_at);
+  const issued = instant(report.issued_at);
+  if (at !== null && issued !== null && (at[0] < issued[0] || (at[0] === issued[0] && at[1] < issued[1]))) {
+    return `${path}: /superseded_at: says ${envelope.superseded_at}, earlier than the report's issued_at ${report.issued_at}`;
+  }
+  return null;
+}
+
+/**
+ * An RFC 3339 UTC timestamp as [whole seconds, fraction padded to 9 digits], or null.
+ * @param {unknown} text
+ * @returns {[string, string] | null}
+ */
+function instant(text) {
+  if (typeof text !== 'string' || !text.endsWith('Z')) return null;
+  const body = text.slice(0, -1);
+  const dot = body.indexOf('.');
+  const whole = dot < 0 ? body : body.slice(0, dot);
+  const fraction = dot < 0 ? '' : body.slice(dot + 1);
+  return [whole, fraction.padEnd(9, '0')];
 }
