@@ -183,12 +183,12 @@ def build(root: Path, p: StorePlan) -> None:
     examples = dict(p.examples)
     for dataset_id, ids in p.examples:
         b.dataset(dataset_id, 1, {e: {"input": f"q {e}", "expected": "a"} for e in ids})
-    for scorer_id, names in p.scorer_files:
+    for scorer_id, files in p.scorer_files:
         b.scorer(
             scorer_id,
             1,
             kind="deterministic",
-            files={n: f"# {n}\ndef score(o, e):\n    return 1.0\n".encode() for n in names},
+            files={n: f"# {n}\ndef score(o, e):\n    return 1.0\n".encode() for n in files},
         )
     specs = []
     for index, c in enumerate(p.checks):

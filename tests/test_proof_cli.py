@@ -325,8 +325,6 @@ def test_check_proof_without_anchor(signed: Bundle, proof_bytes: bytes, tmp_path
             "description": anchor,
         },
         "anchored": False,
-        "case_status": "pass",
-        "case_score": 1,
     }
 
 

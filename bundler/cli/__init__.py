@@ -16,8 +16,8 @@ from bundler.cli import (
     reports,
     storage,
     tools,
-    verify,
     verifier_page,
+    verify,
 )
 from bundler.cli.app import Terminated, _on_sigterm, cli, main
 from bundler.cli.common import _exported_at
@@ -37,5 +37,6 @@ __all__ = [
     "reports",
     "storage",
     "tools",
+    "verifier_page",
     "verify",
 ]
