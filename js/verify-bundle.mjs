@@ -298,6 +298,15 @@ function failure(command, argv, e) {
 
 const VALUE_OPTIONS = new Set(['--expect-bundle-digest', '--expect-report-digest', '--allowed-signers', '--identity', '--signature', '--max-bytes']);
 
+// A reader that closes the pipe early (`| head`) ends the command quietly, as the Python
+// command does (exit 1), instead of an unhandled 'error' event and its stack.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (/** @type {NodeJS.ErrnoException} */ e) => {
+    if (e.code === 'EPIPE') process.exit(1);
+    throw e;
+  });
+}
+
 async function main() {
   const argv = process.argv.slice(2);
   const command = argv[0] === 'check-proof' ? 'check-proof' : 'verify';

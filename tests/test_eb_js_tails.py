@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,58 @@ def test_a_tail_one_code_point_off_fails_in_both(width: str, tmp_path: Path) -> 
     assert any("stdout" in c["subject"] and c["state"] == "failed" for c in result["claims"]), (
         result["claims"]
     )
+
+
+def _tampered_totals(out: Path, tmp_path: Path) -> Path:
+    """The bundle with the run's passed_checks one off its statuses, every digest resealed."""
+    bag = extract(out, tmp_path / "x")
+    path = bag / "data" / "run" / "report.json"
+    value = json.loads(path.read_bytes())
+    value["passed_checks"] += 1
+    path.write_text(json.dumps(value, indent=2, ensure_ascii=False), encoding="utf-8")
+    reseal(bag, tree=True)
+    packed = repack.open_bundle(out)
+    packed.files = {
+        p.relative_to(bag).as_posix(): p.read_bytes() for p in sorted(bag.rglob("*")) if p.is_file()
+    }
+    return repack.write_bundle(
+        packed,
+        tmp_path / "t.tar.zst",
+        bundle_json=False,
+        manifest=False,
+        bag_info=False,
+        head=False,
+        tagmanifest=False,
+    )
+
+
+@pytest.mark.parametrize("tamper", [False, True])
+@pytest.mark.parametrize("name", ["default", "flat"])
+def test_node_record_of_a_run_is_the_python_summary_and_render_reads_it(
+    name: str, tamper: bool, tmp_path: Path
+) -> None:
+    # SPEC 15: the record the Node verifier (and the page) writes is one `render` accepts;
+    # the eval-banana summary is the same facts, field for field, as Python's.
+    from test_export_eb import RUNS
+
+    out = tmp_path / "b.tar.zst"
+    do_export(copy_run(tmp_path, RUNS[name]), PROJECT, out)
+    if tamper:
+        out = _tampered_totals(out, tmp_path)
+    node = _node(out)
+    assert node["verdict"] == ("failed" if tamper else "verified")
+    python = subprocess.run(
+        [sys.executable, "-m", "bundler", "verify", str(out), "--json"], capture_output=True, timeout=120
+    )
+    assert node["summary"] == json.loads(python.stdout)["summary"]
+    assert set(node["summary"]) >= {"checks", "recomputed", "pass_threshold", "cases_tree"}
+    record = tmp_path / "node.json"
+    record.write_text(json.dumps(node))
+    page = tmp_path / "page.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "bundler", "render", str(record), "--html", str(page), "-q"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert node["summary"]["run_id"].encode() in page.read_bytes()

@@ -212,9 +212,16 @@ export function verifyEvalBanana(ctx) {
     checkDefinitions(ctx, report);
     checkTree(ctx, report);
     const score = `${totals.points_earned}/${totals.total_points}`;
+    // The summary the Python verifier writes, field for field, so `render` reads a record
+    // of either (SPEC 15): each check's status and score as recorded, the totals recomputed.
     summary = {
-      mode: 'bundle', run_id: report.run_id, score, percentage: `${totals.percentage.toFixed(1)}%`, passed: totals.run_passed ? 'yes' : 'no',
+      mode: 'bundle',
       labels: [['Run ID', report.run_id], ['Score', score], ['Percentage', `${totals.percentage.toFixed(1)}%`], ['Passed', totals.run_passed ? 'yes' : 'no']],
+      run_id: report.run_id,
+      pass_threshold: report.pass_threshold,
+      checks: report.checks.map((/** @type {any} */ c) => ({ check_id: c.check_id, status: c.status, score: c.score })),
+      recomputed: totals,
+      cases_tree: bundle.cases_tree ?? null,
     };
     result = totals.run_passed ? 'pass' : 'fail';
     issued = typeof report.completed_at === 'string' ? report.completed_at : null;

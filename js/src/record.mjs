@@ -155,10 +155,10 @@ export function humanLines(r) {
   }
   const s = r.summary || {};
   if (s.run_id !== undefined) {
-    out.push(`Run ID:      ${shown(s.run_id)}`);
-    if (s.score !== undefined) out.push(`Score:       ${shown(s.score)}`);
-    if (s.percentage !== undefined) out.push(`Percentage:  ${shown(s.percentage)}`);
-    if (s.passed !== undefined) out.push(`Passed:      ${shown(s.passed)}`);
+    // eval-banana's console labels as recomputed (Run ID, Score, Percentage, Passed).
+    for (const [label, value] of s.labels ?? [['Run ID', s.run_id]]) {
+      out.push(`${`${shown(label)}:`.padEnd(12)} ${shown(value)}`);
+    }
   }
   for (const sig of r.signatures || []) out.push(`Signature:   ${shown(sig.where)}: ${signatureLine(sig)}`);
   out.push(`Anchor:      ${shown(r.anchor.description)}`);
