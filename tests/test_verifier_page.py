@@ -370,3 +370,142 @@ def test_a_run_overtaken_by_an_input_change_shows_nothing(
     state = _page_state(browser, session)
     assert (state["result"], state["save"], state["record"]) == ("", True, None)
     assert browser.evaluate(session, "document.body.dataset.state") == "ready"
+
+
+def _verdict_shown(browser: Browser, session: str) -> tuple[str | None, str]:
+    """The verdict of the record the page kept (None if it kept none) and its status line."""
+    record = browser.evaluate(session, "JSON.stringify(window.verificationRecord || null)")
+    verdict = None if record in (None, "null") else json.loads(record)["verdict"]
+    return verdict, _page_state(browser, session)["status"]
+
+
+@pytest.fixture(scope="module")
+def page_without_workers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The page served with a policy that admits no worker (a host's stricter header would
+    do the same): Chromium then refuses each worker after it is constructed, with an error
+    event, not an exception."""
+    html = PAGE.read_text(encoding="utf-8")
+    assert html.count("; worker-src blob:") == 1
+    page = tmp_path_factory.mktemp("no-workers") / "verify-bundle.html"
+    page.write_text(html.replace("; worker-src blob:", ""), encoding="utf-8")
+    return page
+
+
+_WORKER_THROWS = (
+    "window.Worker = class { constructor() { throw new DOMException('refused', 'SecurityError'); } };"
+    " true"
+)
+
+
+@pytest.mark.parametrize("how", ["csp", "constructor-throws"])
+@pytest.mark.parametrize(("name", "verdict"), [("good", "verified"), ("tampered", "failed")])
+def test_page_verifies_on_its_own_thread_when_no_worker_can_start(
+    browser: Browser,
+    inputs: dict[str, Path],
+    page_without_workers: Path,
+    how: str,
+    name: str,
+    verdict: str,
+) -> None:
+    """Neither hashing worker starts: the page hashes the archive and the members itself
+    and reaches the same verdict, with no worker left loaded."""
+    session = browser.open((page_without_workers if how == "csp" else PAGE).as_uri())
+    browser.call("DOM.enable", session)
+    if how == "constructor-throws":
+        browser.evaluate(session, _WORKER_THROWS)
+    _set_file(browser, session, "bundle", inputs[name])
+    _press_verify(browser, session)
+    shown, status = _verdict_shown(browser, session)
+    assert shown == verdict, status
+    assert status.endswith(f": {verdict.upper()}.")
+    if how == "csp":
+        # Both workers were tried (each refused by the policy), and nothing else was loaded.
+        refused = [
+            e
+            for e in browser.session_events(session)
+            if e.get("method") == "Log.entryAdded"
+            and "Content Security Policy" in e["params"]["entry"].get("text", "")
+        ]
+        assert refused, "the policy refused no worker: the test would not test the fallback"
+    assert _requests(browser, session) == [(page_without_workers if how == "csp" else PAGE).as_uri()]
+
+
+# The member worker, wrapped: the first batch of members (a message with spans) is
+# either answered with an error by the real worker (its spans made to reach past the
+# batch, so WebCrypto throws there) or lost to a worker that fails (an error event, and
+# no answer ever).
+_MEMBER_WORKER_FAILS = """
+(() => {
+  const Real = window.Worker;
+  window.memberBatches = 0;
+  window.Worker = class extends Real {
+    postMessage(message, transfer) {
+      if (message && Array.isArray(message.spans) && window.memberBatches++ === 0) {
+        if ('%s' === 'answers-an-error') {
+          message.spans = message.spans.map((v, i) => (i %% 2 ? v : v + message.buffer.byteLength));
+        } else {
+          setTimeout(() => this.dispatchEvent(new ErrorEvent('error', { message: 'crashed' })), 0);
+          return;
+        }
+      }
+      return super.postMessage(message, transfer);
+    }
+  };
+  return true;
+})()
+"""
+
+
+@pytest.fixture(scope="module")
+def larger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bundle of 300 cases with 80 KB outputs: members are still being hashed once the
+    member worker runs (a fixture bundle is done before the worker has started)."""
+    from bundler.testing.fixturegen import build_large_store
+
+    root = tmp_path_factory.mktemp("larger")
+    build_large_store(root / "store", cases=300, payload_bytes=24_000_000, sso_payloads=0)
+    out = root / "larger.tar.zst"
+    subprocess.run(
+        [
+            "evalbook-bundle",
+            "export",
+            "--store",
+            str(root / "store"),
+            "--report",
+            "rpt-large",
+            "--principal",
+            "alice",
+            "--exported-at",
+            "2026-11-30T00:00:00Z",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        check=True,
+        capture_output=True,
+        env={"PATH": str(Path(__import__("sys").executable).parent) + ":/usr/bin:/bin"},
+    )
+    return out
+
+
+@pytest.mark.parametrize("how", ["answers-an-error", "fails-and-never-answers"])
+def test_a_member_worker_failing_mid_run_is_an_error_not_a_hang_nor_a_verdict(
+    browser: Browser, larger: Path, how: str
+) -> None:
+    """The members waiting on a batch the member worker fails are rejected: the page ends
+    (no hang) with no verdict, and says why."""
+    session = browser.open(PAGE.as_uri())
+    browser.call("DOM.enable", session)
+    browser.evaluate(session, _MEMBER_WORKER_FAILS % how)
+    _set_file(browser, session, "bundle", larger)
+    _press_verify(browser, session)
+    assert browser.evaluate(session, "window.memberBatches") >= 1, "no batch went to the worker"
+    verdict, status = _verdict_shown(browser, session)
+    assert verdict in (None, "error"), status
+    assert "member hashing worker" in status or "member hashing worker" in browser.evaluate(
+        session, "document.body.innerText"
+    ), status
+    # The page is usable again: the same bundle, with the worker left alone, verifies.
+    browser.evaluate(session, "window.memberBatches = 1; true")
+    _press_verify(browser, session)
+    assert _verdict_shown(browser, session)[0] == "verified"

@@ -18,6 +18,9 @@ const hasher = createSHA256().then((h) => {
 let size = 0;
 /** Messages are handled one after another, in the order they came. */
 let queue = Promise.resolve();
+// Running at all says this thread started (a policy may refuse it after construction):
+// the verifying thread sends nothing before this.
+self.postMessage({ ready: true });
 
 self.onmessage = (/** @type {MessageEvent<{slice?: ArrayBuffer, end?: boolean}>} */ e) => {
   const { slice, end } = e.data ?? {};

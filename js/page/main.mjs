@@ -121,8 +121,9 @@ let memberWorker = null;
  * (no second copy) and comes back with the digests, to be filled again; the rest goes
  * when this thread next waits (a zero-delay timer), which it does whenever bagread
  * waits for the digests: bagread bounds the bytes awaiting a digest (64 MiB), so the
- * batches in flight are bounded too. Where no
- * worker can start, WebCrypto on this thread.
+ * batches in flight are bounded too. Until the worker says it runs, and for good where
+ * no worker can start (the constructor throws, or a policy refuses it after, with an
+ * error event), WebCrypto on this thread: no member is ever sent to a worker that never ran.
  * @returns {import('../src/bagread.mjs').OneShotHash}
  */
 function memberHasher() {
@@ -135,6 +136,8 @@ function memberHasher() {
     return sha256OneShot;
   }
   memberWorker = worker;
+  /** 'starting' until the worker's first message, then 'running'; 'refused' if it never ran. */
+  let state = 'starting';
   /** @typedef {{resolve: (hex: string) => void, reject: (e: Error) => void}} Job */
   /** @type {Map<number, Job[]>} */
   const sent = new Map();
@@ -161,6 +164,10 @@ function memberHasher() {
   /** Batches back from the worker, filled again rather than allocated. @type {Uint8Array[]} */
   const spare = [];
   worker.onmessage = (e) => {
+    if (e.data && e.data.ready === true) {
+      state = 'running';
+      return;
+    }
     const { id, digests, error, buffer } = e.data ?? {};
     if (buffer instanceof ArrayBuffer && buffer.byteLength === MEMBER_BATCH_BYTES && spare.length < 4) spare.push(new Uint8Array(buffer));
     const js = sent.get(id);
@@ -175,7 +182,15 @@ function memberHasher() {
   };
   worker.onerror = (e) => {
     e.preventDefault();
-    fail(new Error('the member hashing worker did not start'));
+    if (state === 'starting') {
+      // It never ran, so it holds no member: hash here from now on.
+      state = 'refused';
+      worker.terminate();
+      URL.revokeObjectURL(url);
+      if (memberWorker === worker) memberWorker = null;
+      return;
+    }
+    fail(new Error('the member hashing worker failed'));
   };
   const flush = () => {
     timer = false;
@@ -192,8 +207,9 @@ function memberHasher() {
     spans = [];
     jobs = [];
   };
-  return (data) =>
-    new Promise((resolve, reject) => {
+  return (data) => {
+    if (state !== 'running') return sha256OneShot(data);
+    return new Promise((resolve, reject) => {
       if (failure !== null) {
         reject(failure);
         return;
@@ -209,6 +225,7 @@ function memberHasher() {
         setTimeout(flush, 0);
       }
     });
+  };
 }
 
 /** The workers of the run in progress (or of one forgotten) ended. */
@@ -235,9 +252,10 @@ let hashWorker = null;
 /**
  * The archive's SHA-256 and size, from the very slices this thread reads: each is
  * transferred (not copied) to a worker once the zstd layer is done with it, so this
- * thread neither hashes the archive nor reads it twice; where no worker can start, the
- * slices are hashed here. `take(slice)` hands over a slice (a promise to wait for when
- * 32 MiB already wait for the worker), `take(null)` ends.
+ * thread neither hashes the archive nor reads it twice. Slices are held here until the
+ * worker says it runs; where no worker can start (the constructor throws, or a policy
+ * refuses it after, with an error event), they are hashed here, from the first. `take(slice)`
+ * hands over a slice (a promise to wait for when 32 MiB already wait), `take(null)` ends.
  * @returns {{take: (slice: Uint8Array|null) => Promise<void>|void, result: Promise<{sha256: string, size: number}>}}
  */
 function archiveHasher() {
@@ -249,28 +267,36 @@ function archiveHasher() {
   } catch {
     URL.revokeObjectURL(url);
   }
-  if (worker === null) {
-    const h = sha256();
-    let size = 0;
-    /** @type {(v: {sha256: string, size: number}) => void} */
-    let done = () => {};
-    const result = new Promise((resolve) => {
-      done = resolve;
-    });
-    return {
-      take(slice) {
-        if (slice === null) done({ sha256: h.hex(), size });
-        else {
-          h.update(slice);
-          size += slice.length;
-        }
-      },
-      result: /** @type {Promise<{sha256: string, size: number}>} */ (result),
-    };
-  }
+  /** @type {(v: {sha256: string, size: number}) => void} */
+  let resolveResult = () => {};
+  /** @type {(e: Error) => void} */
+  let rejectResult = () => {};
+  const result = /** @type {Promise<{sha256: string, size: number}>} */ (
+    new Promise((resolve, reject) => {
+      resolveResult = resolve;
+      rejectResult = reject;
+    })
+  );
+  result.catch(() => {});
+  /** The hash on this thread, once no worker can be used. @type {{update: (b: Uint8Array) => void, hex: () => string}|null} */
+  let here = null;
+  let hereSize = 0;
+  /** @param {Uint8Array|null} slice */
+  const hashHere = (slice) => {
+    here ??= sha256();
+    if (slice === null) resolveResult({ sha256: here.hex(), size: hereSize });
+    else {
+      here.update(slice);
+      hereSize += slice.length;
+    }
+  };
+  if (worker === null) return { take: hashHere, result };
   const w = worker;
   hashWorker = w;
-  // Bytes sent and not yet hashed, bounded: past the bound, reading waits for the worker.
+  let running = false;
+  /** Slices (and the end, null) taken before the worker said it runs. @type {(Uint8Array|null)[]} */
+  let early = [];
+  // Bytes taken and not yet hashed, bounded: past the bound, reading waits.
   let waiting = 0;
   /** @type {(() => void)[]} */
   let held = [];
@@ -279,43 +305,66 @@ function archiveHasher() {
     held = [];
     for (const f of go) f();
   };
-  const result = new Promise((resolve, reject) => {
-    const end = () => {
-      w.terminate();
-      URL.revokeObjectURL(url);
-      if (hashWorker === w) hashWorker = null;
-      waiting = 0;
-      release();
-    };
-    w.onmessage = (e) => {
-      if (e.data && typeof e.data.hashed === 'number') {
-        waiting -= e.data.hashed;
-        if (waiting <= ARCHIVE_WAITING_BYTES) release();
-        return;
-      }
-      end();
-      if (e.data && typeof e.data.sha256 === 'string') resolve(e.data);
-      else reject(new Error(`hashing the archive failed: ${e.data && e.data.error}`));
-    };
-    w.onerror = (e) => {
-      e.preventDefault();
-      end();
-      reject(new Error('the hashing worker did not start'));
-    };
-  });
-  result.catch(() => {});
+  const end = () => {
+    w.terminate();
+    URL.revokeObjectURL(url);
+    if (hashWorker === w) hashWorker = null;
+    waiting = 0;
+    release();
+  };
+  /** @param {Uint8Array|null} slice */
+  const send = (slice) => {
+    // A slice is its own ArrayBuffer (slicesOf reads each apart), so it is transferred whole.
+    if (slice === null) w.postMessage({ end: true });
+    else w.postMessage({ slice: slice.buffer }, [slice.buffer]);
+  };
+  w.onmessage = (e) => {
+    if (e.data && e.data.ready === true) {
+      running = true;
+      const go = early;
+      early = [];
+      for (const slice of go) send(slice);
+      return;
+    }
+    if (e.data && typeof e.data.hashed === 'number') {
+      waiting -= e.data.hashed;
+      if (waiting <= ARCHIVE_WAITING_BYTES) release();
+      return;
+    }
+    end();
+    if (e.data && typeof e.data.sha256 === 'string') resolveResult(e.data);
+    else rejectResult(new Error(`hashing the archive failed: ${e.data && e.data.error}`));
+  };
+  w.onerror = (e) => {
+    e.preventDefault();
+    const wasRunning = running;
+    running = false;
+    end();
+    if (wasRunning) {
+      rejectResult(new Error('the hashing worker failed'));
+      return;
+    }
+    // It never ran, so it holds nothing: what was held here is hashed here, and the rest.
+    const go = early;
+    early = [];
+    for (const slice of go) hashHere(slice);
+    here ??= sha256();
+  };
   return {
     take(slice) {
-      // A slice is its own ArrayBuffer (slicesOf reads each apart), so it is transferred whole.
-      if (slice === null) {
-        w.postMessage({ end: true });
-        return;
+      if (here !== null) return hashHere(slice);
+      if (!running) {
+        early.push(slice);
+        if (slice === null) return;
+        waiting += slice.length;
+      } else {
+        send(slice);
+        if (slice === null) return;
+        waiting += slice.length;
       }
-      waiting += slice.length;
-      w.postMessage({ slice: slice.buffer }, [slice.buffer]);
       if (waiting > ARCHIVE_WAITING_BYTES && hashWorker === w) return new Promise((resolve) => held.push(() => resolve(undefined)));
     },
-    result: /** @type {Promise<{sha256: string, size: number}>} */ (result),
+    result,
   };
 }
 

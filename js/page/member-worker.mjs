@@ -16,6 +16,10 @@ function hex(digest) {
   return s;
 }
 
+// Running at all says this thread started (a policy may refuse it after construction):
+// the verifying thread sends no batch before this.
+self.postMessage({ ready: true });
+
 self.onmessage = async (/** @type {MessageEvent<{id: number, buffer: ArrayBuffer, spans: number[]}>} */ e) => {
   const { id, buffer, spans } = e.data;
   try {

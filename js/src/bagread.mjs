@@ -21,6 +21,7 @@ const EMPTY = new Uint8Array(0);
  * @typedef {() => Hasher} HashFactory
  * @typedef {(data: Uint8Array) => Promise<string>} OneShotHash the hex SHA-256 of bytes
  *   held whole, read before it returns (WebCrypto's digest, in the page, copies them)
+ * @typedef {(data: Uint8Array) => string} BytesHash the hex SHA-256 of bytes, at once
  * @typedef {{source: string, top: string, files: Map<string, {sha256: string, size: number}>,
  *   kept: Map<string, Uint8Array>, directories: Set<string>}} Bag
  */
@@ -63,8 +64,10 @@ export const ONE_SHOT_PENDING_BYTES = 64 * 1024 * 1024;
  * @param {string} source
  * @param {HashFactory} sha256
  * @param {OneShotHash} [sha256OneShot]
+ * @param {BytesHash} [sha256Bytes] for a member that comes in one chunk (most do): under
+ *   Node a hasher object per member costs as much as hashing a few KiB
  */
-export function bagCollector(source, sha256, sha256OneShot) {
+export function bagCollector(source, sha256, sha256OneShot, sha256Bytes) {
   /** @type {Bag | null} */
   let bag = null;
   let keptTotal = 0;
@@ -99,7 +102,10 @@ export function bagCollector(source, sha256, sha256OneShot) {
     }
     const refuse = (/** @type {string} */ rule) => new InputError(`${source}: ${member.path}: ${rule}`);
     const oneShot = sha256OneShot !== undefined && member.size >= ONE_SHOT_MIN_BYTES && member.size <= ONE_SHOT_MAX_BYTES;
-    const h = oneShot ? null : sha256();
+    /** The member's hasher, made at its first chunk unless that chunk is all of it. @type {Hasher | null} */
+    let h = null;
+    /** @type {string | null} */
+    let hexOfSingle = null;
     // The member's bytes for the one-shot hash (its size is bounded just above), when
     // they come in more than one chunk; a member in one chunk is hashed from it.
     /** @type {Uint8Array | null} */
@@ -128,7 +134,11 @@ export function bagCollector(source, sha256, sha256OneShot) {
     // A chunk is valid only until the next is asked for: what is kept is copied.
     for await (const chunk of content) {
       const at = size;
-      if (h !== null) h.update(chunk);
+      // Once one chunk held the whole member, any chunk after it is empty.
+      if (!oneShot && hexOfSingle === null) {
+        if (h === null && sha256Bytes !== undefined && chunk.length === member.size) hexOfSingle = sha256Bytes(chunk);
+        else (h ??= sha256()).update(chunk);
+      }
       size += chunk.length;
       if (chunk.length) last = chunk[chunk.length - 1];
       if (countLines) {
@@ -172,7 +182,7 @@ export function bagCollector(source, sha256, sha256OneShot) {
       }
       bag.kept.set(rel, data);
     }
-    if (h !== null) bag.files.set(rel, { sha256: h.hex(), size });
+    if (!oneShot) bag.files.set(rel, { sha256: h !== null ? h.hex() : hexOfSingle ?? sha256().hex(), size });
     else {
       const entry = { sha256: '', size };
       bag.files.set(rel, entry);

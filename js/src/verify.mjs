@@ -30,6 +30,7 @@ export const EB_SCHEMA = 'evalbook.eval_banana_bundle.v1';
  *   source: string,
  *   sha256: import('./bagread.mjs').HashFactory,
  *   sha256OneShot?: import('./bagread.mjs').OneShotHash,
+ *   sha256Bytes?: import('./bagread.mjs').BytesHash,
  *   validators: Record<string, import('./schema.mjs').Validator>,
  *   verifyEd25519: (publicKey: Uint8Array, signature: Uint8Array, message: Uint8Array) => Promise<boolean>,
  *   sha512: (data: Uint8Array) => Promise<Uint8Array>,
@@ -61,7 +62,7 @@ export async function verifyBundle(chunks, options) {
   let bundle;
   try {
     const reader = new ByteReader(decompressFrame(tap, { source: options.source, maxBytes }));
-    const collector = bagCollector(options.source, options.sha256, options.sha256OneShot);
+    const collector = bagCollector(options.source, options.sha256, options.sha256OneShot, options.sha256Bytes);
     try {
       await readTar(reader, { source: options.source, maxBytes }, collector.visit);
     } finally {

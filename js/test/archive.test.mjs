@@ -100,28 +100,54 @@ test('a single-byte change of the archive is refused or fails, unless the tar is
   }
 });
 
-/** The bag read from CLEAN with zstd pieces of at most `pieceBytes`, plain as JSON. */
-async function readBag(pieceBytes, oneShot) {
+/**
+ * The bag read from CLEAN with zstd pieces of at most `pieceBytes`, plain as JSON, and how
+ * many members the at-once hash (`bytes`) hashed.
+ */
+async function readBag(pieceBytes, oneShot, bytes = false) {
   const { sha256 } = nodeServices();
   const reader = new ByteReader(decompressFrame(asAsync([CLEAN]), { source: 't', maxBytes: 2 ** 40, pieceBytes }));
   const sha256OneShot = oneShot ? async (data) => createHash('sha256').update(data).digest('hex') : undefined;
-  const collector = bagCollector('t', sha256, sha256OneShot);
+  let atOnce = 0;
+  const sha256Bytes = bytes
+    ? (data) => {
+        atOnce++;
+        return nodeServices().sha256Bytes(data);
+      }
+    : undefined;
+  const collector = bagCollector('t', sha256, sha256OneShot, sha256Bytes);
   await readTar(reader, { source: 't', maxBytes: 2 ** 40 }, collector.visit);
   await collector.settle();
   const bag = collector.result();
   return {
-    files: [...bag.files].map(([k, v]) => [k, v.sha256, v.size]),
-    kept: [...bag.kept].map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
-    directories: [...bag.directories],
+    bag: {
+      files: [...bag.files].map(([k, v]) => [k, v.sha256, v.size]),
+      kept: [...bag.kept].map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+      directories: [...bag.directories],
+    },
+    atOnce,
   };
 }
 
-test('the bag is the same whatever the size of the pieces zstd reuses, hashed streaming or whole', async () => {
-  const reference = await readBag(undefined, false);
+test('the bag is the same whatever the size of the pieces zstd reuses, hashed streaming, whole or at once', async () => {
+  const { bag: reference } = await readBag(undefined, false);
   assert.ok(reference.kept.length > 5 && reference.files.length > reference.kept.length);
-  for (const pieceBytes of [1, 7, 511, 512, 1000, 4099]) {
-    for (const oneShot of [false, true]) {
-      assert.deepEqual(await readBag(pieceBytes, oneShot), reference, `pieces of ${pieceBytes}, one-shot ${oneShot}`);
+  for (const pieceBytes of [undefined, 1, 7, 511, 512, 1000, 4099]) {
+    for (const [oneShot, bytes] of [[false, false], [true, false], [false, true], [true, true]]) {
+      const { bag, atOnce } = await readBag(pieceBytes, oneShot, bytes);
+      assert.deepEqual(bag, reference, `pieces of ${pieceBytes}, one-shot ${oneShot}, at once ${bytes}`);
+      // Members in one chunk are hashed at once when that hash is given, the others streaming.
+      if (bytes && pieceBytes === undefined) assert.ok(atOnce > reference.files.length / 2, `${atOnce} hashed at once`);
+      if (!bytes) assert.equal(atOnce, 0);
     }
   }
+});
+
+test('the at-once hash is SHA-256', () => {
+  const { sha256Bytes } = nodeServices();
+  for (const n of [0, 1, 55, 56, 64, 2048, 100000]) {
+    const data = new Uint8Array(n).map((_, i) => (i * 31 + n) & 255);
+    assert.equal(sha256Bytes(data), createHash('sha256').update(data).digest('hex'));
+  }
+  assert.equal(sha256Bytes(new Uint8Array(0)), 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
 });
