@@ -42,7 +42,7 @@ from bundler.evalbook.group_rule import (
     MAX_GROUP_DEPTH,
     MAX_LEAF_TASKS,
     derive_aggregate,
-    leaf_tasks,
+    group_forest,
     member_check_id,
 )
 
@@ -302,12 +302,18 @@ def _group_shape(entry: Any) -> bool:
     )
 
 
-def audit_groups(raw: Any, member: MemberLookup, document: str) -> tuple[GroupAudit, ...]:
+def audit_groups(
+    raw: Any, member: MemberLookup, document: str, run_tasks: Any = None
+) -> tuple[GroupAudit, ...]:
     """Every group of ``raw`` (the body's ``subject.run.groups``) audited against the
-    bundle's own checks; ``member`` gives a check's value (cached by the caller).
+    bundle's own checks; ``member`` gives a check's value (cached by the caller);
+    ``run_tasks`` is the body's ``subject.run.tasks`` (the run's tasks with a config).
 
-    Never raises for a bad record: a record of the wrong shape is a disagreement of its
-    ``entry``; the work is bounded by MAX_LEAF_VISITS and MAX_MEMBER_LOOKUPS.
+    Never raises for a bad record: a record of the wrong shape, and a structure the
+    import refuses (``group_rule.group_forest``: a cycle, nesting over MAX_GROUP_DEPTH, a
+    name under two groups, a leaf that is not a task of the run, a walk past
+    MAX_LEAF_VISITS), is a disagreement of its group's ``entry``: only a forged body
+    holds one. The work is bounded by MAX_LEAF_VISITS and MAX_MEMBER_LOOKUPS.
     """
     if not isinstance(raw, list):
         w = _Where(document, None, None, None)
@@ -328,39 +334,67 @@ def audit_groups(raw: Any, member: MemberLookup, document: str) -> tuple[GroupAu
         assert name is not None
         tree[name] = entry["subtasks"]
         entries.append(entry)
-    visits = [MAX_LEAF_VISITS]
+    tasks = (
+        frozenset(t for t in run_tasks if isinstance(t, str))
+        if isinstance(run_tasks, list)
+        else frozenset()
+    )
+    forest, problems = group_forest(tree, tasks.__contains__, [MAX_LEAF_VISITS])
     lookups = [MAX_MEMBER_LOOKUPS]
     for entry in entries:
-        out.append(_audit_group(entry, tree, visits, lookups, member, document))
+        problem = problems.get(entry["group"])
+        if problem is not None:
+            w = _Where(document, entry["group"], None, None)
+            where = f"subtasks of group {problem.group!r}" + (
+                "" if problem.index is None else f"[{problem.index}]"
+            )
+            why = f"{where}: {problem.text} (the import refuses this structure)"
+            out.append(
+                GroupAudit(
+                    entry["group"], (w.compare(GroupField.ENTRY, entry["subtasks"], None, why),)
+                )
+            )
+            continue
+        out.append(_audit_group(entry, forest[entry["group"]], lookups, member, document))
     return tuple(out)
 
 
 def _audit_group(
     entry: Mapping[str, Any],
-    tree: Mapping[str, list[Any]],
-    visits: list[int],
+    leaves: list[str],
     lookups: list[int],
     member: MemberLookup,
     document: str,
 ) -> GroupAudit:
     name: str = entry["group"]
     w = _Where(document, name, None, None)
-    leaves = leaf_tasks(name, tree, visits)
     fields: list[GroupFieldAudit] = []
-    if isinstance(leaves, str):
-        fields.append(w.blocked(GroupField.TASKS, entry.get("tasks"), leaves))
-    else:
-        fields.append(
-            w.compare(
-                GroupField.TASKS,
-                entry.get("tasks"),
-                leaves,
-                "the leaf tasks of its recorded subtasks, in lm-eval's order",
-            )
+    fields.append(
+        w.compare(
+            GroupField.TASKS,
+            entry.get("tasks"),
+            leaves,
+            "the leaf tasks of its recorded subtasks, in lm-eval's order",
         )
+    )
     sizes: dict[str, int] = {}
     aggregates = []
+    keys: set[tuple[str, str]] = set()
     for a in entry["aggregates"]:
+        metric = a.get("metric") if isinstance(a, Mapping) else None
+        filt = a.get("filter") if isinstance(a, Mapping) else None
+        if isinstance(metric, str) and isinstance(filt, str):
+            if (metric, filt) in keys:
+                aw = _Where(document, name, metric, filt)
+                why = (
+                    f"a second record of aggregate {metric},{filt} (lm-eval writes one "
+                    "value per key, and the importer records it once)"
+                )
+                aggregates.append(
+                    AggregateAudit(metric, filt, (aw.compare(GroupField.ENTRY, a, None, why),))
+                )
+                continue
+            keys.add((metric, filt))
         aggregates.append(_audit_aggregate(a, name, leaves, lookups, member, document, sizes))
     if entry["aggregates"] or entry.get("sample_len") is not None:
         fields.append(_sample_len(w, entry.get("sample_len"), leaves, sizes))
