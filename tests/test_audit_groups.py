@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -312,7 +313,15 @@ def _chain(gs: list[dict[str, Any]], depth: int) -> None:
     names = [f"chain{i}" for i in range(depth)]
     for i, name in enumerate(names):
         child = names[i + 1] if i + 1 < depth else GROUP
-        gs.append({**copy.deepcopy(gs[0]), "group": name, "subtasks": [child], "aggregates": []})
+        gs.append(
+            {
+                **copy.deepcopy(gs[0]),
+                "group": name,
+                "subtasks": [child],
+                "aggregates": [],
+                "sample_len": None,
+            }
+        )
 
 
 def _cycle(gs: list[dict[str, Any]]) -> None:
@@ -363,7 +372,7 @@ STRUCTURES: dict[str, tuple[Edit, str, str]] = {
         GROUP,
         "is not in the run",
     ),
-    "a name under two groups": (_twice, GROUP, "already a subtask of"),
+    "a name under two groups": (_twice, "g2", "already a subtask of"),
     "a name twice under one": (
         lambda gs: gs[0]["subtasks"].append("fixture_mc"),
         GROUP,
@@ -399,6 +408,7 @@ def test_a_structure_the_import_refuses_is_a_disagreement(
     [
         ("groups null", lambda b: b["subject"]["run"].update(groups=None), None),
         ("groups a string", lambda b: b["subject"]["run"].update(groups="x"), None),
+        ("a group null", lambda b: b["subject"]["run"]["groups"].append(None), None),
         ("an aggregate twice", lambda b: _same_aggregate(b["subject"]["run"]["groups"]), GROUP),
     ],
     ids=lambda x: x if isinstance(x, str) else "",
@@ -505,3 +515,35 @@ def test_render_refuses_a_record_whose_derived_mean_its_tasks_do_not_give(
     path.write_bytes(json.dumps(record).encode())  # the true record renders
     done = run_cli("render", str(path), "--html", str(tmp_path / "true.html"))
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("where", ["one group", "over the body", "groups"])
+def test_more_records_than_the_checks_give_is_one_disagreement_found_at_once(
+    where: str, real: Path, tmp_path: Path
+) -> None:
+    """The body's 4 checks give a group at most 4 aggregates and the body at most 4 x 33
+    groups and aggregates: 20,000 is a forged body, one entry disagreement with the
+    count (not the records), fast and small, and every output (--html too) exits 1."""
+
+    def edit(gs: list[dict[str, Any]]) -> None:
+        a = gs[0]["aggregates"][0]
+        if where == "one group":
+            gs[0]["aggregates"] += [{**a, "metric": f"m{i}"} for i in range(20_000)]
+        elif where == "over the body":
+            for i in range(40):
+                g = {**copy.deepcopy(gs[0]), "group": f"x{i}", "subtasks": [], "tasks": []}
+                g["aggregates"] = [{**a, "metric": f"m{j}"} for j in range(4)]
+                gs.append(g)
+        else:
+            gs += [{**gs[0], "group": f"x{i}", "subtasks": []} for i in range(20_000)]
+
+    forged = _forge(real, edit, tmp_path)
+    started = time.monotonic()
+    code, record = _audit(forged)
+    assert time.monotonic() - started < 10
+    assert code == 1 and record["verdict"] == "inconsistent"
+    (d,) = [d for d in record["disagreements"] if d["scope"] == "group"]
+    assert d["field"] == "entry" and "more than" in d["detail"], d
+    assert len(json.dumps(record)) < 200_000
+    done = run_cli("audit", str(forged), "--html", str(tmp_path / "h.html"))
+    assert done.returncode == 1, done.stderr
