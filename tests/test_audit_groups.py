@@ -547,3 +547,18 @@ def test_more_records_than_the_checks_give_is_one_disagreement_found_at_once(
     assert len(json.dumps(record)) < 200_000
     done = run_cli("audit", str(forged), "--html", str(tmp_path / "h.html"))
     assert done.returncode == 1, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        (("audit",), "are re-derived too"),
+        (("import-lm-eval",), "what audit cannot re-derive"),
+    ],
+)
+def test_help_says_what_audit_re_derives_of_the_groups(command: tuple[str, ...], says: str) -> None:
+    done = run_cli(*command, "--help")
+    assert done.returncode == 0
+    text = " ".join(done.stdout.decode().split())
+    assert says in text
+    assert "not compared here" not in text and "not audit, re-derives" not in text
