@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -307,17 +308,124 @@ def test_groups_not_a_list_is_a_disagreement(real: Path, tmp_path: Path) -> None
     assert (d["scope"], d["group"], d["field"]) == ("group", None, "entry")
 
 
-def test_a_cycle_is_not_rederivable_not_a_crash(real: Path, tmp_path: Path) -> None:
-    """A body whose recorded subtasks contain the group itself (the import refuses it):
-    the leaf tasks cannot be derived; said, with the reason, and --strict fails."""
-    forged = _forge(real, lambda gs: gs[-1]["subtasks"].append(GROUP), tmp_path)
+def _chain(gs: list[dict[str, Any]], depth: int) -> None:
+    """``depth`` groups each holding the next, the last holding the real group."""
+    names = [f"chain{i}" for i in range(depth)]
+    for i, name in enumerate(names):
+        child = names[i + 1] if i + 1 < depth else GROUP
+        gs.append(
+            {
+                **copy.deepcopy(gs[0]),
+                "group": name,
+                "subtasks": [child],
+                "aggregates": [],
+                "sample_len": None,
+            }
+        )
+
+
+def _cycle(gs: list[dict[str, Any]]) -> None:
+    gs[0]["subtasks"].append("zz")
+    gs.append({**copy.deepcopy(gs[0]), "group": "zz", "subtasks": [GROUP], "aggregates": []})
+
+
+def _wide(gs: list[dict[str, Any]]) -> None:
+    """Levels of groups each naming the next level twice: the walk doubles per level."""
+    gs[0]["subtasks"] = ["lvl0", "lvl0b"]
+    for i in range(20):
+        nxt = [f"lvl{i + 1}", f"lvl{i + 1}b"] if i < 19 else list(LEAVES)
+        for name in (f"lvl{i}", f"lvl{i}b"):
+            gs.append({**copy.deepcopy(gs[0]), "group": name, "subtasks": nxt, "aggregates": []})
+
+
+def _twice(gs: list[dict[str, Any]]) -> None:
+    gs.append({**copy.deepcopy(gs[0]), "group": "g2"})
+
+
+def _same_aggregate(gs: list[dict[str, Any]]) -> None:
+    a = copy.deepcopy(gs[0]["aggregates"][0])
+    a.update(value=0.41666666666666663, derived=0.41666666666666663, rule="unweighted")
+    gs[0]["aggregates"].append(a)
+
+
+def _hidden(gs: list[dict[str, Any]]) -> None:
+    """What the forger hides behind the structure: a wrong value and size."""
+    a = gs[0]["aggregates"][0]
+    a["value"] = a["derived"] = 0.99
+    a["tasks"][0]["score"] = 0.9
+    gs[0]["sample_len"] = 77
+
+
+STRUCTURES: dict[str, tuple[Edit, str, str]] = {
+    # name: (the edit, the group whose entry disagrees, a word of the rule)
+    "contains itself": (lambda gs: gs[0]["subtasks"].append(GROUP), GROUP, "contains itself"),
+    "a 2-cycle": (_cycle, GROUP, "contains itself"),
+    "nested 41 deep": (lambda gs: _chain(gs, 41), "chain0", "nested more than 32"),
+    "a DAG naming each level twice": (_wide, "lvl0b", "already a subtask of"),
+    "a subtask not a name": (
+        lambda gs: gs[0]["subtasks"].extend([1, 2]),
+        GROUP,
+        "is not a name",
+    ),
+    "a leaf not in the run": (
+        lambda gs: (gs[0]["subtasks"].append("nosuch"), gs[0]["tasks"].append("nosuch")),
+        GROUP,
+        "is not in the run",
+    ),
+    "a name under two groups": (_twice, "g2", "already a subtask of"),
+    "a name twice under one": (
+        lambda gs: gs[0]["subtasks"].append("fixture_mc"),
+        GROUP,
+        "already a subtask of",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRUCTURES))
+def test_a_structure_the_import_refuses_is_a_disagreement(
+    name: str, real: Path, tmp_path: Path
+) -> None:
+    """Only a forged body holds a group structure the import refuses: its group's entry
+    disagrees (exit 1, naming the group and the rule), and nothing it hides passes as
+    "not re-derivable"."""
+    edit, group, rule = STRUCTURES[name]
+    forged = _forge(real, lambda gs: (edit(gs), _hidden(gs)), tmp_path)
     code, record = _audit(forged)
-    assert code == 0 and record["verdict"] == "consistent"
-    items = [n for n in record["not_rederivable"] if n["scope"] == "group"]
-    assert {n["metric"] for n in items} == {None, "acc", "acc_norm"}  # the group, each aggregate
-    assert all(n["group"] == GROUP and "contains itself" in n["reason"] for n in items)
-    code, record = _audit(forged, "--strict")
-    assert code == 1
+    assert code == 1 and record["verdict"] == "inconsistent", record
+    entries = [
+        d
+        for d in record["disagreements"]
+        if d["scope"] == "group" and d["field"] == "entry" and d["group"] == group
+    ]
+    assert entries and rule in entries[0]["detail"], record["disagreements"]
+    assert not [n for n in record["not_rederivable"] if n["scope"] == "group"]
+    done = run_cli("audit", str(forged))
+    assert done.returncode == 1 and rule in done.stdout.decode()
+
+
+@pytest.mark.parametrize(
+    ("name", "edit", "group"),
+    [
+        ("groups null", lambda b: b["subject"]["run"].update(groups=None), None),
+        ("groups a string", lambda b: b["subject"]["run"].update(groups="x"), None),
+        ("a group null", lambda b: b["subject"]["run"]["groups"].append(None), None),
+        ("an aggregate twice", lambda b: _same_aggregate(b["subject"]["run"]["groups"]), GROUP),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+def test_a_contradictory_record_is_an_entry_disagreement(
+    name: str, edit: Callable[[dict[str, Any]], None], group: str | None, real: Path, tmp_path: Path
+) -> None:
+    eb = repack.open_bundle(real)
+    eb.edit_json("data/report/body.json", edit)
+    _reseal(eb)
+    forged = repack.write_bundle(eb, tmp_path / "forged.tar.zst")
+    code, record = _audit(forged)
+    assert code == 1 and record["verdict"] == "inconsistent"
+    assert any(
+        (d["scope"], d["group"], d["field"]) == ("group", group, "entry")
+        for d in record["disagreements"]
+    ), record["disagreements"]
 
 
 def _forge(bundle: Path, edit: Edit, tmp: Path) -> Path:
@@ -369,3 +477,88 @@ def _shown_everywhere(
     done = run_cli("render", str(path), "--html", str(tmp / "lie.html"))
     assert done.returncode == 3
     assert b"/disagreements" in done.stderr or b"/verdict" in done.stderr, done.stderr
+
+
+def test_render_refuses_a_record_whose_derived_mean_its_tasks_do_not_give(
+    real: Path, tmp_path: Path
+) -> None:
+    """The record's own task scores and sizes give the aggregate's mean: a record whose
+    disagreeing value, rule and derived fields are rewritten to agree (outcome and counts
+    made consistent) is refused, naming the field."""
+    forged = _forge(real, lambda gs: _agg(gs, GROUP, "acc").update(value=0.45), tmp_path)
+    code, record = _audit(forged)
+    assert code == 1
+    lie = copy.deepcopy(record)
+    flipped = 0
+    for g in lie["groups"]:
+        for a in g["aggregates"]:
+            for f in a["fields"]:
+                if f["outcome"] == "disagree":
+                    f["derived"] = {"value": f["issued"][0]["value"]}
+                    f["outcome"] = "agree"
+                    flipped += 1
+    assert flipped == 2
+    lie.update(verdict="consistent", exit_code=0, disagreements=[])
+    lie["counts"] = {
+        **record["counts"],
+        "agree": record["counts"]["agree"] + flipped,
+        "disagree": record["counts"]["disagree"] - flipped,
+        "disagreements": 0,
+    }
+    path = tmp_path / "lie.json"
+    path.write_bytes(json.dumps(lie).encode())
+    done = run_cli("render", str(path), "--html", str(tmp_path / "lie.html"))
+    assert done.returncode == 3, done.stderr
+    assert b"/groups/0/aggregates/0/fields/" in done.stderr, done.stderr
+    assert b"task scores and sizes give" in done.stderr
+    assert not (tmp_path / "lie.html").exists()
+    path.write_bytes(json.dumps(record).encode())  # the true record renders
+    done = run_cli("render", str(path), "--html", str(tmp_path / "true.html"))
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("where", ["one group", "over the body", "groups"])
+def test_more_records_than_the_checks_give_is_one_disagreement_found_at_once(
+    where: str, real: Path, tmp_path: Path
+) -> None:
+    """The body's 4 checks give a group at most 4 aggregates and the body at most 4 x 33
+    groups and aggregates: 20,000 is a forged body, one entry disagreement with the
+    count (not the records), fast and small, and every output (--html too) exits 1."""
+
+    def edit(gs: list[dict[str, Any]]) -> None:
+        a = gs[0]["aggregates"][0]
+        if where == "one group":
+            gs[0]["aggregates"] += [{**a, "metric": f"m{i}"} for i in range(20_000)]
+        elif where == "over the body":
+            for i in range(40):
+                g = {**copy.deepcopy(gs[0]), "group": f"x{i}", "subtasks": [], "tasks": []}
+                g["aggregates"] = [{**a, "metric": f"m{j}"} for j in range(4)]
+                gs.append(g)
+        else:
+            gs += [{**gs[0], "group": f"x{i}", "subtasks": []} for i in range(20_000)]
+
+    forged = _forge(real, edit, tmp_path)
+    started = time.monotonic()
+    code, record = _audit(forged)
+    assert time.monotonic() - started < 10
+    assert code == 1 and record["verdict"] == "inconsistent"
+    (d,) = [d for d in record["disagreements"] if d["scope"] == "group"]
+    assert d["field"] == "entry" and "more than" in d["detail"], d
+    assert len(json.dumps(record)) < 200_000
+    done = run_cli("audit", str(forged), "--html", str(tmp_path / "h.html"))
+    assert done.returncode == 1, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        (("audit",), "are re-derived too"),
+        (("import-lm-eval",), "what audit cannot re-derive"),
+    ],
+)
+def test_help_says_what_audit_re_derives_of_the_groups(command: tuple[str, ...], says: str) -> None:
+    done = run_cli(*command, "--help")
+    assert done.returncode == 0
+    text = " ".join(done.stdout.decode().split())
+    assert says in text
+    assert "not compared here" not in text and "not audit, re-derives" not in text

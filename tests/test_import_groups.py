@@ -28,7 +28,7 @@ from test_import_hostile import refuse
 from test_importers import EXPORTED_AT, _reseal
 
 from bundler.cli import main
-from bundler.importers.lmgroups import MAX_GROUP_DEPTH
+from bundler.evalbook.group_rule import MAX_GROUP_DEPTH
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUP_RUN = ROOT / "fixtures" / "runners" / "lm-eval" / "group-run"

@@ -33,9 +33,12 @@ suite and the dataset manifests and compared with the report body and the check 
 exit 0 consistent, 1 at least one disagreement, 3 error. Each disagreement names the rule
 and the numbers that decide the derived value. Items that cannot be re-derived are listed
 with their reason, and the verdict line says when the report's result is one of them;
-with --strict any such item fails the audit (exit 1). The group aggregates of an imported
-lm-eval run (the body's subject.run.groups) are not compared here: import-lm-eval --check
-re-derives them from the run files the bundle carries.
+with --strict any such item fails the audit (exit 1). The groups of an imported lm-eval
+run (the body's subject.run.groups) are re-derived too: each group's leaf tasks and size,
+and per aggregate its tasks, their sizes and scores, the rule and the mean, from the
+bundle's own checks; a structure the import refuses (a cycle, a name under two groups)
+is a disagreement. What no document of the bundle gives (subtasks, stderr, a deleted
+groups record) import-lm-eval --check holds to the run files the bundle carries.
 
 The summary goes to stdout (with --json one JSON line instead); progress and notes go to
 stderr. Without --expect-bundle-digest, --expect-report-digest or a signature checked

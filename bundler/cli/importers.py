@@ -58,7 +58,8 @@ def _common_options(command: Any) -> Any:
                 metavar="BUNDLE",
                 help="Instead of importing: re-import the run files inside BUNDLE "
                 "and compare every document (exit 0 same, 1 differs, 3 unreadable); "
-                "this, not audit, re-derives an lm-eval run's group aggregates.",
+                "this also holds what audit cannot re-derive from the bundle (a group's "
+                "subtasks and stderr, a groups record deleted) to the run files.",
             ),
             click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout."),
             _quiet_option,

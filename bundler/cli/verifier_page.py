@@ -41,7 +41,9 @@ def page_bytes() -> bytes:
 def verifier_page(out: str, as_json: bool, quiet: bool) -> None:
     path = _out_in_directory(out, PAGE_NAME, "--out")
     if path.exists() or path.is_symlink():
-        raise OutputError(f"--out: {path}: already exists; an output is never written over anything")
+        raise OutputError(
+            f"--out: {path}: already exists; an output is never written over anything"
+        )
     data = page_bytes()
     write_new_file(path, data)
     digest = hashlib.sha256(data).hexdigest()

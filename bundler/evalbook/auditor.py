@@ -436,7 +436,9 @@ class _Auditor:
                 self._members[check_id] = self.group_member(check_id, suite_checks, entries)
             return self._members[check_id]
 
-        return audit_groups(run["groups"], member, self.body_path)
+        return audit_groups(
+            run["groups"], member, self.body_path, run.get("tasks"), len(self.body["checks"])
+        )
 
     def group_member(
         self,

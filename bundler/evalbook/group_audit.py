@@ -42,7 +42,7 @@ from bundler.evalbook.group_rule import (
     MAX_GROUP_DEPTH,
     MAX_LEAF_TASKS,
     derive_aggregate,
-    leaf_tasks,
+    group_forest,
     member_check_id,
 )
 
@@ -51,6 +51,23 @@ from bundler.evalbook.group_rule import (
 # body cannot make the audit grow past either.
 MAX_LEAF_VISITS = MAX_LEAF_TASKS * (MAX_GROUP_DEPTH + 1)
 MAX_MEMBER_LOOKUPS = MAX_LEAF_TASKS * (MAX_GROUP_DEPTH + 1)
+# The records a body can hold, from the checks it records (``checks``, at most the
+# 20,000 cases of SPEC 4.3, each check holding one): each aggregate of a group is the mean
+# of at least one check of its leaf tasks (the import refuses one no task reports), and
+# two keys of one group are given by two checks, so a group holds at most ``checks``
+# aggregates; a check is under at most MAX_GROUP_DEPTH + 1 nested groups (a forest), so
+# the body holds at most ``checks * (MAX_GROUP_DEPTH + 1)`` aggregates. Each group holds
+# a leaf task below it (lm-eval runs no group without a task), each task a check, and a
+# task's chain of groups is at most MAX_GROUP_DEPTH + 1 long: as many groups at most.
+# More is a forged body: one disagreement, found before any of it is audited, with the
+# count recorded (not the records), so the audit's output stays as small as its bound.
+NESTING = MAX_GROUP_DEPTH + 1
+
+
+def _over(w: _Where, what: str, count: int, cap: int, why: str) -> GroupFieldAudit:
+    return w.compare(
+        GroupField.ENTRY, {what: count}, None, f"{count} {what}, more than {cap}: {why}"
+    )
 
 
 class GroupField(enum.Enum):
@@ -255,6 +272,8 @@ class _Where:
     def compare(
         self, name: GroupField, issued: Any, derived: Any, why: str | None, task: str | None = None
     ) -> GroupFieldAudit:
+        if name is GroupField.ENTRY and issued is None:
+            derived = why  # an entry is always refused: never equal to the recorded null
         agree = group_values_agree(name, issued, derived)
         return GroupFieldAudit(
             self.group,
@@ -302,22 +321,56 @@ def _group_shape(entry: Any) -> bool:
     )
 
 
-def audit_groups(raw: Any, member: MemberLookup, document: str) -> tuple[GroupAudit, ...]:
+def audit_groups(
+    raw: Any, member: MemberLookup, document: str, run_tasks: Any = None, checks: int = 0
+) -> tuple[GroupAudit, ...]:
     """Every group of ``raw`` (the body's ``subject.run.groups``) audited against the
-    bundle's own checks; ``member`` gives a check's value (cached by the caller).
+    bundle's own checks; ``member`` gives a check's value (cached by the caller);
+    ``run_tasks`` is the body's ``subject.run.tasks`` (the run's tasks with a config).
 
-    Never raises for a bad record: a record of the wrong shape is a disagreement of its
-    ``entry``; the work is bounded by MAX_LEAF_VISITS and MAX_MEMBER_LOOKUPS.
+    Never raises for a bad record: a record of the wrong shape, and a structure the
+    import refuses (``group_rule.group_forest``: a cycle, nesting over MAX_GROUP_DEPTH, a
+    name under two groups, a leaf that is not a task of the run, a walk past
+    MAX_LEAF_VISITS), is a disagreement of its group's ``entry``: only a forged body
+    holds one. So is a body with more groups or aggregates than its ``checks`` (the
+    body's checks) can give (see NESTING). The work is bounded by MAX_LEAF_VISITS and
+    MAX_MEMBER_LOOKUPS.
     """
+    w = _Where(document, None, None, None)
     if not isinstance(raw, list):
-        w = _Where(document, None, None, None)
-        return (GroupAudit(None, (w.compare(GroupField.ENTRY, raw, None, _GROUP_SHAPE),)),)
+        shown = raw if not isinstance(raw, Mapping) else f"an object of {len(raw)} keys"
+        return (GroupAudit(None, (w.compare(GroupField.ENTRY, shown, None, _GROUP_SHAPE),)),)
+    cap = checks * NESTING
+    bound = (
+        f"the body's {checks} checks give at most {cap} (each aggregate is the mean of a "
+        f"check, under at most {NESTING} nested groups)"
+    )
+    total = sum(
+        len(e["aggregates"])
+        for e in raw
+        if isinstance(e, Mapping) and isinstance(e.get("aggregates"), list)
+    )
+    if len(raw) > cap:
+        return (GroupAudit(None, (_over(w, "groups", len(raw), cap, bound),)),)
+    if total > cap:
+        return (GroupAudit(None, (_over(w, "aggregates", total, cap, bound),)),)
     out: list[GroupAudit] = []
     tree: dict[str, list[Any]] = {}
     entries: list[Mapping[str, Any]] = []
     for entry in raw:
         name = entry.get("group") if isinstance(entry, Mapping) else None
         name = name if isinstance(name, str) else None
+        if _group_shape(entry) and len(entry["aggregates"]) > checks:
+            gw = _Where(document, name, None, None)
+            over = _over(
+                gw,
+                "aggregates",
+                len(entry["aggregates"]),
+                checks,
+                f"a group's aggregates are given by distinct checks, and the body has {checks}",
+            )
+            out.append(GroupAudit(name, (over,)))
+            continue
         why = None if _group_shape(entry) else _GROUP_SHAPE
         if why is None and name in tree:
             why = f"a second record of group {name!r} (the importer records each group once)"
@@ -328,39 +381,67 @@ def audit_groups(raw: Any, member: MemberLookup, document: str) -> tuple[GroupAu
         assert name is not None
         tree[name] = entry["subtasks"]
         entries.append(entry)
-    visits = [MAX_LEAF_VISITS]
+    tasks = (
+        frozenset(t for t in run_tasks if isinstance(t, str))
+        if isinstance(run_tasks, list)
+        else frozenset()
+    )
+    forest, problems = group_forest(tree, tasks.__contains__, [MAX_LEAF_VISITS])
     lookups = [MAX_MEMBER_LOOKUPS]
     for entry in entries:
-        out.append(_audit_group(entry, tree, visits, lookups, member, document))
+        problem = problems.get(entry["group"])
+        if problem is not None:
+            w = _Where(document, entry["group"], None, None)
+            where = f"subtasks of group {problem.group!r}" + (
+                "" if problem.index is None else f"[{problem.index}]"
+            )
+            why = f"{where}: {problem.text} (the import refuses this structure)"
+            out.append(
+                GroupAudit(
+                    entry["group"], (w.compare(GroupField.ENTRY, entry["subtasks"], None, why),)
+                )
+            )
+            continue
+        out.append(_audit_group(entry, forest[entry["group"]], lookups, member, document))
     return tuple(out)
 
 
 def _audit_group(
     entry: Mapping[str, Any],
-    tree: Mapping[str, list[Any]],
-    visits: list[int],
+    leaves: list[str],
     lookups: list[int],
     member: MemberLookup,
     document: str,
 ) -> GroupAudit:
     name: str = entry["group"]
     w = _Where(document, name, None, None)
-    leaves = leaf_tasks(name, tree, visits)
     fields: list[GroupFieldAudit] = []
-    if isinstance(leaves, str):
-        fields.append(w.blocked(GroupField.TASKS, entry.get("tasks"), leaves))
-    else:
-        fields.append(
-            w.compare(
-                GroupField.TASKS,
-                entry.get("tasks"),
-                leaves,
-                "the leaf tasks of its recorded subtasks, in lm-eval's order",
-            )
+    fields.append(
+        w.compare(
+            GroupField.TASKS,
+            entry.get("tasks"),
+            leaves,
+            "the leaf tasks of its recorded subtasks, in lm-eval's order",
         )
+    )
     sizes: dict[str, int] = {}
     aggregates = []
+    keys: set[tuple[str, str]] = set()
     for a in entry["aggregates"]:
+        metric = a.get("metric") if isinstance(a, Mapping) else None
+        filt = a.get("filter") if isinstance(a, Mapping) else None
+        if isinstance(metric, str) and isinstance(filt, str):
+            if (metric, filt) in keys:
+                aw = _Where(document, name, metric, filt)
+                why = (
+                    f"a second record of aggregate {metric},{filt} (lm-eval writes one "
+                    "value per key, and the importer records it once)"
+                )
+                aggregates.append(
+                    AggregateAudit(metric, filt, (aw.compare(GroupField.ENTRY, a, None, why),))
+                )
+                continue
+            keys.add((metric, filt))
         aggregates.append(_audit_aggregate(a, name, leaves, lookups, member, document, sizes))
     if entry["aggregates"] or entry.get("sample_len") is not None:
         fields.append(_sample_len(w, entry.get("sample_len"), leaves, sizes))

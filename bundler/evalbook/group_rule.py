@@ -7,7 +7,8 @@ group's ``weight_by_size`` is true and unweighted otherwise. The run does not re
 which, so a recorded value is held to what one of the two rules gives. Here, and only
 here, live: the two means (``derive_aggregate``), which rule a value matches, the value
 of each task (SPEC 12's mean of its cases, ``mean_aggregation``), the check a leaf task
-gives for a key (``member_check_id``) and the leaf tasks of a group (``leaf_tasks``).
+gives for a key (``member_check_id``) and the groups' structure and leaf tasks
+(``group_forest``).
 ``importers.lmgroups`` refuses a run whose aggregate neither rule gives;
 ``evalbook.group_audit`` compares what a bundle's body records with what its own checks
 give. Both call these functions, so the rule cannot drift between them.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -119,34 +120,85 @@ def derive_aggregate(
     return AggregateDerivation(weighted, unweighted, rule, derived)
 
 
-def leaf_tasks(
-    name: str, tree: Mapping[str, Sequence[Any]], budget: list[int] | None = None
-) -> list[str] | str:
-    """The leaf tasks of group ``name`` in lm-eval's order (its subtasks, and the subtasks
-    of its subgroups, recursively): every child that is not a group of ``tree`` is a task.
-    Returns why not instead, for a group nested over MAX_GROUP_DEPTH deep, one that
-    contains itself, a child that is not a name, or a walk past ``budget[0]`` visits
-    (spent from it; default MAX_LEAF_TASKS), so a tree naming a group many times cannot
-    make the walk grow past that bound."""
-    out: list[str] = []
-    left = [MAX_LEAF_TASKS] if budget is None else budget
+@dataclass(frozen=True)
+class ForestProblem:
+    """Why the recorded groups are not a forest lm-eval could have run: the group, the
+    index of the child concerned (None for the group as a whole) and the rule."""
 
-    def walk(group: str, path: tuple[str, ...]) -> str | None:
+    group: str
+    index: int | None
+    text: str
+
+
+def group_forest(
+    tree: Mapping[str, Sequence[Any]],
+    is_task: Callable[[str], bool],
+    budget: list[int] | None = None,
+) -> tuple[dict[str, list[str]], dict[str, ForestProblem]]:
+    """The leaf tasks of each group of ``tree`` (group -> its children), and what makes
+    the structure one lm-eval never runs, per group: a child that is not a name, a name
+    under two groups or twice under one, a child that is neither a group of ``tree`` nor
+    a task (``is_task``), a group that contains itself, groups nested more than
+    MAX_GROUP_DEPTH deep, or a walk past ``budget[0]`` leaf visits. The import refuses
+    the first problem; the audit reports each as a disagreement of its group's entry.
+    One rule, here, for both."""
+    problems: dict[str, ForestProblem] = {}
+    parent: dict[str, str] = {}
+    for g in sorted(tree):
+        for i, child in enumerate(tree[g]):
+            text = None
+            if not isinstance(child, str):
+                text = f"subtask {child!r} is not a name"
+            elif child in parent:
+                text = (
+                    f"{child!r} is already a subtask of {parent[child]!r} (lm-eval runs a "
+                    "task or group once, under one group)"
+                )
+            elif child not in tree and not is_task(child):
+                text = (
+                    f"subtask {child!r} is not in the run (no config and no group_subtasks "
+                    "entry): the group's aggregate cannot be re-derived"
+                )
+            if text is not None:
+                problems[g] = ForestProblem(g, i, text)
+                break
+            parent[child] = g
+    leaves: dict[str, list[str]] = {}
+    left = [MAX_LEAF_TASKS * (MAX_GROUP_DEPTH + 1)] if budget is None else budget
+    for g in sorted(tree):
+        if g in problems:
+            continue
+        found = _walk(g, tree, left)
+        if isinstance(found, ForestProblem):
+            problems[g] = found
+        else:
+            leaves[g] = found
+    return leaves, problems
+
+
+def _walk(
+    name: str, tree: Mapping[str, Sequence[Any]], left: list[int]
+) -> list[str] | ForestProblem:
+    out: list[str] = []
+
+    def walk(group: str, path: tuple[str, ...]) -> ForestProblem | None:
         if len(path) > MAX_GROUP_DEPTH:
-            return f"groups nested more than {MAX_GROUP_DEPTH} deep"
-        for child in tree[group]:
+            return ForestProblem(name, None, f"groups nested more than {MAX_GROUP_DEPTH} deep")
+        for i, child in enumerate(tree[group]):
             left[0] -= 1
             if left[0] < 0:
-                return (
+                return ForestProblem(
+                    name,
+                    None,
                     f"more subtasks than the {MAX_LEAF_TASKS} leaf tasks a bundle can hold "
-                    "(each holds a case) in every group they are nested in"
+                    "(each holds a case) in every group they are nested in",
                 )
             if not isinstance(child, str):
-                return f"subtask {child!r} is not a name"
+                return ForestProblem(group, i, f"subtask {child!r} is not a name")
             if child not in tree:
                 out.append(child)
             elif child in path:
-                return f"group {child!r} contains itself"
+                return ForestProblem(group, i, f"group {child!r} contains itself")
             else:
                 why = walk(child, (*path, child))
                 if why is not None:

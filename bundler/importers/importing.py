@@ -18,8 +18,9 @@ from typing import Any
 
 from bundler.archive import names
 from bundler.core import canonical
-from bundler.core.errors import InputError, UsageError
+from bundler.core.errors import InputError, StoreError, UsageError
 from bundler.evalbook.contract import EXPORT, READ_BODY
+from bundler.evalbook.store import check_relative_path
 from bundler.importers.decision import check_known, read_decision
 from bundler.importers.documents import TaskFile, build_documents
 from bundler.importers.exportable import check_exportable
@@ -108,11 +109,22 @@ def _base_name(path: Path, what: str) -> str:
     return name
 
 
+def _scorer_file_name(path: Path, name: str) -> None:
+    """A task file is a file of each scorer (``scorers/<id>/<v>/files/<name>``): its name
+    must pass the export's own file-path rule (``evalbook.store.check_relative_path``),
+    checked before anything is read or written, or the report could never be exported."""
+    try:
+        check_relative_path(name, source=f"--task {path}")
+    except StoreError as exc:
+        raise InputError(f"{exc.message}; import refused") from None
+
+
 def _read_task_files(paths: tuple[Path, ...]) -> list[TaskFile]:
     out: list[TaskFile] = []
     names: set[str] = set()
     for path in paths:
         name = _base_name(path, "task file")
+        _scorer_file_name(path, name)
         if name in names:
             raise InputError(f"{path}: a second --task file named {name!r}")
         names.add(name)

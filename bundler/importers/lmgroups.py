@@ -35,7 +35,7 @@ import math
 from typing import Any
 
 from bundler.core.errors import InputError
-from bundler.evalbook.group_rule import MAX_GROUP_DEPTH, derive_aggregate
+from bundler.evalbook.group_rule import derive_aggregate, group_forest
 from bundler.importers.model import (
     GroupAggregate,
     ImportedCheck,
@@ -104,54 +104,16 @@ def group_names(results: dict[str, Any], where: str) -> set[str]:
     return out
 
 
-def _leaves(
-    name: str, tree: dict[str, list[str]], tasks: set[str], groups: set[str], where: str
-) -> list[str]:
-    """The leaf tasks of group ``name``, in lm-eval's order; every child must be a task
-    or a group of the run, with no cycle (each name has one parent: ``_one_parent``)."""
-    out: list[str] = []
-
-    def walk(group: str, path: tuple[str, ...]) -> None:
-        if len(path) > MAX_GROUP_DEPTH:
-            raise InputError(
-                f"{where}: group_subtasks.{name}: groups nested more than {MAX_GROUP_DEPTH} "
-                "deep; import refused"
-            )
-        for i, child in enumerate(tree[group]):
-            field = f"group_subtasks.{group}[{i}]"
-            if child in tasks:
-                out.append(child)
-            elif child in groups:
-                if child in path:
-                    raise InputError(
-                        f"{where}: {field}: group {child!r} contains itself; import refused"
-                    )
-                walk(child, (*path, child))
-            else:
-                raise InputError(
-                    f"{where}: {field}: subtask {child!r} is not in the run (no config and no "
-                    "group_subtasks entry): the group's aggregate cannot be re-derived; "
-                    "import refused"
-                )
-
-    walk(name, (name,))
-    return out
-
-
-def _one_parent(tree: dict[str, list[str]], where: str) -> None:
-    """Each task or group is a child of one group at most, once: lm-eval runs a task
-    once and refuses one named under two groups. So the groups form a forest, and the
-    leaf lists of all groups together hold each task at most MAX_GROUP_DEPTH times."""
-    parent: dict[str, str] = {}
-    for g in sorted(tree):
-        for i, child in enumerate(tree[g]):
-            if child in parent:
-                raise InputError(
-                    f"{where}: group_subtasks.{g}[{i}]: {child!r} is already a subtask of "
-                    f"{parent[child]!r} (lm-eval runs a task or group once, under one group); "
-                    "import refused"
-                )
-            parent[child] = g
+def _forest(tree: dict[str, list[str]], tasks: set[str], where: str) -> dict[str, list[str]]:
+    """The leaf tasks of every group, in lm-eval's order; refuses the first structure
+    lm-eval never runs (``group_rule.group_forest``, the rule the audit applies too):
+    a child neither a task nor a group of the run, a name under two groups or twice
+    under one, a cycle, nesting over MAX_GROUP_DEPTH, a walk past the leaf bound."""
+    leaves, problems = group_forest(tree, tasks.__contains__)
+    for p in problems.values():
+        field = f"group_subtasks.{p.group}" + ("" if p.index is None else f"[{p.index}]")
+        raise InputError(f"{where}: {field}: {p.text}; import refused")
+    return leaves
 
 
 def read_groups(
@@ -171,7 +133,7 @@ def read_groups(
     tasks = set(results["configs"])
     groups = group_names(results, where)
     tree = {g: results["group_subtasks"][g] for g in groups}
-    _one_parent(tree, where)
+    forest = _forest(tree, tasks, where)
     recorded = results.get("groups", {})
     if not isinstance(recorded, dict):
         raise InputError(f"{where}: groups: not an object")
@@ -204,7 +166,7 @@ def read_groups(
                 f"{where}: results.{g}.name: {values.get('name')!r}, not the group's name "
                 f"{g!r} (lm-eval writes a group's own name there); import refused"
             )
-        leaves = _leaves(g, tree, tasks, groups, where)
+        leaves = forest[g]
         aggregates = _aggregates(g, values, leaves, by_task, datasets, where)
         if aggregates and g not in recorded:
             raise InputError(

@@ -71,6 +71,86 @@ class GroupFacts:
                 wrong = group_field_contradiction(f)
                 if wrong is not None and self.wrong is None:
                     self.wrong = (f"{where}/{wrong[0]}", wrong[1])
+            for k, a in enumerate(group["aggregates"]):
+                wrong = aggregate_contradiction(a["fields"])
+                if wrong is not None and self.wrong is None:
+                    self.wrong = (f"/groups/{i}/aggregates/{k}/fields/{wrong[0]}", wrong[1])
+
+
+def _derived_of(f: Mapping[str, Any]) -> Any:
+    d = f.get("derived")
+    return d.get("value") if isinstance(d, Mapping) else None
+
+
+def aggregate_contradiction(fields: Any) -> tuple[str, str] | None:
+    """(relative pointer, rule) when an aggregate's derived ``value``, ``rule`` or
+    ``derived`` is not what lm-eval's rule (``evalbook.group_rule.derive_aggregate``, the
+    audit's own arithmetic) gives from the task scores and sizes the record itself
+    holds. Checked when the aggregate's ``tasks`` agree (so every task has its size and
+    score field) and each task's derived score and size are numbers; a record whose
+    derived mean no task data gives cannot call a forged value an agreement."""
+    from bundler.evalbook.compare import numbers_agree
+    from bundler.evalbook.group_rule import derive_aggregate
+
+    if not isinstance(fields, list):
+        return None
+    by: dict[tuple[Any, Any], tuple[int, Mapping[str, Any]]] = {}
+    for j, f in enumerate(fields):
+        if isinstance(f, Mapping):
+            by.setdefault((f.get("field"), f.get("task")), (j, f))
+    tasks = by.get(("tasks", None))
+    if tasks is None or tasks[1].get("outcome") != "agree":
+        return None
+    members = _derived_of(tasks[1])
+    if not isinstance(members, list) or not members:
+        return None
+    scores: list[float] = []
+    sizes: list[int] = []
+    for m in members:
+        task = m.get("task") if isinstance(m, Mapping) else None
+        size, score = by.get(("size", task)), by.get(("score", task))
+        if size is None or score is None:
+            why = f"names task {task!r}, but the aggregate has no size and score of it"
+            return str(tasks[0]), why
+        n, v = _derived_of(size[1]), _derived_of(score[1])
+        if not _is_count(n) or not is_number(v):
+            return None  # not re-derivable, or no value: the fields say so
+        sizes.append(n)
+        scores.append(float(v))
+    value = by.get(("value", None))
+    if value is None or not value[1].get("issued"):
+        return None
+    issued = (
+        value[1]["issued"][0].get("value") if isinstance(value[1]["issued"][0], Mapping) else None
+    )
+    d = derive_aggregate(issued, scores, sizes)
+    rule = by.get(("rule", None))
+    recorded_rule = None
+    if rule is not None and rule[1].get("issued") and isinstance(rule[1]["issued"][0], Mapping):
+        recorded_rule = rule[1]["issued"][0].get("value")
+    mean = d.derived if d.rule is not None else d.under(recorded_rule)
+    want = {
+        "value": mean,
+        "derived": mean,
+        "rule": None if d.rule is None else d.rule.value,
+    }
+    for name, expected in want.items():
+        found = by.get((name, None))
+        if found is None:
+            continue
+        got = _derived_of(found[1])
+        same = (
+            got == expected
+            if name == "rule"
+            else ((got is None and expected is None) or numbers_agree(got, expected))
+        )
+        if not same:
+            return (
+                f"{found[0]}/derived",
+                f"says {got!r}, but the aggregate's own task scores and sizes give "
+                f"{expected!r} ({d.words()})",
+            )
+    return None
 
 
 def expected_disagreements(check_id: Any, f: Mapping[str, Any]) -> list[dict[str, Any]]:
