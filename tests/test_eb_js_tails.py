@@ -38,6 +38,25 @@ def _node(bundle: Path) -> dict:
     return json.loads(proc.stdout)
 
 
+def _resealed(out: Path, bag: Path, to: Path) -> Path:
+    """The extracted and edited ``bag`` of ``out`` with every digest resealed, packed as
+    ``out`` was (its files as they now are, nothing recomputed by the packer)."""
+    reseal(bag, tree=True)
+    packed = repack.open_bundle(out)
+    packed.files = {
+        p.relative_to(bag).as_posix(): p.read_bytes() for p in sorted(bag.rglob("*")) if p.is_file()
+    }
+    return repack.write_bundle(
+        packed,
+        to,
+        bundle_json=False,
+        manifest=False,
+        bag_info=False,
+        head=False,
+        tagmanifest=False,
+    )
+
+
 def _text(width: str, length: int) -> str:
     # The width under test at every third code point, so the cut meets it and ASCII.
     ch = WIDTHS[width]
@@ -81,20 +100,7 @@ def test_a_tail_one_code_point_off_fails_in_both(width: str, tmp_path: Path) -> 
         )
         check["stdout"] = wrong
         path.write_text(json.dumps(value, indent=2, ensure_ascii=False), encoding="utf-8")
-    reseal(bag, tree=True)
-    packed = repack.open_bundle(out)
-    packed.files = {
-        p.relative_to(bag).as_posix(): p.read_bytes() for p in sorted(bag.rglob("*")) if p.is_file()
-    }
-    tampered = repack.write_bundle(
-        packed,
-        tmp_path / "t.tar.zst",
-        bundle_json=False,
-        manifest=False,
-        bag_info=False,
-        head=False,
-        tagmanifest=False,
-    )
+    tampered = _resealed(out, bag, tmp_path / "t.tar.zst")
     py = verify_bundle(str(tampered), VerifyOptions())
     assert py.verdict is Verdict.FAILED
     assert any("stdout" in c.subject for c in py.failures()), py.failures()
@@ -112,20 +118,7 @@ def _tampered_totals(out: Path, tmp_path: Path) -> Path:
     value = json.loads(path.read_bytes())
     value["passed_checks"] += 1
     path.write_text(json.dumps(value, indent=2, ensure_ascii=False), encoding="utf-8")
-    reseal(bag, tree=True)
-    packed = repack.open_bundle(out)
-    packed.files = {
-        p.relative_to(bag).as_posix(): p.read_bytes() for p in sorted(bag.rglob("*")) if p.is_file()
-    }
-    return repack.write_bundle(
-        packed,
-        tmp_path / "t.tar.zst",
-        bundle_json=False,
-        manifest=False,
-        bag_info=False,
-        head=False,
-        tagmanifest=False,
-    )
+    return _resealed(out, bag, tmp_path / "t.tar.zst")
 
 
 @pytest.mark.parametrize("tamper", [False, True])
