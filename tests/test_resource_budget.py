@@ -23,6 +23,7 @@ from pathlib import Path
 import hostile
 import measure
 import pytest
+import records
 
 from bundler.core import canonical
 
@@ -294,7 +295,12 @@ def _large_verification_record(path: Path, cases: int, absent: int) -> None:
         "report_digest": digest,
         "report_result": "pass",
         "report_issued_at": "2026-11-01T00:00:00Z",
-        "envelope": None,
+        "envelope": {
+            "status": "current",
+            "superseded_by": None,
+            "superseded_at": None,
+            "reason": None,
+        },
         "anchor": {
             "expected_bundle_digest": None,
             "expected_report_digest": None,
@@ -309,8 +315,12 @@ def _large_verification_record(path: Path, cases: int, absent: int) -> None:
         "error": None,
         "summary": {},
     }
+    # The claims that prove the facts the page shows (render ties each fact to one).
+    proofs = records.proof_claims(head)
+    head["counts"]["proven"] += len(proofs)
     with path.open("wb") as out:
         out.write(orjson.dumps(head)[:-1] + b',"claims":[')
+        out.write(b"".join(orjson.dumps(c) + b"," for c in proofs))
         for i in range(cases):
             case = f"accuracy-{i:05d}"
             proven = {

@@ -235,7 +235,7 @@ def audit() -> dict[str, Any]:
         "tool": {"name": "evalbook-bundle", "version": "0.1.0"},
         "audited_at": "2026-12-01T09:30:00Z",
         "archive": {"sha256": digest("archive").removeprefix("sha256:"), "size": 9000},
-        "tolerance": {"value": 1e-12, "rule": "|issued - derived| <= 1e-12 x max(1, ...)"},
+        "tolerance": {"value": 1e-12, "rule": "|issued - derived| <= 1e-12 x max(1, |issued|, |derived|)"},
         "counts": {
             "checks": 1,
             "agree": 2,
