@@ -3,7 +3,7 @@ against reading the same log with Inspect's own ``read_eval_log``, in one run.
 
 The log is built from the committed fixture log (fixtures/runners/inspect/logs): its
 header, journal and one real sample serve as templates for 20,000 samples (ids
-``s00000``.., one epoch, inputs and outputs varied, C and I alternating), written as
+``s00000``.., one epoch, the fixture's first scorer only, so one case each, inputs and outputs varied, C and I alternating), written as
 Inspect writes them: a zip of zstd members (method 93). Each sample is about as large
 as the fixture's (9 KB of JSON with messages and events), so the log holds about 180 MB
 of JSON in about 40 MB of file.
@@ -60,6 +60,14 @@ def build_log(path: Path, samples: int = SAMPLES) -> None:
     members = _template()
     header = json.loads(members["header.json"])
     sample = json.loads(members["samples/add-2_epoch_1.json"])
+    # One scorer (the fixture's first): a case per sample and scorer, so 20,000 samples
+    # are the contract's 20,000 cases (SPEC 4); with both of the fixture's scorers the
+    # import would rightly refuse a report no export could write.
+    kept = header["results"]["scores"][0]["name"]
+    header["eval"]["scorers"] = [s for s in header["eval"]["scorers"] if s["name"] == kept]
+    header["results"]["scores"] = header["results"]["scores"][:1]
+    sample["scores"] = {kept: sample["scores"][kept]}
+    reductions = [r for r in json.loads(members["reductions.json"]) if r["scorer"] == kept]
     ids = [f"s{i:05d}" for i in range(samples)]
     header["eval"]["dataset"].update(samples=samples, sample_ids=ids)
     header["eval"]["config"]["epochs"] = 1
@@ -139,7 +147,7 @@ def build_log(path: Path, samples: int = SAMPLES) -> None:
             }
             s["output"] = dict(sample["output"], completion=str(2 * i + i % 2))
             add(f"samples/{sid}_epoch_1.json", json.dumps(s).encode())
-        add("reductions.json", members["reductions.json"])
+        add("reductions.json", json.dumps(reductions).encode())
         add("header.json", json.dumps(header).encode())
         cd_offset = out.tell()
         out.write(central)
