@@ -22,6 +22,7 @@ from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES, MAX_JSON_VALUES, MAX_
 from bundler.archive.names import MAX_MEMBERS
 from bundler.core.errors import InputError
 from bundler.importers.exportable import check_exportable
+from bundler.importers.storewriter import Staged
 
 TASK = RESULTS.parent.parent / "tasks" / "fixture_mc.yaml"
 
@@ -143,9 +144,9 @@ def test_members_just_under_and_just_over(tmp_path: Path) -> None:
     payloads: MAX_MEMBERS - 4 payloads fit, one more does not."""
     blob = _file(tmp_path, "blob", b"x")
     fit = MAX_MEMBERS - 4
-    staged = [(f"blobs/sha256/{i:064x}", blob, None) for i in range(fit)]
+    staged = [Staged(f"blobs/sha256/{i:064x}", blob, None, None) for i in range(fit)]
     check_exportable(staged, RID, "results.json")
-    staged.append((f"sso/sha256/{fit:064x}", blob, None))
+    staged.append(Staged(f"sso/sha256/{fit:064x}", blob, None, None))
     with pytest.raises(InputError, match=r"^results.json: .*more than max_members=65536"):
         check_exportable(staged, RID, "results.json")
 
@@ -160,7 +161,7 @@ def _case_file(size: int) -> bytes:
 def test_a_document_at_the_cap(over: bool, tmp_path: Path) -> None:
     data = _case_file(MAX_DOCUMENT_BYTES + over)
     assert len(data) == MAX_DOCUMENT_BYTES + over
-    staged = [(f"reports/{RID}/cases/c.jsonl", _file(tmp_path, "c", data), None)]
+    staged = [Staged(f"reports/{RID}/cases/c.jsonl", _file(tmp_path, "c", data), None, None)]
     if not over:
         check_exportable(staged, RID, "results.json")
         return
@@ -173,8 +174,8 @@ def test_kept_bytes_at_the_cap(over: bool, tmp_path: Path) -> None:
     first = _file(tmp_path, "a", _case_file(MAX_DOCUMENT_BYTES))
     second = _file(tmp_path, "b", _case_file(MAX_KEPT_BYTES - MAX_DOCUMENT_BYTES + over))
     staged = [
-        (f"reports/{RID}/cases/a.jsonl", first, None),
-        (f"reports/{RID}/cases/b.jsonl", second, None),
+        Staged(f"reports/{RID}/cases/a.jsonl", first, None, None),
+        Staged(f"reports/{RID}/cases/b.jsonl", second, None, None),
     ]
     if not over:
         check_exportable(staged, RID, "results.json")
@@ -190,9 +191,23 @@ def test_json_values_at_the_cap(over: bool, tmp_path: Path) -> None:
 
     data = b"[]\n" * (MAX_JSON_VALUES - 1 + over)
     assert json_values(data) == MAX_JSON_VALUES + over
-    staged = [(f"reports/{RID}/cases/a.jsonl", _file(tmp_path, "a", data), None)]
+    staged = [Staged(f"reports/{RID}/cases/a.jsonl", _file(tmp_path, "a", data), None, None)]
     if not over:
         check_exportable(staged, RID, "results.json")
         return
+    with pytest.raises(InputError, match=rf"more than {MAX_JSON_VALUES} values"):
+        check_exportable(staged, RID, "results.json")
+
+
+@pytest.mark.parametrize("in_memory", [False, True], ids=["on-disk", "in-memory"])
+def test_a_document_held_in_memory_is_checked_as_one_on_disk(
+    in_memory: bool, tmp_path: Path
+) -> None:
+    """The writer keeps small documents whole; the check reads those bytes, not the file
+    (here the file says otherwise, so the test tells which was read)."""
+    bad = b"[]\n" * (MAX_JSON_VALUES + 1)
+    good = b"[]\n"
+    path = _file(tmp_path, "a", good if in_memory else bad)
+    staged = [Staged(f"reports/{RID}/cases/a.jsonl", path, None, bad if in_memory else None)]
     with pytest.raises(InputError, match=rf"more than {MAX_JSON_VALUES} values"):
         check_exportable(staged, RID, "results.json")

@@ -111,3 +111,31 @@ def test_the_store_grows_linearly_with_the_tasks(tmp_path: Path) -> None:
     assert done.code == 0, done.stderr
     assert done.peak_bytes < 300 * MB, done.peak_bytes
     assert _size(tmp_path / "store") < 6 * run_bytes, (_size(tmp_path / "store"), run_bytes)
+
+
+def test_a_task_file_of_every_scorer_is_created_once(tmp_path: Path) -> None:
+    """Each --task file is a file of every scorer; the store holds one file per distinct
+    content, linked into each scorer (creating files is most of an import's time), and
+    different contents stay different files."""
+    results, samples = lmsynth.write_group_run(tmp_path / "run", [2] * 3, prefix="t")
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    for i in range(200):
+        (tasks / f"t{i:03d}.yaml").write_text(f"task: {i % 150}\n")  # 50 repeat a content
+    store = tmp_path / "store"
+    args = [a for i in range(200) for a in ("--task", str(tasks / f"t{i:03d}.yaml"))]
+    done = _cli(
+        "import-lm-eval", *lmsynth.import_args(results, samples), "--store", str(store),
+        "--principal", "a", "-q", *args,
+    )  # fmt: skip
+    assert done.code == 0, done.stderr
+    scorers = sorted((store / "scorers").iterdir())
+    assert len(scorers) == 3
+    inodes: dict[int, bytes] = {}
+    for scorer in scorers:
+        for i in range(200):
+            f = scorer / "1" / "files" / f"t{i:03d}.yaml"
+            assert f.read_bytes() == f"task: {i % 150}\n".encode()
+            inode = f.stat().st_ino
+            assert inodes.setdefault(inode, f.read_bytes()) == f.read_bytes()
+    assert len(inodes) == 150  # one file per distinct content, in all three scorers

@@ -20,6 +20,7 @@ from bundler.archive.bag_reader import CHUNK, EVIDENCE_MANIFEST_PREFIX
 from bundler.core.errors import InputError, StoreError
 from bundler.evalbook.bagwriter import BagAdmission
 from bundler.evalbook.export import bag_top
+from bundler.importers.storewriter import Staged
 
 # The export's order of members (evalbook.export._fill_bag): the report, the suite,
 # scorers, dataset manifests, check results, case files, examples, payloads.
@@ -55,25 +56,26 @@ def _rank(member: str) -> int:
     return next(i for i, prefix in enumerate(_ORDER) if member.startswith(prefix))
 
 
-def check_exportable(
-    staged: Iterable[tuple[str, str, bytes | None]], report_id: str, where: str
-) -> None:
+def check_exportable(staged: Iterable[Staged], report_id: str, where: str) -> None:
     """Refuse (InputError naming ``where``, the member and the rule) a staged report
-    whose full export the exporter would refuse; ``staged`` gives (store relpath, staged
-    file, its first bytes or None) of every file the import wrote. A file is read only
-    when its first bytes are not given or the reader would keep it."""
+    whose full export the exporter would refuse; ``staged`` is every file the import
+    wrote. A file is read only when its bytes are not in memory and its first bytes are
+    not given or the reader would keep it."""
     members = []
-    for relpath, path, head in staged:
-        member = _member(relpath, f"reports/{report_id}")
+    for f in staged:
+        member = _member(f.relpath, f"reports/{report_id}")
         if member is not None:
-            members.append((_rank(member), member, path, head))
+            members.append((_rank(member), member, f))
     admission = BagAdmission(bag_top(report_id))
     try:
-        for _, member, path, head in sorted(members, key=lambda m: m[:2]):
-            if head is not None and len(head) >= len(EVIDENCE_MANIFEST_PREFIX):
-                admission.file(member, head, -1, partial(_read, path))
+        for _, member, f in sorted(members, key=lambda m: m[:2]):
+            if f.data is not None:
+                data = f.data
+            elif f.head is not None and len(f.head) >= len(EVIDENCE_MANIFEST_PREFIX):
+                admission.file(member, f.head, -1, partial(_read, f.path))
                 continue
-            data = _read(path)
+            else:
+                data = _read(f.path)
             admission.file(member, data[:CHUNK], len(data), partial(bytes, data))
     except StoreError as exc:
         rule = exc.message.removesuffix(", export refused")

@@ -10,8 +10,12 @@ so a report appears whole or not at all; the content-addressed files moved befor
 harmless if a crash comes between. A refusal or an interruption removes the staging
 directory, and the store root too when this import created it; SIGINT and SIGTERM wait
 until that cleanup (and the one after a commit) has finished, so a signal never leaves
-half of it done. Nothing is written through a symbolic link inside the store: the root
-and every directory below it that a path passes through must be real directories.
+half of it done. A document whose bytes were staged already (a task file of every
+scorer) is a hard link to the first copy: creating a file costs the file system far more
+than linking one (100 to 300 us against 10 to 15 us on the ext4 disks measured), and
+creating files is most of an import's time. Nothing is written through a symbolic link
+inside the store: the root and every directory below it that a path passes through must
+be real directories.
 """
 
 from __future__ import annotations
@@ -28,12 +32,17 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from bundler.core.errors import InputError, OutputError, StoreError
 from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES
 
 STAGING_PREFIX = ".evalbook-import-"
 HEAD_BYTES = 64  # of a payload, kept: more than a bundle reader looks at to keep it
+# Documents this small are also kept whole in memory (up to WHOLE_BUDGET in all), so the
+# export check need not open them again.
+WHOLE_MAX_BYTES = 4096
+WHOLE_BUDGET = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,16 @@ def _write_new(path: str, data: bytes) -> None:
         os.close(fd)
 
 
+class Staged(NamedTuple):
+    """A staged file: its final relpath, where it is staged, the first HEAD_BYTES of a
+    payload (None for a document) and its whole bytes when they are kept in memory."""
+
+    relpath: str
+    path: str
+    head: bytes | None
+    data: bytes | None
+
+
 class StoreWriter:
     """A staging area for one import; use as a context manager (abort on error)."""
 
@@ -131,6 +150,9 @@ class StoreWriter:
         # A payload's first bytes (all that decides whether a bundle's reader keeps it),
         # so the export check (``exportable``) need not open every payload again.
         self._heads: dict[str, bytes] = {}
+        self._whole: dict[str, bytes] = {}  # small documents, kept whole
+        self._whole_bytes = 0
+        self._by_content: dict[bytes, str] = {}  # SHA-256 of a document -> its staged file
 
     # ------------------------------------------------------------------ staging
 
@@ -211,8 +233,17 @@ class StoreWriter:
                     )
             return
         path = self._stage_path(relpath)
-        _write_new(path, data)
+        content = hashlib.sha256(data).digest()
+        same = self._by_content.get(content)
+        if same is not None:
+            os.link(same, path)
+        else:
+            _write_new(path, data)
+            self._by_content[content] = path
         self._staged[relpath] = path
+        if len(data) <= WHOLE_MAX_BYTES and self._whole_bytes + len(data) <= WHOLE_BUDGET:
+            self._whole[relpath] = data
+            self._whole_bytes += len(data)
 
     # ------------------------------------------------------------------ committing
 
@@ -363,10 +394,11 @@ class StoreWriter:
     def staged_paths(self) -> Iterable[str]:
         return sorted(self._staged)
 
-    def staged_files(self) -> list[tuple[str, str, bytes | None]]:
-        """(final relpath, staged file, the first HEAD_BYTES of a payload or None) of
-        everything staged so far."""
-        return [(r, p, self._heads.get(r)) for r, p in self._staged.items()]
+    def staged_files(self) -> list[Staged]:
+        """Everything staged so far, every file written."""
+        return [
+            Staged(r, p, self._heads.get(r), self._whole.get(r)) for r, p in self._staged.items()
+        ]
 
     def close(self) -> None:
         with deferred_signals():
