@@ -796,3 +796,55 @@ def test_long_digit_runs_at_their_edge(width: int) -> None:
         data = around + b"7" * width + around
         assert canonical._has_long_digits(data) is (width >= 19)
     assert canonical._has_long_digits(b"1" * 18 + b"a" + b"1" * 18) is False
+
+
+def _nest(depth: int, inner: str) -> str:
+    return "[" * (depth - 1) + inner + "]" * (depth - 1)
+
+
+# Each of the walk's checks (depth, safe integers, floats an integer literal could have
+# become), at and past its edge, deep inside a document, with and without a run of
+# nineteen digits elsewhere in the bytes (which decides whether C or the walk checks).
+_EDGE_VALUES = [
+    "9007199254740991", "9007199254740992", "-9007199254740991", "-9007199254740992",
+    "18446744073709551615", "18446744073709551616", "123456789012345678901234",
+    "1e19", "9.2e18", "-9.3e18", "9.1e18", "1E400", "1.5", "-0", "0.0",
+    "12345678901234567890.5", "0.12345678901234567890123", "-12345678901234567890",
+    '"1234567890123456789"', "[]", "{}",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("digits", ["none", "string", "fraction"])
+@pytest.mark.parametrize("depth", [1, 2, 63, 64, 65])
+@pytest.mark.parametrize("edge", _EDGE_VALUES)
+def test_loads_checks_natively_what_the_walk_checks(edge: str, depth: int, digits: str) -> None:
+    inner = '{"a":[1,"x:y",{"b":' + edge + "}]}"
+    text = _nest(depth, inner)
+    if digits == "string":
+        text = '{"id":"1234567890123456789012","v":' + text + "}"
+    elif digits == "fraction":  # a fraction's digits cannot begin an integer literal
+        text = '{"t":0.0002125229948433116,"v":' + text + "}"
+    data = text.encode()
+    try:
+        expected = canonical._reference_loads(data, SOURCE)
+    except CanonicalJSONError as exc:
+        with pytest.raises(CanonicalJSONError) as caught:
+            canonical.loads(data, source=SOURCE)
+        assert caught.value.message == exc.message
+    else:
+        got = canonical.loads(data, source=SOURCE)
+        assert got == expected and repr(got) == repr(expected)
+
+
+@pytest.mark.parametrize("edge", _EDGE_VALUES)
+def test_loads_checks_a_top_level_value_natively_as_the_walk_does(edge: str) -> None:
+    data = edge.encode()
+    try:
+        expected = canonical._reference_loads(data, SOURCE)
+    except CanonicalJSONError as exc:
+        with pytest.raises(CanonicalJSONError) as caught:
+            canonical.loads(data, source=SOURCE)
+        assert caught.value.message == exc.message
+    else:
+        got = canonical.loads(data, source=SOURCE)
+        assert got == expected and repr(got) == repr(expected)

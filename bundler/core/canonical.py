@@ -95,6 +95,20 @@ def _has_long_digits(data: bytes) -> bool:
     return _NINETEEN_ZEROS in data.translate(_DIGITS_AS_ZERO)
 
 
+# The same search for runs that can begin a number: an integer literal starts after a
+# sign, a bracket, a comma, a colon, whitespace or the start of the text, never after a
+# decimal point, so the digits of a fraction (0.0002125229948433116, as runners write
+# times) do not count.
+_DIGITS_AND_POINTS = bytes(
+    0x30 if 0x30 <= i <= 0x39 else (0x2E if i == 0x2E else 0x78) for i in range(256)
+)
+_LEADING_NINETEEN = b"x" + _NINETEEN_ZEROS
+
+
+def _has_long_integer_digits(data: bytes) -> bool:
+    return _LEADING_NINETEEN in b"x" + data.translate(_DIGITS_AND_POINTS)
+
+
 class _Fallback(Exception):
     """The fast path cannot vouch for this input; the reference path decides."""
 
@@ -600,17 +614,36 @@ def _check_parsed(value: Any) -> None:
         raise _Fallback
 
 
-def _no_duplicate_keys(data: bytes, value: Any) -> bool:
-    """True when orjson merged no duplicate keys while parsing ``data`` into ``value``.
+def _no_duplicate_keys(data: bytes, value: Any, written: bytes | None = None) -> bool:
+    """True when orjson merged no duplicate keys while parsing ``data`` into ``value``;
+    ``written`` is ``value`` already re-serialised by orjson or ``_jcs``, if at hand.
 
     Every object member in ``data`` carries one structural colon; every other colon in
     ``data`` sits inside a string. Without ``\\u003a`` escapes each colon of a decoded
-    string is one raw colon, and orjson writes colons raw, so re-serialising ``value``
-    gives the same number of colons unless members were dropped.
+    string is one raw colon, and orjson and JCS write colons raw, so re-serialising
+    ``value`` gives the same number of colons unless members were dropped.
     """
     if _ESCAPED_COLON[0] in data or _ESCAPED_COLON[1] in data:
         return False
-    return data.count(b":") == orjson.dumps(value).count(b":")
+    if written is None:
+        written = orjson.dumps(value)
+    return data.count(b":") == written.count(b":")
+
+
+def _checked_natively(data: bytes, value: Any) -> bytes | None:
+    """``_check_parsed``'s checks in C, returning the JCS bytes of ``value``, or None when
+    the C writer is missing or the bytes hold a run of nineteen digits that could begin
+    a number (then only the walk tells an integer literal orjson read as a float from a
+    float literal). The writer refuses (Fallback) integers outside the safe range and
+    nesting deeper than MAX_DEPTH, as the walk does; without such a run every float of
+    magnitude 9.2e18 or more was written with an exponent, a float literal the
+    reference path reads alike."""
+    if _jcs is None or _has_long_integer_digits(data):
+        return None
+    try:
+        return _jcs.dumps(value)
+    except _NativeFallback as exc:
+        raise _Fallback from exc
 
 
 def _fast_parse(data: bytes, *, duplicates: bool, walk: bool = True) -> Any:
@@ -623,9 +656,12 @@ def _fast_parse(data: bytes, *, duplicates: bool, walk: bool = True) -> Any:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise _Fallback from exc
+    written = None
     if walk:
-        _check_parsed(value)
-    if duplicates and not _no_duplicate_keys(data, value):
+        written = _checked_natively(data, value)
+        if written is None:
+            _check_parsed(value)
+    if duplicates and not _no_duplicate_keys(data, value, written):
         raise _Fallback
     return value
 
