@@ -944,3 +944,35 @@ def test_a_signal_during_cleanup_waits_until_it_is_done(
     assert not writer.staging.exists()
     # abort removes the root this import created; close (after a commit) keeps it.
     assert root.exists() is (step == "close")
+
+
+@pytest.mark.parametrize("count", [4096, 4097], ids=["at-the-cap", "past-it"])
+def test_task_files_are_capped_before_anything_is_read(count: int, tmp_path: Path) -> None:
+    """Each --task file is a file of every scorer: 4,096 of them are taken, one more is a
+    usage error (exit 2, one line naming --task and the cap) before any file is read, and
+    no store appears."""
+    from conftest import run_cli
+
+    from bundler.importers.importing import MAX_TASK_FILES
+
+    assert MAX_TASK_FILES == 4096
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    args: list[str] = []
+    for i in range(count):
+        f = tasks / f"t{i:05d}.yaml"
+        if i != count - 1:  # the last is never written: past the cap it is never opened
+            f.write_bytes(b"%d\n" % i)
+        args += ["--task", str(f)]
+    store = tmp_path / "store"
+    lm = [str(LM_RESULTS)] + [a for s in LM_SAMPLES for a in ("--samples", str(s))]
+    if count == 4096:
+        (tasks / f"t{count - 1:05d}.yaml").write_bytes(b"last\n")
+    done = run_cli("import-lm-eval", *lm, "--store", str(store), "--principal", "a", *args)
+    err = done.stderr.decode()
+    if count == 4096:
+        assert done.returncode == 0, err
+        return
+    assert done.returncode == 2, err
+    assert err.count("\n") == 1 and "--task: 4097 files given; at most 4096" in err, err
+    assert not store.exists()

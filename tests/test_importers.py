@@ -497,6 +497,21 @@ def _edit_example(eb: repack.EditableBag) -> str:
     return path
 
 
+def _edit_scorer_past_the_task_cap(eb: repack.EditableBag) -> str:
+    """A scorer of more files than an import takes (``MAX_TASK_FILES``): the one --check
+    re-imports from, listed in its descriptor and resealed, so the bundle verifies."""
+    from bundler.importers.importing import MAX_TASK_FILES
+
+    base = eb.bundle["scorers"][0]["path"]
+    added = [f"x{i:05d}.yaml" for i in range(MAX_TASK_FILES + 1)]
+    for name in added:
+        eb.files[f"{base}/files/{name}"] = b"x\n"
+    eb.edit_json(
+        f"{base}/scorer.json", lambda d: d.update(files=sorted([*d["files"], *added]))
+    )
+    return f"{base}/files"
+
+
 EDITS: dict[str, Callable[[repack.EditableBag], str]] = {
     "report body": lambda eb: _edit_json(eb, "data/report/body.json", project="forged"),
     "envelope": lambda eb: _edit_json(
@@ -507,6 +522,7 @@ EDITS: dict[str, Callable[[repack.EditableBag], str]] = {
         eb, _first(eb, "data/scorers/", "scorer.json"), runtime="forged"
     ),
     "scorer file": _edit_scorer_file,
+    "scorer files past the task cap": _edit_scorer_past_the_task_cap,
     "example": _edit_example,
     "check result": lambda eb: _edit_json(eb, _first(eb, "data/checks/"), score=0.123),
     "cases": _edit_case_score,

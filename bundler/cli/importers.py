@@ -30,7 +30,7 @@ def _common_options(command: Any) -> Any:
                 multiple=True,
                 type=_LocalPath(),
                 metavar="FILE",
-                help="A task source file; repeat for several. "
+                help="A task source file; repeat for several (at most 4,096). "
                 "Becomes a file of every scorer version.",
             ),
             click.option(

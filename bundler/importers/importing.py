@@ -29,6 +29,13 @@ from bundler.importers.runfile import RunFile, open_run_file
 from bundler.importers.storewriter import StoreWriter
 
 MAX_TASK_FILE_BYTES = 16 * 1024 * 1024
+# Each --task file is a file of every scorer, and every scorer file a bundle member. The
+# 65,536-member cap is three members per case for 20,000 cases plus 5,536 for
+# directories, tag files, documents, scorer files and evidence manifests; 4,096 task
+# files leave 1,440 of those for the rest of a report. (A bundle with fewer cases could
+# hold more, but an import that would create tens of thousands of files from a few bytes
+# of input breaks SPEC 5's time bound on any disk that costs 100 us a new file.)
+MAX_TASK_FILES = 4096
 _PRINCIPAL = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _SAFE_NAME = re.compile(r"\A[^/\\\x00-\x1f\x7f]+\Z")
 
@@ -153,6 +160,11 @@ def import_run(config: ImportConfig, progress: Callable[[int], None] | None = No
         raise UsageError(
             f"--report-id {config.report_id!r}: not an identifier (SPEC 3: a letter or digit, "
             "then up to 127 of A-Z a-z 0-9 . _ -)"
+        )
+    if len(config.task_files) > MAX_TASK_FILES:
+        raise UsageError(
+            f"--task: {len(config.task_files)} files given; at most {MAX_TASK_FILES} (each is "
+            "a file of every scorer, and a bundle's members are bounded)"
         )
     store_exists = config.store.exists()
     if not store_exists and principal is None:

@@ -25,7 +25,13 @@ from typing import Any
 from bundler.core import canonical
 from bundler.core.digests import is_digest
 from bundler.core.errors import InputError
-from bundler.importers.importing import ImportConfig, Runner, import_run, is_file_name
+from bundler.importers.importing import (
+    MAX_TASK_FILES,
+    ImportConfig,
+    Runner,
+    import_run,
+    is_file_name,
+)
 from bundler.importers.model import Producer, Role
 
 PRODUCER = {Runner.INSPECT: Producer.INSPECT, Runner.LM_EVAL: Producer.LM_EVAL}
@@ -188,9 +194,18 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
         if files_dir.is_dir():
             task_dir = tmp / "tasks"
             task_dir.mkdir()
-            for f in sorted(files_dir.iterdir()):
-                shutil.copyfile(f, task_dir / f.name)
-                tasks.append(task_dir / f.name)
+            names = sorted(f.name for f in files_dir.iterdir())
+            if len(names) > MAX_TASK_FILES:
+                # No import writes a scorer of more files: the bundle is not what one gives.
+                where = f"{scorer['path']}/files"
+                problem = (
+                    f"holds {len(names)} files; an import takes at most {MAX_TASK_FILES} "
+                    "task files, so no run gives this scorer"
+                )
+                return RecheckResult(bundle, report_id, 1, [Difference(where, problem)])
+            for name in names:
+                shutil.copyfile(files_dir / name, task_dir / name)
+                tasks.append(task_dir / name)
     if runner is Runner.INSPECT:
         run_files = tuple(paths.get(Role.LOG.value, []))
     else:
