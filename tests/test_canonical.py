@@ -802,6 +802,19 @@ def _nest(depth: int, inner: str) -> str:
     return "[" * (depth - 1) + inner + "]" * (depth - 1)
 
 
+def _assert_loads_as_the_reference_does(data: bytes) -> None:
+    """The same value, or the same refusal in the same words, as the reference parser."""
+    try:
+        expected = canonical._reference_loads(data, SOURCE)
+    except CanonicalJSONError as exc:
+        with pytest.raises(CanonicalJSONError) as caught:
+            canonical.loads(data, source=SOURCE)
+        assert caught.value.message == exc.message
+    else:
+        got = canonical.loads(data, source=SOURCE)
+        assert got == expected and repr(got) == repr(expected)
+
+
 # Each of the walk's checks (depth, safe integers, floats an integer literal could have
 # become), at and past its edge, deep inside a document, with and without a run of
 # nineteen digits elsewhere in the bytes (which decides whether C or the walk checks).
@@ -818,33 +831,14 @@ _EDGE_VALUES = [
 @pytest.mark.parametrize("depth", [1, 2, 63, 64, 65])
 @pytest.mark.parametrize("edge", _EDGE_VALUES)
 def test_loads_checks_natively_what_the_walk_checks(edge: str, depth: int, digits: str) -> None:
-    inner = '{"a":[1,"x:y",{"b":' + edge + "}]}"
-    text = _nest(depth, inner)
+    text = _nest(depth, '{"a":[1,"x:y",{"b":' + edge + "}]}")
     if digits == "string":
         text = '{"id":"1234567890123456789012","v":' + text + "}"
     elif digits == "fraction":  # a fraction's digits cannot begin an integer literal
         text = '{"t":0.0002125229948433116,"v":' + text + "}"
-    data = text.encode()
-    try:
-        expected = canonical._reference_loads(data, SOURCE)
-    except CanonicalJSONError as exc:
-        with pytest.raises(CanonicalJSONError) as caught:
-            canonical.loads(data, source=SOURCE)
-        assert caught.value.message == exc.message
-    else:
-        got = canonical.loads(data, source=SOURCE)
-        assert got == expected and repr(got) == repr(expected)
+    _assert_loads_as_the_reference_does(text.encode())
 
 
 @pytest.mark.parametrize("edge", _EDGE_VALUES)
 def test_loads_checks_a_top_level_value_natively_as_the_walk_does(edge: str) -> None:
-    data = edge.encode()
-    try:
-        expected = canonical._reference_loads(data, SOURCE)
-    except CanonicalJSONError as exc:
-        with pytest.raises(CanonicalJSONError) as caught:
-            canonical.loads(data, source=SOURCE)
-        assert caught.value.message == exc.message
-    else:
-        got = canonical.loads(data, source=SOURCE)
-        assert got == expected and repr(got) == repr(expected)
+    _assert_loads_as_the_reference_does(edge.encode())
