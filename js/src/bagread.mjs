@@ -132,7 +132,8 @@ export function bagCollector(source, sha256, sha256OneShot, sha256Bytes) {
       parts = [];
     };
     // A chunk is valid only until the next is asked for: what is kept is copied.
-    for await (const chunk of content) {
+    /** @param {Uint8Array} chunk */
+    const take = (chunk) => {
       const at = size;
       // Once one chunk held the whole member, any chunk after it is empty.
       if (!oneShot && hexOfSingle === null) {
@@ -162,6 +163,12 @@ export function bagCollector(source, sha256, sha256OneShot, sha256Bytes) {
         if (at === 0 && chunk.length === member.size) single = chunk;
         else (whole ??= decided && parts === null ? scratchOf(member.size) : new Uint8Array(member.size)).set(chunk, at);
       }
+    };
+    if (member.size > 0) {
+      // A small member the tar reader holds already comes whole, with no await.
+      const all = content.whole();
+      if (all !== null) take(all);
+      else for await (const chunk of content) take(chunk);
     }
     if (!decided) {
       decide(concatAll(head));
