@@ -332,7 +332,7 @@ class EvalBookClaims {
     /** @type {Map<string, boolean>} */
     const required = new Map();
     for (const c of this.report.checks) required.set(c.check_id, c.required);
-    const tree = new TreeBuilder(this.ctx.services.sha256);
+    const tree = new TreeBuilder(this.ctx.services.sha256, this.ctx.services.sha256Bytes);
     let remaining = this.bundle.limits.max_cases;
     for (const entry of this.bundle.checks) {
       const checkId = entry.check_id;

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseJson } from '../src/json.mjs';
+import { parseJson, valueBound } from '../src/json.mjs';
 import { canonicalText, string } from '../src/jcs.mjs';
 import { loadJson } from '../src/util.mjs';
 
@@ -163,5 +163,18 @@ test('canonicalText through the native writer is the JCS form written by hand, a
       continue;
     }
     assert.equal(canonicalText(v), want);
+  }
+});
+
+test('valueBound counts one more than the commas, colons and opening brackets, and nothing else', () => {
+  const reference = (/** @type {Uint8Array} */ b) => 1 + [...b].filter((x) => x === 0x2c || x === 0x3a || x === 0x5b || x === 0x7b).length;
+  const every = Uint8Array.from({ length: 256 }, (_, i) => i);
+  assert.equal(valueBound(every), 5);
+  assert.equal(valueBound(new Uint8Array(0)), 1);
+  assert.equal(valueBound(new TextEncoder().encode('{"a":[1,{"b":2}],"c":"x,y:[{"}')), 13);
+  let seed = 7;
+  for (let n = 0; n < 200; n++) {
+    const b = Uint8Array.from({ length: n * 13 }, () => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 16) & 0xff);
+    assert.equal(valueBound(b), reference(b));
   }
 });
