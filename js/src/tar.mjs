@@ -49,7 +49,8 @@ const PAX_IGNORED = new Set(['atime', 'ctime', 'comment']);
  *   chunk is asked for) when the reader already holds it, with no await, and then
  *   nothing is left to iterate; else null (iterate). Most members are small, and an
  *   async iteration costs more than hashing a few KiB.
- * @typedef {(member: Member, content: Content) => Promise<void>} Visit
+ * @typedef {(member: Member, content: Content) => Promise<void> | undefined} Visit
+ *   a visitor with nothing to wait for returns undefined, not a promise
  */
 
 /** @param {Uint8Array} b */
@@ -323,7 +324,8 @@ export async function readTar(reader, opts, visit) {
     }
     const member = { path: name, isDir, size, mtime: mt, mode };
     if (isDir) {
-      await visit(member, NO_CONTENT);
+      const waiting = visit(member, NO_CONTENT);
+      if (waiting !== undefined) await waiting;
       continue;
     }
     let remaining = size;
@@ -355,7 +357,8 @@ export async function readTar(reader, opts, visit) {
         }
       },
     };
-    await visit(member, content);
+    const waiting = visit(member, content);
+    if (waiting !== undefined) await waiting;
     live = false;
     while (remaining > 0) {
       const data = reader.someNow(Math.min(remaining, CHUNK)) ?? (await reader.readSome(Math.min(remaining, CHUNK)));
