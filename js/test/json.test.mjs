@@ -178,3 +178,24 @@ test('valueBound counts one more than the commas, colons and opening brackets, a
     assert.equal(valueBound(b), reference(b));
   }
 });
+
+test('sortedBy orders by code point whether or not the native sort can decide (randomised)', async () => {
+  const { sortedBy, byteOrder } = await import('../src/util.mjs');
+  let seed = 99;
+  const rnd = (/** @type {number} */ n) => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 8) % n;
+  // Units from plain ASCII, from just under U+D800, the surrogates (paired and lone) and
+  // U+E000..U+FFFF: the range where UTF-16 order and code point order part.
+  const UNITS = ['a', 'B', '/', '0', '\u00e9', '\ud7ff', '\ue000', '\uffff', '\ud83d\ude00', '\ud800', '\udfff', '\uff21'];
+  for (let round = 0; round < 500; round++) {
+    const plain = round % 2 === 0;
+    const xs = Array.from({ length: rnd(30) }, () => Array.from({ length: rnd(5) }, () => UNITS[rnd(plain ? 5 : UNITS.length)]).join(''));
+    const expected = [...xs].sort(byteOrder);
+    assert.deepEqual(sortedBy(xs), expected, JSON.stringify(xs));
+    assert.deepEqual(sortedBy(new Set(xs)), [...new Set(expected)]);
+    assert.deepEqual(sortedBy(xs, (x) => x), expected);
+  }
+  // The one case the two orders differ on, both ways round.
+  assert.deepEqual(sortedBy(['\uffff', '\ud83d\ude00']), ['\uffff', '\ud83d\ude00']);
+  assert.deepEqual(sortedBy(['\ud83d\ude00', '\uffff']), ['\uffff', '\ud83d\ude00']);
+  assert.deepEqual(sortedBy([3, 10, 2]), [10, 2, 3]);
+});
