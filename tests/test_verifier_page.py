@@ -509,3 +509,56 @@ def test_a_member_worker_failing_mid_run_is_an_error_not_a_hang_nor_a_verdict(
     browser.evaluate(session, "window.memberBatches = 1; true")
     _press_verify(browser, session)
     assert _verdict_shown(browser, session)[0] == "verified"
+
+
+# Either hashing worker, wrapped: at the first batch of members (a message with spans) or
+# the first slice of the archive (a message with a slice), the worker either stops with
+# no word at all (terminated from outside, which is what it closing itself or crashing
+# looks like from the page: no message, no error event, ever) or fails with an error
+# event that carries no message (what an uncaught throw of a non-Error gives), and never
+# answers that message.
+_WORKER_DIES = """
+(() => {
+  const Real = window.Worker;
+  window.workerDeaths = 0;
+  const which = (m) => (m && Array.isArray(m.spans) ? 'member' : m && m.slice instanceof ArrayBuffer ? 'archive' : null);
+  window.Worker = class extends Real {
+    postMessage(message, transfer) {
+      if (which(message) === '%s' && window.workerDeaths === 0) {
+        window.workerDeaths++;
+        if ('%s' === 'stops-silently') this.terminate();
+        else setTimeout(() => this.dispatchEvent(new Event('error')), 0);
+        return;
+      }
+      return super.postMessage(message, transfer);
+    }
+  };
+  return true;
+})()
+"""
+
+
+@pytest.mark.parametrize("how", ["stops-silently", "error-event-without-message"])
+@pytest.mark.parametrize("worker", ["member", "archive"])
+def test_a_hashing_worker_dying_mid_run_is_an_error_never_a_verdict_nor_a_hang(
+    browser: Browser, larger: Path, worker: str, how: str
+) -> None:
+    """A worker that stops mid-run, silently or with an error that says nothing, leaves
+    bytes unhashed: the page ends within _press_verify's minute with no verdict (never
+    VERIFIED on bytes nobody hashed) and names the worker; then it verifies again."""
+    session = browser.open(PAGE.as_uri())
+    browser.call("DOM.enable", session)
+    browser.evaluate(session, _WORKER_DIES % (worker, how))
+    _set_file(browser, session, "bundle", larger)
+    _press_verify(browser, session)
+    assert browser.evaluate(session, "window.workerDeaths") == 1, f"no {worker} message went to the worker"
+    verdict, status = _verdict_shown(browser, session)
+    assert verdict is None, status
+    assert status.startswith("Could not verify: "), status
+    named = "member hashing worker" if worker == "member" else "the hashing worker"
+    assert named in status, status
+    if how == "stops-silently":
+        assert "stopped answering" in status, status
+    browser.evaluate(session, "window.workerDeaths = 1; true")
+    _press_verify(browser, session)
+    assert _verdict_shown(browser, session)[0] == "verified"

@@ -113,6 +113,59 @@ const MEMBER_BATCH_BYTES = 4 * 1024 * 1024;
 /** The members' hasher of the run in progress, ended when the run ends or is forgotten. @type {Worker|null} */
 let memberWorker = null;
 
+/** A watch over a worker's answers ticks once a second while work is outstanding. */
+const SILENCE_TICK_MS = 1000;
+/**
+ * A worker with work outstanding that sends nothing for this many ticks in a row has
+ * stopped: it closed itself or died with no error event, which nothing else reports.
+ * A live one answers within a fraction of a second (a 4 MiB batch or slice).
+ */
+const SILENT_TICKS = 10;
+
+/**
+ * A watch over a worker that may stop without a word: `heard()` on each of its messages,
+ * `busy(b)` whenever work goes out to it or comes back; after SILENT_TICKS ticks in a
+ * row with work outstanding and nothing heard, `onSilent()` (once). A tick that comes
+ * late (this thread was busy, and the worker's messages may be queued behind it) starts
+ * the count again: only silence this thread was free to hear counts.
+ * @param {() => void} onSilent
+ */
+function silenceWatch(onSilent) {
+  /** @type {ReturnType<typeof setInterval>|null} */
+  let timer = null;
+  let quiet = 0;
+  let lastTick = 0;
+  const stop = () => {
+    if (timer !== null) clearInterval(timer);
+    timer = null;
+  };
+  const tick = () => {
+    const now = performance.now();
+    const late = now - lastTick > 2 * SILENCE_TICK_MS;
+    lastTick = now;
+    quiet = late ? 0 : quiet + 1;
+    if (quiet >= SILENT_TICKS) {
+      stop();
+      onSilent();
+    }
+  };
+  return {
+    heard() {
+      quiet = 0;
+    },
+    /** @param {boolean} outstanding */
+    busy(outstanding) {
+      if (!outstanding) stop();
+      else if (timer === null) {
+        quiet = 0;
+        lastTick = performance.now();
+        timer = setInterval(tick, SILENCE_TICK_MS);
+      }
+    },
+    stop,
+  };
+}
+
 /**
  * The one-shot SHA-256 of members (2 KiB to 16 MiB, bagread's bounds) in a worker, so
  * that the verifying thread does not hash them: WebCrypto in Chromium hashes on the
@@ -154,6 +207,7 @@ function memberHasher() {
   let timer = false;
   const fail = (/** @type {Error} */ e) => {
     failure ??= e;
+    watch.stop();
     for (const js of sent.values()) for (const j of js) j.reject(failure);
     sent.clear();
     for (const j of jobs) j.reject(failure);
@@ -163,7 +217,12 @@ function memberHasher() {
   };
   /** Batches back from the worker, filled again rather than allocated. @type {Uint8Array[]} */
   const spare = [];
+  const watch = silenceWatch(() => {
+    worker.terminate();
+    fail(new Error('the member hashing worker stopped answering'));
+  });
   worker.onmessage = (e) => {
+    watch.heard();
     if (e.data && e.data.ready === true) {
       state = 'running';
       return;
@@ -173,6 +232,7 @@ function memberHasher() {
     const js = sent.get(id);
     if (js === undefined) return;
     sent.delete(id);
+    watch.busy(sent.size > 0);
     if (!Array.isArray(digests) || digests.length !== js.length) {
       const err = new Error(`the member hashing worker failed: ${error ?? 'no digests'}`);
       for (const j of js) j.reject(err);
@@ -201,6 +261,7 @@ function memberHasher() {
     }
     const id = nextId++;
     sent.set(id, jobs);
+    watch.busy(true);
     worker.postMessage({ id, buffer: batch.buffer, spans }, [batch.buffer]);
     batch = null;
     used = 0;
@@ -306,19 +367,30 @@ function archiveHasher() {
     for (const f of go) f();
   };
   const end = () => {
+    watch.stop();
     w.terminate();
     URL.revokeObjectURL(url);
     if (hashWorker === w) hashWorker = null;
     waiting = 0;
     release();
   };
+  let endSent = false;
+  // Work is outstanding while a slice sent is not acknowledged, or the end not answered.
+  const watch = silenceWatch(() => {
+    end();
+    rejectResult(new Error('the hashing worker stopped answering'));
+  });
   /** @param {Uint8Array|null} slice */
   const send = (slice) => {
+    watch.busy(true);
     // A slice is its own ArrayBuffer (slicesOf reads each apart), so it is transferred whole.
-    if (slice === null) w.postMessage({ end: true });
-    else w.postMessage({ slice: slice.buffer }, [slice.buffer]);
+    if (slice === null) {
+      endSent = true;
+      w.postMessage({ end: true });
+    } else w.postMessage({ slice: slice.buffer }, [slice.buffer]);
   };
   w.onmessage = (e) => {
+    watch.heard();
     if (e.data && e.data.ready === true) {
       running = true;
       const go = early;
@@ -328,6 +400,7 @@ function archiveHasher() {
     }
     if (e.data && typeof e.data.hashed === 'number') {
       waiting -= e.data.hashed;
+      watch.busy(waiting > 0 || endSent);
       if (waiting <= ARCHIVE_WAITING_BYTES) release();
       return;
     }

@@ -89,15 +89,22 @@ export function bagCollector(source, sha256, sha256OneShot, sha256Bytes) {
     await first.done;
     pendingBytes -= first.bytes;
   };
+  /** Waits while the one-shot hashes not yet done hold too many bytes. */
+  const settleOver = async () => {
+    while (pendingBytes > ONE_SHOT_PENDING_BYTES) await settleOldest();
+  };
+  // Synchronous unless a member must be iterated or one-shot hashes waited for: an async
+  // call per member costs more than the work on a small one.
   /** @type {import('./tar.mjs').Visit} */
-  const visit = async (member, content) => {
+  const visit = (member, content) => {
     if (bag === null) {
       bag = { source, top: member.path, files: new Map(), kept: new Map(), directories: new Set() };
       return;
     }
-    const rel = member.path.slice(bag.top.length + 1);
+    const into = bag;
+    const rel = member.path.slice(into.top.length + 1);
     if (member.isDir) {
-      bag.directories.add(rel);
+      into.directories.add(rel);
       return;
     }
     const refuse = (/** @type {string} */ rule) => new InputError(`${source}: ${member.path}: ${rule}`);
@@ -132,7 +139,8 @@ export function bagCollector(source, sha256, sha256OneShot, sha256Bytes) {
       parts = [];
     };
     // A chunk is valid only until the next is asked for: what is kept is copied.
-    for await (const chunk of content) {
+    /** @param {Uint8Array} chunk */
+    const take = (chunk) => {
       const at = size;
       // Once one chunk held the whole member, any chunk after it is empty.
       if (!oneShot && hexOfSingle === null) {
@@ -162,43 +170,53 @@ export function bagCollector(source, sha256, sha256OneShot, sha256Bytes) {
         if (at === 0 && chunk.length === member.size) single = chunk;
         else (whole ??= decided && parts === null ? scratchOf(member.size) : new Uint8Array(member.size)).set(chunk, at);
       }
-    }
-    if (!decided) {
-      decide(concatAll(head));
-      if (parts !== null && !oneShot) parts.push(...head);
-    }
-    if (countLines && size && last !== 0x0a) {
-      linesTotal++;
-      if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files`);
-    }
-    // Kept bytes are taken before anything awaits: `single` is a view of the reader's chunk.
-    if (parts) {
-      // Every empty member shares one empty array: a bag of 65,000 empty evidence files
-      // would otherwise hold 65,000 buffers of nothing.
-      const data = size === 0 ? EMPTY : !oneShot ? concatAll(parts) : single !== null ? single.slice() : whole ?? EMPTY;
-      if (rel.endsWith('.json') || rel.endsWith('.jsonl')) {
-        valuesTotal += valueBound(data);
-        if (valuesTotal > MAX_JSON_VALUES) throw refuse(`JSON documents in the bundle hold more than ${MAX_JSON_VALUES} values (refused before parsing)`);
+    };
+    const finish = () => {
+      if (!decided) {
+        decide(concatAll(head));
+        if (parts !== null && !oneShot) parts.push(...head);
       }
-      bag.kept.set(rel, data);
+      if (countLines && size && last !== 0x0a) {
+        linesTotal++;
+        if (linesTotal > MAX_CASE_LINES) throw refuse(`more than ${MAX_CASE_LINES} case lines in the bundle's case files`);
+      }
+      // Kept bytes are taken before anything awaits: `single` is a view of the reader's chunk.
+      if (parts) {
+        // Every empty member shares one empty array: a bag of 65,000 empty evidence files
+        // would otherwise hold 65,000 buffers of nothing.
+        const data = size === 0 ? EMPTY : !oneShot ? concatAll(parts) : single !== null ? single.slice() : whole ?? EMPTY;
+        if (rel.endsWith('.json') || rel.endsWith('.jsonl')) {
+          valuesTotal += valueBound(data);
+          if (valuesTotal > MAX_JSON_VALUES) throw refuse(`JSON documents in the bundle hold more than ${MAX_JSON_VALUES} values (refused before parsing)`);
+        }
+        into.kept.set(rel, data);
+      }
+      if (!oneShot) into.files.set(rel, { sha256: h !== null ? h.hex() : hexOfSingle ?? sha256().hex(), size });
+      else {
+        const entry = { sha256: '', size };
+        into.files.set(rel, entry);
+        const hashed = /** @type {OneShotHash} */ (sha256OneShot)(single ?? whole ?? new Uint8Array(0));
+        const done = hashed.then(
+          (hex) => {
+            entry.sha256 = hex;
+          },
+          (e) => {
+            hashFailure ??= e;
+          },
+        );
+        pending.push({ done, bytes: size });
+        pendingBytes += size;
+        if (pendingBytes > ONE_SHOT_PENDING_BYTES) return settleOver();
+      }
+      return undefined;
+    };
+    if (member.size > 0) {
+      // A small member the tar reader holds already comes whole, with no await.
+      const all = content.whole();
+      if (all === null) return iterate(content, take).then(finish);
+      take(all);
     }
-    if (!oneShot) bag.files.set(rel, { sha256: h !== null ? h.hex() : hexOfSingle ?? sha256().hex(), size });
-    else {
-      const entry = { sha256: '', size };
-      bag.files.set(rel, entry);
-      const hashed = /** @type {OneShotHash} */ (sha256OneShot)(single ?? whole ?? new Uint8Array(0));
-      const done = hashed.then(
-        (hex) => {
-          entry.sha256 = hex;
-        },
-        (e) => {
-          hashFailure ??= e;
-        },
-      );
-      pending.push({ done, bytes: size });
-      pendingBytes += size;
-      while (pendingBytes > ONE_SHOT_PENDING_BYTES) await settleOldest();
-    }
+    return finish();
   };
   return {
     visit,
@@ -213,6 +231,11 @@ export function bagCollector(source, sha256, sha256OneShot, sha256Bytes) {
       return bag;
     },
   };
+}
+
+/** @param {AsyncIterable<Uint8Array>} content @param {(chunk: Uint8Array) => void} take */
+async function iterate(content, take) {
+  for await (const chunk of content) take(chunk);
 }
 
 /** @param {Uint8Array[]} parts */

@@ -84,6 +84,37 @@ export class ByteReader {
     return out;
   }
 
+  /**
+   * `n` bytes as a view valid until the next read, when the chunk at hand holds them
+   * all; else null, and nothing is consumed (then `readView` waits for them). An await
+   * costs more than checking a header block, so a reader of many small members asks
+   * here first.
+   * @param {number} n
+   * @returns {Uint8Array | null}
+   */
+  viewNow(n) {
+    if (this.buf.length - this.pos < n) return null;
+    const out = this.buf.subarray(this.pos, this.pos + n);
+    this.pos += n;
+    this.offset += n;
+    return out;
+  }
+
+  /**
+   * Up to `n` bytes of the chunk at hand (at least one), as a view valid until the next
+   * read; null, and nothing consumed, when the chunk at hand is used up (then `readSome`).
+   * @param {number} n
+   * @returns {Uint8Array | null}
+   */
+  someNow(n) {
+    if (this.pos >= this.buf.length || n <= 0) return null;
+    const take = Math.min(n, this.buf.length - this.pos);
+    const out = this.buf.subarray(this.pos, this.pos + take);
+    this.pos += take;
+    this.offset += take;
+    return out;
+  }
+
   async close() {
     if (this.it.return) await this.it.return();
   }

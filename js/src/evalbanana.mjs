@@ -421,7 +421,7 @@ function checkDefinitions(ctx, report) {
 /** @param {import('./verifyctx.mjs').Ctx} ctx @param {any} report */
 function checkTree(ctx, report) {
   const { claims, bag, bundle } = ctx;
-  const tree = new TreeBuilder(ctx.services.sha256);
+  const tree = new TreeBuilder(ctx.services.sha256, ctx.services.sha256Bytes);
   for (const c of report.checks) {
     const path = `${RUN}checks/${checkStem(ctx, c.check_id)}.json`;
     const data = bag.kept.get(path);

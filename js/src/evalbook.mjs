@@ -228,7 +228,7 @@ class EvalBookClaims {
     }
     /** @type {[string, Uint8Array][]} */
     const comps = [['scorer.json', /** @type {Uint8Array} */ (this.bag.kept.get(descPath))]];
-    for (const rel of [...value.files].map(String).sort(byteOrder)) {
+    for (const rel of sortedBy([...value.files].map(String))) {
       const path = `${base}/files/${rel}`;
       this.named.add(path);
       const data = this.bag.kept.get(path);
@@ -275,7 +275,7 @@ class EvalBookClaims {
           this.claims.failed(6, `dataset ${item} manifest is schema-valid`, sp, { path: entry.path });
         } else {
           const ids = value.examples.map((/** @type {any} */ e) => e.example_id);
-          const sorted = [...new Set(ids)].sort(byteOrder);
+          const sorted = sortedBy(new Set(ids));
           if (ids.length !== sorted.length || ids.some((/** @type {string} */ x, /** @type {number} */ i) => x !== sorted[i])) {
             this.claims.failed(11, `dataset ${item} manifest`, 'examples must be unique and sorted by example_id', { path: entry.path });
           }
@@ -332,7 +332,7 @@ class EvalBookClaims {
     /** @type {Map<string, boolean>} */
     const required = new Map();
     for (const c of this.report.checks) required.set(c.check_id, c.required);
-    const tree = new TreeBuilder(this.ctx.services.sha256);
+    const tree = new TreeBuilder(this.ctx.services.sha256, this.ctx.services.sha256Bytes);
     let remaining = this.bundle.limits.max_cases;
     for (const entry of this.bundle.checks) {
       const checkId = entry.check_id;
@@ -563,7 +563,7 @@ class EvalBookClaims {
       return;
     }
     const keys = value.evidence.map((/** @type {any} */ e) => `${e.digest}\u0000${e.kind}`);
-    const sorted = [...new Set(keys)].sort(byteOrder);
+    const sorted = sortedBy(new Set(keys));
     if (keys.length !== sorted.length || keys.some((/** @type {string} */ k, /** @type {number} */ i) => k !== sorted[i])) {
       this.claims.failed(11, subject, 'evidence manifest entries must be unique and sorted by (digest, kind)', { path: entry.path });
     }

@@ -272,10 +272,13 @@ class Parser {
  * @param {Uint8Array} bytes
  */
 export function valueBound(bytes) {
+  // A table lookup per byte, not four comparisons: the bytes of every kept document
+  // pass here, and the branches cost twice the lookup.
   let n = 1;
-  for (let i = 0; i < bytes.length; i++) {
-    const b = bytes[i];
-    if (b === 0x2c || b === 0x3a || b === 0x5b || b === 0x7b) n++;
-  }
+  for (let i = 0; i < bytes.length; i++) n += OPENS_VALUE[bytes[i]];
   return n;
 }
+
+/** 1 at ',' ':' '[' '{', else 0. */
+const OPENS_VALUE = new Uint8Array(256);
+for (const c of ',:[{') OPENS_VALUE[c.charCodeAt(0)] = 1;

@@ -43,8 +43,14 @@ const PAX_IGNORED = new Set(['atime', 'ctime', 'comment']);
 
 /**
  * @typedef {{path: string, isDir: boolean, size: number, mtime: number, mode: number}} Member
- * @typedef {(member: Member, content: AsyncIterable<Uint8Array>) => Promise<void>} Visit
- *   `content` yields chunks each valid until the next is asked for
+ * @typedef {AsyncIterable<Uint8Array> & {whole(): Uint8Array | null}} Content
+ *   yields chunks each valid until the next is asked for; `whole()`, asked before any
+ *   chunk, gives all of a member of at most 1 MiB at once (a view valid until the next
+ *   chunk is asked for) when the reader already holds it, with no await, and then
+ *   nothing is left to iterate; else null (iterate). Most members are small, and an
+ *   async iteration costs more than hashing a few KiB.
+ * @typedef {(member: Member, content: Content) => Promise<void> | undefined} Visit
+ *   a visitor with nothing to wait for returns undefined, not a promise
  */
 
 /** @param {Uint8Array} b */
@@ -232,6 +238,17 @@ export async function readTar(reader, opts, visit) {
 
   let offset = 0;
   /**
+   * `n` bytes as a view valid until the next read, when the reader holds them already
+   * and they are within max_bytes; else null, nothing consumed (then `read`).
+   * @param {number} n
+   */
+  const readNow = (n) => {
+    if (offset + n > maxBytes) return null;
+    const data = reader.viewNow(n);
+    if (data !== null) offset += n;
+    return data;
+  };
+  /**
    * `n` bytes; with `view`, a view valid until the next read (what is checked at once
    * and not kept: a header block, padding), else bytes of their own.
    * @param {number} n @param {string} what @param {boolean} [view]
@@ -247,12 +264,11 @@ export async function readTar(reader, opts, visit) {
     offset += n;
     return data;
   };
-  /** @param {number} size @param {string|null} name @param {number} hdr */
-  const skipPadding = async (size, name, hdr) => {
-    const pad = (BLOCK - (size % BLOCK)) % BLOCK;
-    if (pad && !isZero(await read(pad, 'the block padding', true))) {
+  /** @param {Uint8Array} padding @param {string|null} name @param {number} hdr */
+  const checkPadding = (padding, name, hdr) => {
+    if (!isZero(padding)) {
       const rule = 'nonzero bytes in the block padding';
-      throw name === null ? at(hdr, rule) : memberError(name, hdr, rule);
+      throw name === null ? at(hdr, rule) : memberError(JSON.stringify(name), hdr, rule);
     }
   };
 
@@ -263,7 +279,7 @@ export async function readTar(reader, opts, visit) {
   for (;;) {
     const hdr = offset;
     // A view: the header is checked and its name decoded before anything else is read.
-    const block = await read(BLOCK, 'a header', true);
+    const block = readNow(BLOCK) ?? (await read(BLOCK, 'a header', true));
     if (isZero(block)) {
       if (pax !== null) throw at(pax.offset, 'pax header not followed by a member');
       const second = await read(BLOCK, 'the end-of-archive marker');
@@ -283,7 +299,8 @@ export async function readTar(reader, opts, visit) {
       if (pax !== null) throw at(hdr, 'pax header follows another pax header');
       if (size > MAX_PAX_BYTES) throw at(hdr, `oversize pax record (${size} bytes, limit ${MAX_PAX_BYTES})`);
       const data = await read(size, 'a pax header');
-      await skipPadding(size, null, hdr);
+      const pad = padLength(size);
+      if (pad) checkPadding(readNow(pad) ?? (await read(pad, 'the block padding', true)), null, hdr);
       pax = parsePax(data, hdr, at);
       continue;
     }
@@ -302,18 +319,28 @@ export async function readTar(reader, opts, visit) {
     if (isDir && size) throw memberError(showBytes(nameBytes), hdr, `directory with ${size} bytes of data`);
 
     const name = names.admit(nameBytes, isDir, hdr);
-    if (hdr + BLOCK + size + ((BLOCK - (size % BLOCK)) % BLOCK) > maxBytes) {
+    if (hdr + BLOCK + size + padLength(size) > maxBytes) {
       throw memberError(JSON.stringify(name), hdr, `size ${size} goes past max_bytes=${maxBytes} (the --max-bytes cap; raise it to read a larger bundle)`);
     }
     const member = { path: name, isDir, size, mtime: mt, mode };
     if (isDir) {
-      await visit(member, empty());
+      const waiting = visit(member, NO_CONTENT);
+      if (waiting !== undefined) await waiting;
       continue;
     }
     let remaining = size;
     const memberName = name;
     let live = true;
+    /** @type {Content} */
     const content = {
+      whole() {
+        if (!live || remaining !== size || size > CHUNK) return null;
+        const data = reader.viewNow(size);
+        if (data === null) return null;
+        remaining = 0;
+        offset += size;
+        return data;
+      },
       async *[Symbol.asyncIterator]() {
         while (remaining > 0) {
           if (!live) throw new Error(`content of ${memberName} read after advancing`);
@@ -330,21 +357,32 @@ export async function readTar(reader, opts, visit) {
         }
       },
     };
-    await visit(member, content);
+    const waiting = visit(member, content);
+    if (waiting !== undefined) await waiting;
     live = false;
     while (remaining > 0) {
-      const data = await reader.readSome(Math.min(remaining, CHUNK));
+      const data = reader.someNow(Math.min(remaining, CHUNK)) ?? (await reader.readSome(Math.min(remaining, CHUNK)));
       if (data.length === 0) {
         throw new InputError(`${source}: truncated tar: stream ended at offset ${offset} inside member ${JSON.stringify(memberName)} (header at offset ${hdr})`);
       }
       remaining -= data.length;
       offset += data.length;
     }
-    await skipPadding(size, JSON.stringify(name), hdr);
+    const pad = padLength(size);
+    if (pad) checkPadding(readNow(pad) ?? (await read(pad, 'the block padding', true)), name, hdr);
   }
 }
 
-async function* empty() {}
+/** The zero bytes after `size` bytes of data, to the next block. @param {number} size */
+function padLength(size) {
+  return (BLOCK - (size % BLOCK)) % BLOCK;
+}
+
+/** @type {Content} */
+const NO_CONTENT = {
+  whole: () => null,
+  async *[Symbol.asyncIterator]() {},
+};
 
 /** @param {Uint8Array} prefix @param {Uint8Array} name */
 function joinName(prefix, name) {

@@ -77,7 +77,7 @@ export async function verifyBundle(chunks, options) {
   }
   await tap.drain();
   const archive = await archiveFacts(tap, options);
-  const ctx = new Ctx(bag, bundle, options, { sha256: options.sha256, validators: options.validators }, archive ? archive.sha256 : null);
+  const ctx = new Ctx(bag, bundle, options, { sha256: options.sha256, sha256Bytes: options.sha256Bytes, validators: options.validators }, archive ? archive.sha256 : null);
   const facts = bundle.schema === EVALBOOK_SCHEMA ? verifyEvalBook(ctx) : verifyEvalBanana(ctx);
   const { signer, signatures } = await signatureClaims(ctx, options);
   const claims = applyStrict(ctx.claims.items, !!options.strict);

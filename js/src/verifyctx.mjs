@@ -6,7 +6,8 @@ import { hex } from './util.mjs';
 /**
  * @typedef {{expectBundleDigest?: string|null, expectReportDigest?: string|null, strict?: boolean,
  *   maxBytes?: number}} CoreOptions
- * @typedef {{sha256: import('./bagread.mjs').HashFactory, validators: Record<string, import('./schema.mjs').Validator>}} Services
+ * @typedef {{sha256: import('./bagread.mjs').HashFactory, sha256Bytes?: import('./bagread.mjs').BytesHash,
+ *   validators: Record<string, import('./schema.mjs').Validator>}} Services
  */
 
 export class Ctx {

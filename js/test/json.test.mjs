@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseJson } from '../src/json.mjs';
+import { parseJson, valueBound } from '../src/json.mjs';
 import { canonicalText, string } from '../src/jcs.mjs';
 import { loadJson } from '../src/util.mjs';
 
@@ -164,4 +164,38 @@ test('canonicalText through the native writer is the JCS form written by hand, a
     }
     assert.equal(canonicalText(v), want);
   }
+});
+
+test('valueBound counts one more than the commas, colons and opening brackets, and nothing else', () => {
+  const reference = (/** @type {Uint8Array} */ b) => 1 + [...b].filter((x) => x === 0x2c || x === 0x3a || x === 0x5b || x === 0x7b).length;
+  const every = Uint8Array.from({ length: 256 }, (_, i) => i);
+  assert.equal(valueBound(every), 5);
+  assert.equal(valueBound(new Uint8Array(0)), 1);
+  assert.equal(valueBound(new TextEncoder().encode('{"a":[1,{"b":2}],"c":"x,y:[{"}')), 13);
+  let seed = 7;
+  for (let n = 0; n < 200; n++) {
+    const b = Uint8Array.from({ length: n * 13 }, () => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 16) & 0xff);
+    assert.equal(valueBound(b), reference(b));
+  }
+});
+
+test('sortedBy orders by code point whether or not the native sort can decide (randomised)', async () => {
+  const { sortedBy, byteOrder } = await import('../src/util.mjs');
+  let seed = 99;
+  const rnd = (/** @type {number} */ n) => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 8) % n;
+  // Units from plain ASCII, from just under U+D800, the surrogates (paired and lone) and
+  // U+E000..U+FFFF: the range where UTF-16 order and code point order part.
+  const UNITS = ['a', 'B', '/', '0', '\u00e9', '\ud7ff', '\ue000', '\uffff', '\ud83d\ude00', '\ud800', '\udfff', '\uff21'];
+  for (let round = 0; round < 500; round++) {
+    const plain = round % 2 === 0;
+    const xs = Array.from({ length: rnd(30) }, () => Array.from({ length: rnd(5) }, () => UNITS[rnd(plain ? 5 : UNITS.length)]).join(''));
+    const expected = [...xs].sort(byteOrder);
+    assert.deepEqual(sortedBy(xs), expected, JSON.stringify(xs));
+    assert.deepEqual(sortedBy(new Set(xs)), [...new Set(expected)]);
+    assert.deepEqual(sortedBy(xs, (x) => x), expected);
+  }
+  // The one case the two orders differ on, both ways round.
+  assert.deepEqual(sortedBy(['\uffff', '\ud83d\ude00']), ['\uffff', '\ud83d\ude00']);
+  assert.deepEqual(sortedBy(['\ud83d\ude00', '\uffff']), ['\uffff', '\ud83d\ude00']);
+  assert.deepEqual(sortedBy([3, 10, 2]), [10, 2, 3]);
 });
