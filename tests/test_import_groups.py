@@ -197,6 +197,13 @@ HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         lambda r: r["results"]["fixture_mc2"].update(sample_len=30),
         "results.fixture_mc2.sample_len: 30, but its samples hold 2 documents",
     ),
+    **{
+        f"a task's sample_len is {label}": (
+            (lambda v: lambda r: r["results"]["fixture_mc2"].update(sample_len=v))(value),
+            f"results.fixture_mc2.sample_len: {value!r} is not a count",
+        )
+        for label, value in (("2.0", 2.0), ("true", True), ("-1", -1), ("a string", "2"))
+    },
     "the group's sample_len lies": (
         lambda r: _both_entries(r, "sample_len", 6),
         f"results.{GROUP}.sample_len: 6, but its tasks' samples hold 5",

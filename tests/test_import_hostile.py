@@ -222,7 +222,46 @@ def _dot_collision() -> list[Member]:
 
 
 # name -> (the log's bytes, a phrase the one-line error must hold)
+def _bad_json(name: str, spelling: bytes) -> list[Member]:
+    return edit(MEMBERS, name, lambda m: replace(m, data=spelling))
+
+
+# What the strict reader refuses (SPEC 2), in each member the mapping does not use.
+_UNUSED_MEMBERS = ("summaries.json", "reductions.json", "_journal/start.json")
+_BAD_JSON = {
+    "trailing data": (b'{"a": 1} x', "trailing data"),
+    "duplicate key": (b'{"a": 1, "a": 2}', "duplicate"),
+    "NaN": (b'{"a": NaN}', "NaN"),
+    "integer past 2^53": (b'{"a": 9007199254740993}', "outside"),
+    "BOM": (b'\xef\xbb\xbf{"a": 1}', "byte order mark"),
+    "lone surrogate": (b'{"a": "\\ud800"}', "surrogate"),
+}
+
 INSPECT_CASES: dict[str, tuple[Callable[[], bytes], str]] = {
+    **{
+        f"{member} {label}": (
+            (lambda m, b: lambda: build_zip(_bad_json(m, b)))(member, bad),
+            phrase,
+        )
+        for member in _UNUSED_MEMBERS
+        for label, (bad, phrase) in _BAD_JSON.items()
+    },
+    **{
+        f"scorer option {label}": (
+            (
+                lambda v: (
+                    lambda: build_zip(
+                        edit_json(
+                            "header.json",
+                            lambda h: h["eval"]["scorers"][0]["options"].update(limit=v),
+                        )
+                    )
+                )
+            )(value),
+            "is outside -(2^53-1)..2^53-1 (a number of the run the store's readers cannot hold)",
+        )
+        for label, value in (("1e19", 1e19), ("-9.2e18", -9.2e18))
+    },
     # the container
     "not a zip": (lambda: b"PK\x03\x04 not really a zip at all" * 10, "end-of-central-directory"),
     "truncated": (lambda: build_zip(MEMBERS)[:-100], "end-of-central-directory"),
@@ -684,6 +723,24 @@ LM_CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         lm_case(change_results=lambda r: r["task_hashes"].update(ghost=_sha("x"))),
         "task_hashes.ghost: a task with no entry in configs",
     ),
+    **{
+        f"stderr {label}": (
+            (
+                lambda v: lm_case(
+                    change_results=lambda r: r["results"]["fixture_mc"].update(
+                        {"acc_stderr,none": v}
+                    )
+                )
+            )(value),
+            "is outside -(2^53-1)..2^53-1 (a number of the run the store's readers cannot hold)",
+        )
+        for label, value in (
+            ("1e19", 1e19),
+            ("9.2e18", 9.2e18),
+            ("2^53", 9007199254740993.0),
+            ("-1e20", -1e20),
+        )
+    },
     "results metric without a filter": (
         lm_case(change_results=lambda r: r["results"]["fixture_gen"].update(bleu=0.5)),
         "results.fixture_gen.bleu: not <metric>,<filter>",
@@ -975,4 +1032,33 @@ def test_task_files_are_capped_before_anything_is_read(count: int, tmp_path: Pat
         return
     assert done.returncode == 2, err
     assert err.count("\n") == 1 and "--task: 4097 files given; at most 4096" in err, err
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("count", [256, 257], ids=["at-the-cap", "past-it"])
+def test_dataset_files_are_capped_before_anything_is_read(count: int, tmp_path: Path) -> None:
+    """Each --dataset file is held open during the import: 256 are taken, one more is a
+    usage error (exit 2, one line naming --dataset and the cap), nothing is written."""
+    from conftest import run_cli
+
+    from bundler.importers.importing import MAX_DATASET_FILES
+
+    assert MAX_DATASET_FILES == 256
+    data = tmp_path / "data"
+    data.mkdir()
+    args: list[str] = []
+    for i in range(count):
+        f = data / f"d{i:03d}.jsonl"
+        f.write_bytes(b'{"i": %d}\n' % i)
+        args += ["--dataset", str(f)]
+    store = tmp_path / "store"
+    done = run_cli(
+        "import-inspect", str(INSPECT_LOG), "--store", str(store), "--principal", "a", *args
+    )
+    err = done.stderr.decode()
+    if count == 256:
+        assert done.returncode == 0, err
+        return
+    assert done.returncode == 2, err
+    assert err.count("\n") == 1 and "--dataset: 257 files given; at most 256" in err, err
     assert not store.exists()

@@ -301,6 +301,14 @@ def test_a_decision_makes_checks_required_and_audit_rederives_it(
             },
             "min_coverage",
         ),
+        *[
+            (
+                {"fixture_mc.acc.none": {"required": True, "aggregation": agg("mean", v, 1)}},
+                "decision.json: checks.fixture_mc.acc.none.aggregation: integer "
+                f"{int(v)} is outside -(2^53-1)..2^53-1",
+            )
+            for v in (1e19, -9.2e18, 9007199254740993.0, 1e20)
+        ],
     ],
 )
 def test_a_bad_decision_is_refused_and_nothing_is_written(
@@ -311,6 +319,7 @@ def test_a_bad_decision_is_refused_and_nothing_is_written(
     done = run_cli(*lm_args(store, "--decision", str(d), "--principal", "alice"))
     assert done.returncode == 3
     assert message in done.stderr.decode() and done.stderr.count(b"\n") == 1
+    assert str(d) in done.stderr.decode()  # the path as given, not its base name alone
     assert not store.exists()
 
 

@@ -162,7 +162,7 @@ def _check(bundle: str, runner: Any, as_json: bool) -> None:
     multiple=True,
     type=_LocalPath(),
     metavar="FILE",
-    help="A dataset file to keep as a run file; repeat for several.",
+    help="A dataset file to keep as a run file; repeat for several (at most 256).",
 )
 @_common_options
 def import_inspect(

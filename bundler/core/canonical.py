@@ -109,6 +109,20 @@ def _has_long_integer_digits(data: bytes) -> bool:
     return _LEADING_NINETEEN in b"x" + data.translate(_DIGITS_AND_POINTS)
 
 
+_LEADING_SIXTEEN = b"x" + b"0" * 16
+
+
+def check_readable(data: bytes, *, source: str) -> None:
+    """Raise CanonicalJSONError (naming ``source`` and the rule) when ``loads_canonical``
+    would refuse bytes that ``dumps`` wrote. The one such value is a float of magnitude
+    2^53 or more and below 1e21 (1e19, 9007199254740993.0): it is integral, and JCS
+    spells it as an integer literal, which is outside the safe range. Such a literal has
+    at least sixteen digits beginning a number, so only bytes holding such a run are read
+    back."""
+    if _LEADING_SIXTEEN in b"x" + data.translate(_DIGITS_AND_POINTS):
+        loads_canonical(data, source=source)
+
+
 class _Fallback(Exception):
     """The fast path cannot vouch for this input; the reference path decides."""
 

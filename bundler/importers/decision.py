@@ -40,6 +40,7 @@ class Decision:
     digest: str
     name: str
     size: int
+    where: str = ""  # the path as given, for messages
 
 
 def _number(value: Any) -> bool:
@@ -103,9 +104,20 @@ def read_decision(path: Any) -> Decision:
         problem = _aggregation_problem(entry["aggregation"])
         if problem is not None:
             raise InputError(f"{key}.aggregation: {problem}")
+        try:
+            # What the suite will hold, read back as its readers read it: a threshold
+            # such as 1e19 is written as an integer past 2^53, which they refuse.
+            canonical.check_readable(
+                canonical.dumps(entry["aggregation"]), source=f"{key}.aggregation"
+            )
+        except canonical.CanonicalJSONError as exc:
+            raise InputError(
+                f"{exc.message} (JCS writes this number as that integer, which the store's "
+                "readers refuse)"
+            ) from None
         parsed[check_id] = CheckDecision(entry["required"], dict(entry["aggregation"]))
     name = path.name if hasattr(path, "name") else where
-    return Decision(parsed, validity, bytes_digest(data), name, len(data))
+    return Decision(parsed, validity, bytes_digest(data), name, len(data), where)
 
 
 def no_threshold(repeats: int) -> dict[str, Any]:
@@ -124,13 +136,13 @@ def check_known(decision: Decision | None, repeats: dict[str, int]) -> None:
         if check_id not in repeats:
             known = ", ".join(sorted(repeats)) or "none"
             raise InputError(
-                f"{decision.name}: checks.{check_id}: no such check in this run "
+                f"{decision.where}: checks.{check_id}: no such check in this run "
                 f"(the import gives: {known})"
             )
         given = decision.checks[check_id].aggregation["repeats"]
         if given != repeats[check_id]:
             raise InputError(
-                f"{decision.name}: checks.{check_id}.aggregation.repeats: {given}, but the run "
+                f"{decision.where}: checks.{check_id}.aggregation.repeats: {given}, but the run "
                 f"gives {repeats[check_id]} repeat{'s' if repeats[check_id] != 1 else ''} of "
                 "each example (Inspect: its epochs; lm-eval: 1); import refused"
             )

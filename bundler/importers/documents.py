@@ -84,7 +84,21 @@ def _checked(run: ImportedRun, schema: str, relpath: str, value: Any) -> bytes:
         schemas.validate(schema, value, source=f"{run.files[0].name}: the imported {relpath}")
     except SchemaError as exc:
         raise InputError(f"{exc}; import refused") from exc
-    return canonical.dumps(value)
+    return _stored(run, relpath, value)
+
+
+def _stored(run: ImportedRun, relpath: str, value: Any) -> bytes:
+    """``value`` stored canonical, once the store's strict reader would read it back: a
+    number of the run such as 1e19 is written as an integer that reader refuses
+    (``canonical.check_readable``), and export would then refuse the report."""
+    data = canonical.dumps(value)
+    try:
+        canonical.check_readable(data, source=f"{run.files[0].name}: the imported {relpath}")
+    except canonical.CanonicalJSONError as exc:
+        raise InputError(
+            f"{exc.message} (a number of the run the store's readers cannot hold); import refused"
+        ) from None
+    return data
 
 
 def _case_id(check_id: str, example_id: str, repeat: int) -> str:
@@ -236,7 +250,7 @@ def build_documents(
         "superseded_reason": None,
         "url": None,
     }
-    writer.put_document(f"reports/{rid}/envelope.json", canonical.dumps(envelope))
+    writer.put_document(f"reports/{rid}/envelope.json", _stored(run, "envelope", envelope))
     for c in checks_out:
         check_id = c["body"]["check_id"]
         path = f"reports/{rid}/checks/{check_id}.json"
@@ -350,7 +364,7 @@ def _build_checks(
                 "status": case.status.value,
             }
             cases.append(value)
-            lines.append(canonical.dumps(value))
+            lines.append(_stored(run, f"case file of {check.check_id}", value))
             if case.output is not None:
                 evidence_keys.add((case.output.digest, "output"))
             for ref in evidence:
@@ -381,7 +395,7 @@ def _build_checks(
                 "check_id": check.check_id,
                 "evidence": [{"digest": d, "kind": k} for d, k in ordered],
             }
-            data = canonical.dumps(manifest)
+            data = _stored(run, f"evidence manifest of {check.check_id}", manifest)
             digest = json_digest(manifest)
             writer.put_document(f"blobs/sha256/{digest.removeprefix('sha256:')}", data)
             evidence_refs = [{"digest": digest, "kind": "manifest"}]

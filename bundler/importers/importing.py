@@ -36,6 +36,9 @@ MAX_TASK_FILE_BYTES = 16 * 1024 * 1024
 # hold more, but an import that would create tens of thousands of files from a few bytes
 # of input breaks SPEC 5's time bound on any disk that costs 100 us a new file.)
 MAX_TASK_FILES = 4096
+# Each --dataset file is held open from its check to the commit, so that it cannot change
+# under the import: 256 stay far under the common limit of 1,024 open files.
+MAX_DATASET_FILES = 256
 _PRINCIPAL = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _SAFE_NAME = re.compile(r"\A[^/\\\x00-\x1f\x7f]+\Z")
 
@@ -165,6 +168,11 @@ def import_run(config: ImportConfig, progress: Callable[[int], None] | None = No
         raise UsageError(
             f"--task: {len(config.task_files)} files given; at most {MAX_TASK_FILES} (each is "
             "a file of every scorer, and a bundle's members are bounded)"
+        )
+    if len(config.dataset_files) > MAX_DATASET_FILES:
+        raise UsageError(
+            f"--dataset: {len(config.dataset_files)} files given; at most {MAX_DATASET_FILES} "
+            "(each is held open while the run is imported)"
         )
     store_exists = config.store.exists()
     if not store_exists and principal is None:

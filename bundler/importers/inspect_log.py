@@ -135,6 +135,11 @@ def read_inspect_log(
             f"{where}: header.json: log version {version!r} is not one this importer reads "
             f"({', '.join(map(str, sorted(LOG_VERSIONS)))})"
         )
+    # The members the mapping does not use (summaries, reductions, the journal) are run
+    # input too: each is read as strictly as the rest, then dropped.
+    for name in log.names():
+        if name != "header.json" and _SAMPLE.match(name) is None:
+            _json(log, name)
     hwhere = f"{where}: header.json"
     status = _field(header, "status", str, hwhere)
     if status != "success":

@@ -145,7 +145,12 @@ def read_groups(
             )
     for task in tasks:
         size = results["results"][task].get("sample_len")
-        if size is not None and (not _count(size) or size != len(datasets[task].examples)):
+        if size is not None and not _count(size):
+            raise InputError(
+                f"{where}: results.{task}.sample_len: {size!r} is not a count (a JSON integer "
+                "of 0 or more); import refused"
+            )
+        if size is not None and size != len(datasets[task].examples):
             raise InputError(
                 f"{where}: results.{task}.sample_len: {size!r}, but its samples hold "
                 f"{len(datasets[task].examples)} documents; import refused"
