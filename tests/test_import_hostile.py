@@ -1062,3 +1062,22 @@ def test_dataset_files_are_capped_before_anything_is_read(count: int, tmp_path: 
     assert done.returncode == 2, err
     assert err.count("\n") == 1 and "--dataset: 257 files given; at most 256" in err, err
     assert not store.exists()
+
+
+@pytest.mark.parametrize("option", ["--task", "--dataset", "--decision"])
+@pytest.mark.parametrize("what", ["missing", "a directory"])
+def test_a_bad_given_file_names_its_option(option: str, what: str, tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    bad = tmp_path / "given.json"
+    if what == "a directory":
+        bad.mkdir()
+    store = tmp_path / "store"
+    done = run_cli(
+        "import-inspect", str(INSPECT_LOG), "--store", str(store), "--principal", "a",
+        option, str(bad),
+    )  # fmt: skip
+    err = done.stderr.decode()
+    assert done.returncode == 3, err
+    assert err.count("\n") == 1 and f"{bad}: " in err and f"{option} file" in err, err
+    assert not store.exists()

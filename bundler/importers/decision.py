@@ -74,7 +74,7 @@ def _aggregation_problem(agg: Any) -> str | None:
 
 def read_decision(path: Any) -> Decision:
     """Parse and check a decision file; InputError (exit 3) naming the key and the rule."""
-    run_file = open_run_file(path, role="decision file", cap=MAX_DECISION_BYTES)
+    run_file = open_run_file(path, role="--decision file", cap=MAX_DECISION_BYTES)
     try:
         data = run_file.read_all(cap=MAX_DECISION_BYTES)
     finally:

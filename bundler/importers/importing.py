@@ -138,7 +138,7 @@ def _read_task_files(paths: tuple[Path, ...]) -> list[TaskFile]:
         if name in names:
             raise InputError(f"{path}: a second --task file named {name!r}")
         names.add(name)
-        f = open_run_file(path, role="task file", cap=MAX_TASK_FILE_BYTES)
+        f = open_run_file(path, role="--task file", cap=MAX_TASK_FILE_BYTES)
         try:
             data = f.read_all(cap=MAX_TASK_FILE_BYTES)
         finally:
@@ -204,7 +204,7 @@ def import_run(config: ImportConfig, progress: Callable[[int], None] | None = No
             if name in names:
                 raise InputError(f"{path}: a second file named {name!r}")
             names.add(name)
-            f = open_run_file(path, role="dataset file")
+            f = open_run_file(path, role="--dataset file")
             opened.append(f)
             dataset_files.append(ImportedFile(Role.DATASET, name, f.sha256, f.size, str(path)))
         with StoreWriter(config.store) as writer:
