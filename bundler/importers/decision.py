@@ -14,7 +14,7 @@ from typing import Any
 
 from bundler.core import canonical
 from bundler.core.digests import bytes_digest
-from bundler.core.errors import InputError
+from bundler.core.errors import CanonicalJSONError, InputError
 from bundler.evalbook.group_rule import mean_aggregation
 from bundler.importers.runfile import open_run_file
 
@@ -110,7 +110,7 @@ def read_decision(path: Any) -> Decision:
             canonical.check_readable(
                 canonical.dumps(entry["aggregation"]), source=f"{key}.aggregation"
             )
-        except canonical.CanonicalJSONError as exc:
+        except CanonicalJSONError as exc:
             raise InputError(
                 f"{exc.message} (JCS writes this number as that integer, which the store's "
                 "readers refuse)"

@@ -25,7 +25,7 @@ from typing import Any
 
 from bundler.core import canonical, schemas
 from bundler.core.digests import json_digest
-from bundler.core.errors import InputError, SchemaError
+from bundler.core.errors import CanonicalJSONError, InputError, SchemaError
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbook.compare import _json_equal, numbers_agree
 from bundler.evalbook.contract import MAX_EVIDENCE_REFS
@@ -94,7 +94,7 @@ def _stored(run: ImportedRun, relpath: str, value: Any) -> bytes:
     data = canonical.dumps(value)
     try:
         canonical.check_readable(data, source=f"{run.files[0].name}: the imported {relpath}")
-    except canonical.CanonicalJSONError as exc:
+    except CanonicalJSONError as exc:
         raise InputError(
             f"{exc.message} (a number of the run the store's readers cannot hold); import refused"
         ) from None
