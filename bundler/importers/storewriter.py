@@ -7,15 +7,18 @@ a path that already holds the same bytes is left alone (identifiers name one con
 forever, so the same content may already be there), a path that holds other bytes is
 refused, and nothing has been moved. The report directory is moved last, in one rename,
 so a report appears whole or not at all; the content-addressed files moved before it are
-harmless if a crash comes between. A refusal or an interruption removes the staging
-directory, and the store root too when this import created it; SIGINT and SIGTERM wait
-until that cleanup (and the one after a commit) has finished, so a signal never leaves
-half of it done. A document whose bytes were staged already (a task file of every
+harmless if a crash comes between. The whole commit runs with SIGINT, SIGTERM and SIGHUP
+deferred (a signal takes effect once the report is whole), and a refusal part way
+through takes back what it had placed. A refusal or an interruption removes the staging
+directory, and the store root too when this import created it (unless the commit had
+finished); the signals wait until that cleanup (and the one after a commit) has
+finished, so a signal never leaves half of it done. A document whose bytes were staged already (a task file of every
 scorer) is a hard link to the first copy: creating a file costs the file system far more
 than linking one (100 to 300 us against 10 to 15 us on the ext4 disks measured), and
 creating files is most of an import's time. Nothing is written through a symbolic link
-inside the store: the root and every directory below it that a path passes through must
-be real directories.
+inside the store: every move is made relative to directory descriptors opened from the
+root segment by segment without following a link (``_Tree``), and every directory
+opened is checked to be still at its path before the report's rename.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import shutil
 import signal
 import stat
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -139,27 +143,35 @@ def _same_bytes(dir_fd: int, name: str, staged: str, relpath: str | None = None)
 
 class _Tree:
     """The directories below one root, each opened from its parent's descriptor without
-    following a link (``O_NOFOLLOW``), the root itself too; every descriptor is kept
-    until ``close``. A segment that is a symbolic link or not a directory refuses the
-    import. For the store, ``journal`` records what this commit placed (a file linked, a
-    directory renamed whole or made), so that ``undo`` can take it back."""
+    following a link (``O_NOFOLLOW``), the root itself too. A segment that is a symbolic
+    link or not a directory refuses the import. At most ``MAX_OPEN`` descriptors are
+    kept (the least recently used closed first; a run of many tasks has thousands of
+    directories); the identity (device, inode) of every directory opened is kept, so one
+    opened again must be the same directory. For the store, ``journal`` records what this
+    commit placed (a file linked, a directory renamed whole or made), so that ``undo`` can
+    take it back; the directories it placed into stay open until ``close``."""
+
+    MAX_OPEN = 128
 
     def __init__(self, root: str, journal: list[tuple[str, str, str]] | None) -> None:
         self.root = root
         self.journal = journal
         try:
             fd = os.open(root, _DIR_FLAGS)
-        except OSError:
-            self._refuse(root, None, root)
-        self.fds: dict[str, int] = {"": fd}
+        except OSError as exc:
+            self._refuse(root, None, root, exc)
+        self.fds: OrderedDict[str, int] = OrderedDict({"": fd})
         self._ids = {"": self._id(fd)}
+        self._pinned = {""}  # directories the journal placed into: never closed early
 
     @staticmethod
     def _id(fd: int) -> tuple[int, int]:
         st = os.fstat(fd)
         return (st.st_dev, st.st_ino)
 
-    def _refuse(self, shown: str, parent_fd: int | None, name: str) -> NoReturn:
+    def _refuse(
+        self, shown: str, parent_fd: int | None, name: str, why: OSError | None = None
+    ) -> NoReturn:
         try:
             mode = os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode
         except OSError as exc:
@@ -173,13 +185,20 @@ class _Tree:
             )
         if not stat.S_ISDIR(mode):
             raise StoreError(f"{shown}: not a directory inside the store; import refused")
-        raise StoreError(f"{shown}: cannot be opened as a directory; import refused")
+        reason = f" ({why.strerror})" if why is not None and why.strerror else ""
+        raise StoreError(f"{shown}: cannot be opened as a directory{reason}; import refused")
+
+    def _moved(self, reldir: str) -> NoReturn:
+        where = f"{self.root}/{reldir}" if reldir else self.root
+        raise StoreError(f"{where}: moved or replaced during the import; import refused")
 
     def dir(self, reldir: str, create: bool = False) -> int | None:
         """The descriptor of ``reldir`` (``a/b``), walked segment by segment from the
-        root; None when a segment is absent (made, when ``create``)."""
+        root; None when a segment is absent (made, when ``create``). Valid until the
+        next call."""
         fd = self.fds.get(reldir)
         if fd is not None:
+            self.fds.move_to_end(reldir)
             return fd
         parent, _, name = reldir.rpartition("/")
         pfd = self.dir(parent, create)
@@ -189,7 +208,9 @@ class _Tree:
         try:
             fd = os.open(name, _DIR_FLAGS, dir_fd=pfd)
         except FileNotFoundError:
-            if not create:
+            if not create or reldir in self._ids:  # one opened before has gone
+                if reldir in self._ids:
+                    self._moved(reldir)
                 return None
             try:
                 os.mkdir(name, dir_fd=pfd)
@@ -199,13 +220,26 @@ class _Tree:
                 self.placed("dir", parent, name)
             try:
                 fd = os.open(name, _DIR_FLAGS, dir_fd=pfd)
-            except OSError:
-                self._refuse(shown, pfd, name)
-        except OSError:
-            self._refuse(shown, pfd, name)
+            except OSError as exc:
+                self._refuse(shown, pfd, name, exc)
+        except OSError as exc:
+            self._refuse(shown, pfd, name, exc)
+        known = self._ids.setdefault(reldir, self._id(fd))
+        if known != self._id(fd):
+            os.close(fd)
+            self._moved(reldir)
         self.fds[reldir] = fd
-        self._ids[reldir] = self._id(fd)
+        self._evict()
         return fd
+
+    def _evict(self) -> None:
+        if len(self.fds) <= self.MAX_OPEN:
+            return
+        for reldir in list(self.fds):
+            if len(self.fds) <= self.MAX_OPEN:
+                break
+            if reldir not in self._pinned:
+                os.close(self.fds.pop(reldir))
 
     def exists(self, relpath: str) -> bool:
         """Whether an entry (of any type, a link too) is at ``relpath``."""
@@ -222,6 +256,7 @@ class _Tree:
     def placed(self, kind: str, parent: str, name: str) -> None:
         if self.journal is not None:
             self.journal.append((kind, parent, name))
+            self._pinned.add(parent)
 
     def check_in_place(self) -> None:
         """Refuse when a directory opened here is no longer at its path (moved away, or
@@ -229,26 +264,27 @@ class _Tree:
         try:
             st = os.stat(self.root, follow_symlinks=False)
         except OSError:
-            st = None
-        if st is None or (st.st_dev, st.st_ino) != self._ids[""]:
-            raise StoreError(f"{self.root}: moved or replaced during the import; import refused")
-        for reldir in sorted(self.fds, key=lambda d: d.count("/")):
+            self._moved("")
+        if (st.st_dev, st.st_ino) != self._ids[""]:
+            self._moved("")
+        for reldir in sorted(self._ids, key=lambda d: d.count("/")):
             if not reldir:
                 continue
             parent, _, name = reldir.rpartition("/")
+            pfd = self.dir(parent)  # opened again, it must be the same directory
+            if pfd is None:
+                self._moved(parent)
             try:
-                st = os.stat(name, dir_fd=self.fds[parent], follow_symlinks=False)
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
             except OSError:
-                st = None
-            if st is None or (st.st_dev, st.st_ino) != self._ids[reldir]:
-                raise StoreError(
-                    f"{self.root}/{reldir}: moved or replaced during the import; import refused"
-                )
+                self._moved(reldir)
+            if (st.st_dev, st.st_ino) != self._ids[reldir]:
+                self._moved(reldir)
 
     def undo(self) -> None:
         """Take back, newest first, what the journal says this commit placed."""
         for kind, parent, name in reversed(self.journal or []):
-            fd = self.fds.get(parent)
+            fd = self.fds.get(parent)  # pinned: still open
             if fd is None:
                 continue
             try:
@@ -468,10 +504,12 @@ class StoreWriter:
         written += self._move_all(store, staged, to_move, report_dir)
         if report_written:
             parent, _, name = report_dir.rpartition("/")
-            dst = store.dir(parent, create=True)
-            assert dst is not None
+            store.dir(parent, create=True)
             store.check_in_place()  # nothing it wrote into was moved away meanwhile
+            dst = store.dir(parent)
             try:
+                if dst is None:
+                    raise FileNotFoundError(parent)
                 os.rename(name, name, src_dir_fd=staged.dir(parent), dst_dir_fd=dst)
             except OSError as exc:
                 raise StoreError(
@@ -502,9 +540,10 @@ class StoreWriter:
         differences += [f"{r} missing" for r in sorted(staged - seen)]
         if not differences:
             return True
-        more = f" and {len(differences) - 1} more difference(s)" if len(differences) > 1 else ""
+        shown = ", ".join(differences[:3])
+        more = f" and {len(differences) - 3} more difference(s)" if len(differences) > 3 else ""
         raise StoreError(
-            f"{report_dir}: the store holds a report with this id, with {differences[0]}{more} "
+            f"{report_dir}: the store holds a report with this id, with {shown}{more} "
             "(an import never changes a document already in the store); import refused"
         )
 
