@@ -102,8 +102,15 @@ def _run(
     if as_json:
         _emit_json(result.to_json())
         return
-    if result.written:
+    if result.outcome == "imported":
         click.echo(f"Imported:  report {shown(result.report_id)} into {shown(result.store)}")
+    elif result.outcome == "repaired":
+        n = result.files_written
+        click.echo(
+            f"Repaired:  report {shown(result.report_id)} was already in {shown(result.store)}; "
+            f"{n} missing file{'s' if n != 1 else ''} it needs {'were' if n != 1 else 'was'} "
+            "written"
+        )
     else:
         click.echo(
             f"Unchanged: report {shown(result.report_id)} is already in {shown(result.store)} "

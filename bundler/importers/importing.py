@@ -70,6 +70,14 @@ class ImportResult:
     files_written: int
     checks: list[tuple[str, str]] = field(default_factory=list)
 
+    @property
+    def outcome(self) -> str:
+        """``imported`` (the report was written), ``repaired`` (it was in the store, but
+        files it needs were missing and were written) or ``unchanged`` (nothing written)."""
+        if self.written:
+            return "imported"
+        return "repaired" if self.files_written else "unchanged"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": "evalbook.import_result.v1",
@@ -78,6 +86,7 @@ class ImportResult:
             "report_digest": self.report_digest,
             "result": self.result,
             "written": self.written,
+            "outcome": self.outcome,
             "files_written": self.files_written,
             "checks": [{"check_id": c, "status": s} for c, s in self.checks],
         }
