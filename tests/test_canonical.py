@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bundler.core import canonical
+from bundler.core.digitruns import has_long_digits
 from bundler.core.errors import CanonicalJSONError
 
 SOURCE = "store/reports/r1/body.json"
@@ -780,15 +781,15 @@ def test_long_digit_runs_found_as_the_regular_expression_finds_them() -> None:
             else:
                 parts.append(rng.randbytes(rng.randint(0, 8)))
         data = b"".join(parts)
-        assert canonical._has_long_digits(data) == (_LONG_DIGITS_RE.search(data) is not None)
+        assert has_long_digits(data) == (_LONG_DIGITS_RE.search(data) is not None)
 
 
 @pytest.mark.parametrize("width", [18, 19, 20, 40])
 def test_long_digit_runs_at_their_edge(width: int) -> None:
     for around in (b"", b"x", b"/", b":", b"\x00", b"\xb9"):
         data = around + b"7" * width + around
-        assert canonical._has_long_digits(data) is (width >= 19)
-    assert canonical._has_long_digits(b"1" * 18 + b"a" + b"1" * 18) is False
+        assert has_long_digits(data) is (width >= 19)
+    assert has_long_digits(b"1" * 18 + b"a" + b"1" * 18) is False
 
 
 def _nest(depth: int, inner: str) -> str:

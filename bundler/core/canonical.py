@@ -41,6 +41,7 @@ from typing import Any, NoReturn
 
 import orjson
 
+from bundler.core import digitruns
 from bundler.core.errors import CanonicalJSONError
 
 try:
@@ -82,44 +83,13 @@ _ESCAPES["\\"] = "\\\\"
 
 _ESCAPED_SURROGATE_RE = re.compile(r"\\u[dD][89a-fA-F]")
 _ESCAPED_COLON = (b"\\u003a", b"\\u003A")
-# Nineteen digits in a row: what an integer literal too large for orjson's integers
-# (2^64 and more, twenty digits) would contain. Found by mapping every ASCII digit to
-# "0" and every other byte to "x", then searching for nineteen "0"s: the same answer as
-# the regular expression [0-9]{19}, which tries every position and cost more than the
-# rest of a case line's parse.
-_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= i <= 0x39 else 0x78 for i in range(256))
-_NINETEEN_ZEROS = b"0" * 19
-
-
-def _has_long_digits(data: bytes) -> bool:
-    return _NINETEEN_ZEROS in data.translate(_DIGITS_AS_ZERO)
-
-
-# The same search for runs that can begin a number: an integer literal starts after a
-# sign, a bracket, a comma, a colon, whitespace or the start of the text, never after a
-# decimal point, so the digits of a fraction (0.0002125229948433116, as runners write
-# times) do not count.
-_DIGITS_AND_POINTS = bytes(
-    0x30 if 0x30 <= i <= 0x39 else (0x2E if i == 0x2E else 0x78) for i in range(256)
-)
-_LEADING_NINETEEN = b"x" + _NINETEEN_ZEROS
-
-
-def _has_long_integer_digits(data: bytes) -> bool:
-    return _LEADING_NINETEEN in b"x" + data.translate(_DIGITS_AND_POINTS)
-
-
-_LEADING_SIXTEEN = b"x" + b"0" * 16
 
 
 def check_readable(data: bytes, *, source: str) -> None:
-    """Raise CanonicalJSONError (naming ``source`` and the rule) when ``loads_canonical``
-    would refuse bytes that ``dumps`` wrote. The one such value is a float of magnitude
-    2^53 or more and below 1e21 (1e19, 9007199254740993.0): it is integral, and JCS
-    spells it as an integer literal, which is outside the safe range. Such a literal has
-    at least sixteen digits beginning a number, so only bytes holding such a run are read
-    back."""
-    if _LEADING_SIXTEEN in b"x" + data.translate(_DIGITS_AND_POINTS):
+    """Raise CanonicalJSONError (naming ``source``) when ``loads_canonical`` would refuse
+    what ``dumps`` wrote: a float of magnitude 2^53 to 1e21 (1e19), which JCS spells as an
+    integer past the safe range, so of sixteen digits or more (``digitruns``)."""
+    if digitruns.LEADING_SIXTEEN in b"x" + data.translate(digitruns.DIGITS_AND_POINTS):
         loads_canonical(data, source=source)
 
 
@@ -629,14 +599,10 @@ def _check_parsed(value: Any) -> None:
 
 
 def _no_duplicate_keys(data: bytes, value: Any, written: bytes | None = None) -> bool:
-    """True when orjson merged no duplicate keys while parsing ``data`` into ``value``;
-    ``written`` is ``value`` already re-serialised by orjson or ``_jcs``, if at hand.
-
-    Every object member in ``data`` carries one structural colon; every other colon in
-    ``data`` sits inside a string. Without ``\\u003a`` escapes each colon of a decoded
-    string is one raw colon, and orjson and JCS write colons raw, so re-serialising
-    ``value`` gives the same number of colons unless members were dropped.
-    """
+    """True when orjson merged no duplicate keys parsing ``data`` into ``value``
+    (``written``: ``value`` re-serialised by orjson or ``_jcs``, if at hand). A member has
+    one structural colon; other colons sit in strings, one raw colon each without
+    ``\\u003a`` escapes, and both writers write colons raw: equal counts, no member lost."""
     if _ESCAPED_COLON[0] in data or _ESCAPED_COLON[1] in data:
         return False
     if written is None:
@@ -645,14 +611,11 @@ def _no_duplicate_keys(data: bytes, value: Any, written: bytes | None = None) ->
 
 
 def _checked_natively(data: bytes, value: Any) -> bytes | None:
-    """``_check_parsed``'s checks in C, returning the JCS bytes of ``value``, or None when
-    the C writer is missing or the bytes hold a run of nineteen digits that could begin
-    a number (then only the walk tells an integer literal orjson read as a float from a
-    float literal). The writer refuses (Fallback) integers outside the safe range and
-    nesting deeper than MAX_DEPTH, as the walk does; without such a run every float of
-    magnitude 9.2e18 or more was written with an exponent, a float literal the
-    reference path reads alike."""
-    if _jcs is None or _has_long_integer_digits(data):
+    """``_check_parsed``'s checks in C, giving the JCS bytes of ``value``; None when the
+    writer is missing or 19 digits could begin a number (only the walk tells an integer
+    literal orjson read as a float from a float literal). Without such a run a float of
+    9.2e18 or more had an exponent, a float literal the reference path reads alike."""
+    if _jcs is None or digitruns.has_long_integer_digits(data):
         return None
     try:
         return _jcs.dumps(value)
@@ -731,7 +694,7 @@ def loads_canonical(data: bytes, *, source: str = "<input>", max_values: int | N
     # MAX_DEPTH, so bytes equal to their output need no walk of the parsed value for
     # those. The one case they cannot see, an integer literal of 2^64 or more that
     # orjson reads as a float, would be a run of at least 20 digits in the bytes.
-    walk = _has_long_digits(data)
+    walk = digitruns.has_long_digits(data)
     try:
         # Duplicate keys need no separate check here: bytes equal to JCS output of the
         # parsed value cannot hold duplicates.
