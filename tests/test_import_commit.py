@@ -354,16 +354,21 @@ def _victims(store: Path, what: str) -> list[Path]:
     return [v for w in ("blob", "task-file", "example") for v in _victims(store, w)]
 
 
+def _imported(tmp_path: Path) -> tuple[Path, list[str], str]:
+    """A store with the fixture imported once: the store, the import's arguments, the id."""
+    store = tmp_path / "store"
+    args = _import_args(store, tmp_path)
+    first = run_cli(*args, "--json")
+    assert first.returncode == 0, first.stderr
+    return store, args, json.loads(first.stdout)["report_id"]
+
+
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 @pytest.mark.parametrize("what", ["blob", "task-file", "example", "all-three"])
 def test_a_reimport_that_puts_back_missing_files_says_repaired(
     what: str, as_json: bool, tmp_path: Path
 ) -> None:
-    store = tmp_path / "store"
-    args = _import_args(store, tmp_path)
-    first = run_cli(*args, "--json")
-    assert first.returncode == 0, first.stderr
-    rid = json.loads(first.stdout)["report_id"]
+    store, args, rid = _imported(tmp_path)
     whole = files_of(store)
     victims = _victims(store, what)
     assert victims
@@ -403,11 +408,7 @@ def test_a_reimport_that_puts_back_missing_files_says_repaired(
 def test_a_report_directory_that_differs_is_refused_naming_what_differs(
     change: str, expected: str, tmp_path: Path
 ) -> None:
-    store = tmp_path / "store"
-    args = _import_args(store, tmp_path)
-    first = run_cli(*args, "--json")
-    assert first.returncode == 0, first.stderr
-    rid = json.loads(first.stdout)["report_id"]
+    store, args, rid = _imported(tmp_path)
     report = store / "reports" / rid
     case = report / "cases" / "match.accuracy.jsonl"
     if change in ("append-to-body", "two-changes"):
