@@ -28,6 +28,8 @@ ACCESS_KEY = "evalbook-test-access"
 # Distinctive, so a test can show it is never printed.
 SECRET_KEY = "sEcReT-" + secrets.token_hex(12) + "-never-print-me"
 READY_TIMEOUT_S = 30.0
+# Volumes are files created on demand (not preallocated), so a high limit costs nothing.
+MAX_VOLUMES = 20000
 STOP_GRACE_S = 5.0
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux
 
@@ -140,6 +142,10 @@ class Server:
             "-s3.port.lance=0",
             # A missing bucket must be an error, not created on first write.
             "-s3.autoCreateBucket=false",
+            # Every bucket is a collection with volumes of its own, and the tests make a
+            # bucket each: left to itself weed sizes its volume limit from free disk space
+            # (79 on one machine), and the 80th bucket's writes fail with InternalError.
+            f"-volume.max={MAX_VOLUMES}",
         ]
         args += [f"-{flag}={port}" for flag, port in self.ports.items()]
         # Unix sockets beside the data rather than in /tmp, where path length allows.
