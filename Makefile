@@ -31,7 +31,7 @@ $(JS_STAMP): js/package.json js/package-lock.json
 	npm ci --prefix js --no-audit --no-fund --silent
 
 test: $(STAMP) $(AXE) $(JS_STAMP)
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 2 --durations=30
 	node --test js/test/
 
 # The offline verifier page, rebuilt byte for byte from js/src (committed as js/dist/).

@@ -521,6 +521,17 @@ def _edit_scorer_past_the_task_cap(eb: repack.EditableBag) -> str:
     return f"{base}/files"
 
 
+def _edit_scorer_subdirectory(eb: repack.EditableBag) -> str:
+    """A scorer file in a subdirectory (an import writes task files side by side), listed
+    in its descriptor and resealed, so the bundle verifies."""
+    base = eb.bundle["scorers"][0]["path"]
+    eb.files[f"{base}/files/sub/task.py"] = b"print('x')\n"
+    eb.edit_json(
+        f"{base}/scorer.json", lambda d: d.update(files=sorted([*d["files"], "sub/task.py"]))
+    )
+    return f"{base}/files"
+
+
 EDITS: dict[str, Callable[[repack.EditableBag], str]] = {
     "report body": lambda eb: _edit_json(eb, "data/report/body.json", project="forged"),
     "envelope": lambda eb: _edit_json(
@@ -532,6 +543,7 @@ EDITS: dict[str, Callable[[repack.EditableBag], str]] = {
     ),
     "scorer file": _edit_scorer_file,
     "scorer files past the task cap": _edit_scorer_past_the_task_cap,
+    "scorer file in a subdirectory": _edit_scorer_subdirectory,
     "example": _edit_example,
     "check result": lambda eb: _edit_json(eb, _first(eb, "data/checks/"), score=0.123),
     "cases": _edit_case_score,
@@ -568,6 +580,33 @@ def test_check_of_an_unreadable_bundle_exits_3(tmp_path: Path) -> None:
     done = run_cli("import-inspect", "--check", str(bad))
     assert done.returncode == 3 and done.stderr.count(b"\n") == 1
     assert os.listdir(tmp_path) == ["bad.tar.zst"]
+
+
+@pytest.mark.parametrize("name", ["inspect", "lm-eval"])
+def test_check_of_an_extracted_bag_directory_compares_alike(
+    imported: dict[str, Any], name: str, tmp_path: Path
+) -> None:
+    """A bag directory is extracted (and verified) first, then read as the archive is."""
+    bag = tmp_path / "bag"
+    assert run_cli("extract", str(imported[f"{name}/alice"]), str(bag)).returncode == 0
+    top = next(bag.iterdir())
+    runner = Runner.INSPECT if name == "inspect" else Runner.LM_EVAL
+    from_archive = recheck_bundle(str(imported[f"{name}/alice"]), runner)
+    from_directory = recheck_bundle(str(top), runner)
+    assert from_archive.exit_code == from_directory.exit_code == 0
+    assert from_archive.compared == from_directory.compared > 10
+
+
+def test_check_reads_only_the_bytes_it_verified(imported: dict[str, Any]) -> None:
+    """Every read of the archive after the verifier's is hashed whole and held to the
+    digest the verifier read: other bytes at the path (a file replaced meanwhile) are
+    refused, nothing compared."""
+    from bundler.importers import recheck
+
+    path = str(imported["inspect/alice"])
+    held = recheck._Held(path, path, "0" * 64)
+    with pytest.raises(InputError, match="changed while it was checked"):
+        held.read_small()
 
 
 # ------------------------------------------- claims 10 and 11 on run files (SPEC 16)

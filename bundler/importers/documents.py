@@ -33,9 +33,10 @@ from bundler.evalbook.derive import derive_check, derive_report
 from bundler.evalbook.scorers import scorer_file_order, scorer_version_digest
 from bundler.evalbook.verdicts import DerivedCheck
 from bundler.importers.decision import Decision, no_threshold
+from bundler.importers.digestwriter import Stager
 from bundler.importers.lmgroups import rederive_groups
 from bundler.importers.model import ImportedCheck, ImportedFile, ImportedRun, to_identifier
-from bundler.importers.storewriter import PayloadRef, StoreWriter
+from bundler.importers.storewriter import PayloadRef
 
 ASSURANCE = "reported"
 NO_DECISION = "no decision rule given"
@@ -111,7 +112,7 @@ def _case_id(check_id: str, example_id: str, repeat: int) -> str:
 
 def build_documents(
     run: ImportedRun,
-    writer: StoreWriter,
+    writer: Stager,
     *,
     task_files: list[TaskFile],
     decision: Decision | None,
@@ -322,7 +323,7 @@ def _runner_value_problem(
 
 def _build_checks(
     run: ImportedRun,
-    writer: StoreWriter,
+    writer: Stager,
     datasets: dict[str, tuple[str, str, list[str]]],
     scorers: dict[str, dict[str, Any]],
     file_refs: list[PayloadRef],

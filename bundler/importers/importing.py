@@ -10,7 +10,8 @@ so.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -21,8 +22,9 @@ from bundler.core import canonical
 from bundler.core.errors import InputError, StoreError, UsageError
 from bundler.evalbook.contract import EXPORT, READ_BODY
 from bundler.evalbook.store import check_relative_path
-from bundler.importers.decision import check_known, read_decision
-from bundler.importers.documents import TaskFile, build_documents
+from bundler.importers.decision import Decision, check_known, read_decision
+from bundler.importers.digestwriter import DigestWriter, Given
+from bundler.importers.documents import BuiltReport, TaskFile, build_documents
 from bundler.importers.exportable import check_exportable
 from bundler.importers.model import ImportedFile, Role, is_identifier
 from bundler.importers.runfile import RunFile, open_run_file
@@ -157,17 +159,7 @@ def _read_task_files(paths: tuple[Path, ...]) -> list[TaskFile]:
     return sorted(out, key=lambda t: t.name.encode("utf-8"))
 
 
-def import_run(config: ImportConfig, progress: Callable[[int], None] | None = None) -> ImportResult:
-    """Import one run into ``config.store``; return what was written.
-
-    Raises UsageError (exit 2) for a missing principal when the store must be created,
-    InputError (exit 3) for any file that cannot be read or mapped, a decision naming an
-    unknown check, or a store that already holds other bytes at an id this import gives.
-    Nothing is written to the store unless the whole report is.
-    """
-    principal = config.principal
-    if principal is not None and _PRINCIPAL.match(principal) is None:
-        raise UsageError(f"--principal {principal!r}: not an identifier (SPEC 3)")
+def _check_counts(config: ImportConfig) -> None:
     if config.report_id is not None and not is_identifier(config.report_id):
         raise UsageError(
             f"--report-id {config.report_id!r}: not an identifier (SPEC 3: a letter or digit, "
@@ -183,12 +175,22 @@ def import_run(config: ImportConfig, progress: Callable[[int], None] | None = No
             f"--dataset: {len(config.dataset_files)} files given; at most {MAX_DATASET_FILES} "
             "(each is held open while the run is imported)"
         )
-    store_exists = config.store.exists()
-    if not store_exists and principal is None:
-        raise UsageError(
-            f"{config.store}: the store does not exist, and creating one needs --principal "
-            "(or EVALBOOK_PRINCIPAL), the principal its access.json grants"
-        )
+
+
+@dataclass
+class _Opened:
+    """The given files of one import, read or held open until it ends."""
+
+    files: list[RunFile]  # the run files, then the dataset files
+    dataset_files: list[ImportedFile]
+    task_files: list[TaskFile]
+    decision: Decision | None
+
+
+@contextmanager
+def _opened(config: ImportConfig) -> Iterator[_Opened]:
+    """Every given file opened safely (run files and dataset files held open, so that
+    none can change under the import), the task files and the decision read."""
     if config.decision is not None:
         _base_name(config.decision, "decision file")
     decision = read_decision(config.decision) if config.decision is not None else None
@@ -216,41 +218,91 @@ def import_run(config: ImportConfig, progress: Callable[[int], None] | None = No
             f = open_run_file(path, role="--dataset file")
             opened.append(f)
             dataset_files.append(ImportedFile(Role.DATASET, name, f.sha256, f.size, str(path)))
-        with StoreWriter(config.store) as writer:
-            if config.runner is Runner.INSPECT:
-                from bundler.importers.inspect_log import read_inspect_log
-
-                run = read_inspect_log(
-                    opened[0], writer, dataset_files=dataset_files, progress=progress
-                )
-            else:
-                from bundler.importers.lmeval import read_lm_eval_run
-
-                run = read_lm_eval_run(opened[0], opened[1 : len(config.run_files)], writer)
-                run.files.extend(dataset_files)
-            names = {f.name for f in run.files}
-            if decision is not None and config.decision is not None:
-                name = _base_name(config.decision, "decision file")
-                if name in names:
-                    raise InputError(f"{config.decision}: a second file named {name!r}")
-                run.files.append(
-                    ImportedFile(
-                        Role.DECISION, name, decision.digest, decision.size, str(config.decision)
-                    )
-                )
-            check_known(decision, {c.check_id: c.repeats for c in run.checks})
-            built = build_documents(
-                run, writer, task_files=task_files, decision=decision, report_id=config.report_id
-            )
-            # Before anything moves: what the report's export would refuse, refused here.
-            check_exportable(writer.staged_files(), built.report_id, opened[0].name)
-            access = None
-            if principal is not None:
-                access = canonical.dumps({"principals": {principal: sorted([EXPORT, READ_BODY])}})
-            committed = writer.commit(f"reports/{built.report_id}", access)
+        yield _Opened(opened, dataset_files, task_files, decision)
     finally:
         for f in opened:
             f.close()
+
+
+def _read_and_build(
+    config: ImportConfig,
+    opened: _Opened,
+    writer: StoreWriter | DigestWriter,
+    progress: Callable[[int], None] | None = None,
+) -> BuiltReport:
+    """Read the run with its runner's reader and build the report's documents, each
+    staged with ``writer``."""
+    files = opened.files
+    if config.runner is Runner.INSPECT:
+        from bundler.importers.inspect_log import read_inspect_log
+
+        run = read_inspect_log(
+            files[0], writer, dataset_files=opened.dataset_files, progress=progress
+        )
+    else:
+        from bundler.importers.lmeval import read_lm_eval_run
+
+        run = read_lm_eval_run(files[0], files[1 : len(config.run_files)], writer)
+        run.files.extend(opened.dataset_files)
+    decision = opened.decision
+    names = {f.name for f in run.files}
+    if decision is not None and config.decision is not None:
+        name = _base_name(config.decision, "decision file")
+        if name in names:
+            raise InputError(f"{config.decision}: a second file named {name!r}")
+        run.files.append(
+            ImportedFile(Role.DECISION, name, decision.digest, decision.size, str(config.decision))
+        )
+    check_known(decision, {c.check_id: c.repeats for c in run.checks})
+    return build_documents(
+        run, writer, task_files=opened.task_files, decision=decision, report_id=config.report_id
+    )
+
+
+def rederive_run(config: ImportConfig, keep: frozenset[str] = frozenset()) -> Rederived:
+    """What importing the run of ``config`` gives, document by document, as digests,
+    with nothing written (``--check``); ``keep``: store paths whose bytes are held too.
+    Raises as ``import_run`` does for what the run's files cannot give."""
+    _check_counts(config)
+    with _opened(config) as opened:
+        writer = DigestWriter(keep)
+        built = _read_and_build(config, opened, writer)
+    return Rederived(built.report_id, writer.documents, writer.kept)
+
+
+@dataclass(frozen=True)
+class Rederived:
+    report_id: str
+    documents: dict[str, Given]  # store path -> what the run gives there
+    kept: dict[str, bytes]
+
+
+def import_run(config: ImportConfig, progress: Callable[[int], None] | None = None) -> ImportResult:
+    """Import one run into ``config.store``; return what was written.
+
+    Raises UsageError (exit 2) for a missing principal when the store must be created,
+    InputError (exit 3) for any file that cannot be read or mapped, a decision naming an
+    unknown check, or a store that already holds other bytes at an id this import gives.
+    Nothing is written to the store unless the whole report is.
+    """
+    principal = config.principal
+    if principal is not None and _PRINCIPAL.match(principal) is None:
+        raise UsageError(f"--principal {principal!r}: not an identifier (SPEC 3)")
+    _check_counts(config)
+    store_exists = config.store.exists()
+    if not store_exists and principal is None:
+        raise UsageError(
+            f"{config.store}: the store does not exist, and creating one needs --principal "
+            "(or EVALBOOK_PRINCIPAL), the principal its access.json grants"
+        )
+    with _opened(config) as opened, StoreWriter(config.store) as writer:
+        built = _read_and_build(config, opened, writer, progress)
+        # Before anything moves: what the report's export would refuse, refused here.
+        check_exportable(writer.staged_files(), built.report_id, opened.files[0].name)
+        access = None
+        if principal is not None:
+            access = canonical.dumps({"principals": {principal: sorted([EXPORT, READ_BODY])}})
+        committed = writer.commit(f"reports/{built.report_id}", access)
     return ImportResult(
         store=str(config.store),
         report_id=built.report_id,

@@ -25,6 +25,7 @@ from typing import Any
 
 from bundler.core import canonical
 from bundler.core.errors import CanonicalJSONError, InputError
+from bundler.importers.digestwriter import Stager
 from bundler.importers.model import (
     CaseStatus,
     ImportedCase,
@@ -41,7 +42,6 @@ from bundler.importers.model import (
     unique_joined_identifiers,
 )
 from bundler.importers.runfile import RunFile
-from bundler.importers.storewriter import StoreWriter
 from bundler.importers.ziplog import ZipLog
 
 LOG_VERSIONS = frozenset({2})
@@ -108,7 +108,7 @@ def _completed_at(stats: dict[str, Any], where: str) -> str:
 
 def read_inspect_log(
     log_file: RunFile,
-    writer: StoreWriter,
+    writer: Stager,
     *,
     dataset_files: list[ImportedFile],
     progress: Callable[[int], None] | None = None,

@@ -31,6 +31,7 @@ from typing import Any
 from bundler.core import canonical
 from bundler.core.errors import CanonicalJSONError, InputError
 from bundler.evalbook.group_rule import member_check_id
+from bundler.importers.digestwriter import Stager
 from bundler.importers.lmgroups import group_names, read_groups
 from bundler.importers.model import (
     CaseStatus,
@@ -48,7 +49,6 @@ from bundler.importers.model import (
     unique_joined_identifiers,
 )
 from bundler.importers.runfile import RunFile
-from bundler.importers.storewriter import StoreWriter
 
 MAX_RESULTS_BYTES = 32 * 1024 * 1024
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -108,7 +108,7 @@ def _issued_at(date: Any, total: Any, where: str) -> str:
 def read_lm_eval_run(
     results_file: RunFile,
     samples_files: list[RunFile],
-    writer: StoreWriter,
+    writer: Stager,
 ) -> ImportedRun:
     """The run the files record; payloads and example bodies staged in ``writer``.
 
@@ -246,7 +246,7 @@ _DESCRIPTIVE_KEYS = frozenset({"alias", "name", "sample_len", "sample_count"})
 
 
 def _read_task(
-    task: str, results: dict[str, Any], f: RunFile, writer: StoreWriter, where: str
+    task: str, results: dict[str, Any], f: RunFile, writer: Stager, where: str
 ) -> tuple[list[ImportedCheck], ImportedDataset]:
     values = results["results"].get(task)
     if not isinstance(values, dict):

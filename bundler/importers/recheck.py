@@ -1,36 +1,47 @@
 """``import-inspect --check BUNDLE`` / ``import-lm-eval --check BUNDLE`` (SPEC 16).
 
 An auditor checks the importer without trusting whoever ran it: the bundle is verified
-while it is extracted to a temporary directory, the run files it carries (named by the
-report's subject) are imported again, with the task files its scorer versions hold and
-the report id it names, into a temporary store, and every document of the bundle is
-compared byte for byte with the document the run gives. Each one that differs, or that
-one side has and the other lacks, is named. A bundle whose run files are redacted or
-unavailable cannot be re-derived, and the result says so.
+(by the verifier, in a process of its own, so that its memory is returned before the
+re-import takes its own), the run files it carries (named by the report's subject) and
+the task files its first scorer version holds are taken out of it, and the run is
+imported again with the report id it names, with nothing written (``rederive_run``):
+every document the run gives, as a digest. Each file of the bundle's verified payload
+manifest is compared with the document the run gives at the same place; each one that
+differs, or that one side has and the other lacks, is named. A bundle whose run files
+are redacted or unavailable cannot be re-derived, and the result says so.
+
+An archive file is read where it lies: verified, then read twice more (what is small
+and the case files' line counts; then the run and task files), each read hashed whole
+and held to the digest the verifier gave, so the bytes compared are the bytes verified.
+A bag directory or an ``s3://`` URL is first extracted (and verified) into the
+temporary directory, and read from there.
 """
 
 from __future__ import annotations
 
-import filecmp
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bundler.archive.bag import parse_manifest
+from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES, open_members
+from bundler.archive.reader import ArchiveTap, Member
 from bundler.core import canonical
 from bundler.core.digests import is_digest
-from bundler.core.errors import InputError
+from bundler.core.errors import BundlerError, InputError
 from bundler.importers.importing import (
     MAX_TASK_FILES,
     ImportConfig,
+    Rederived,
     Runner,
-    import_run,
     is_file_name,
+    rederive_run,
 )
 from bundler.importers.model import Producer, Role
 
@@ -92,33 +103,115 @@ def recheck_bundle(bundle: str, runner: Runner) -> RecheckResult:
     further.
     """
     with tempfile.TemporaryDirectory(prefix="evalbook-check-") as tmp:
-        bag = Path(tmp) / "bag"
-        # Extracted (and verified) by the extract command in its own process: the
-        # verifier's memory is returned before the import takes its own (SPEC 5).
+        work = Path(tmp)
+        in_place = not bundle.startswith("s3://") and Path(bundle).is_file()
+        command = ["verify", bundle] if in_place else ["extract", bundle, str(work / "bag")]
         done = subprocess.run(
-            [sys.executable, "-m", "bundler", "extract", bundle, str(bag), "--json", "-q"],
+            [sys.executable, "-m", "bundler", *command, "--json", "-q"],
             capture_output=True,
             check=False,
         )
         if done.returncode == 1:
             record = json.loads(done.stdout.splitlines()[-1])
             failed = record.get("counts", {}).get("failed")
-            return RecheckResult(
-                bundle,
-                None,
-                0,
-                [
-                    Difference(
-                        "data/bundle.json", f"the bundle does not verify ({failed} failed claims)"
-                    )
-                ],
-            )
+            problem = f"the bundle does not verify ({failed} failed claims)"
+            return RecheckResult(bundle, None, 0, [Difference("data/bundle.json", problem)])
         if done.returncode != 0:
             message = done.stderr.decode("utf-8", "replace").strip().splitlines()
             why = message[-1].removeprefix("evalbook-bundle: error: ") if message else "unreadable"
             raise InputError(f"{bundle}: cannot be read as a bundle ({why})")
-        top = next(bag.iterdir())
-        return _compare(bundle, top, runner, Path(tmp))
+        if in_place:
+            archive = json.loads(done.stdout.splitlines()[-1])["archive"]
+            held = _Held(bundle, bundle, archive["sha256"] if archive else None)
+        else:
+            held = _Held(bundle, str(next((work / "bag").iterdir())), None)
+        try:
+            return _compare(held, runner, work)
+        except BundlerError as exc:
+            if isinstance(exc, InputError):
+                raise
+            raise InputError(f"{bundle}: cannot be read as a bundle ({exc.message})") from None
+
+
+class _Held:
+    """What the verified bundle holds, read from the archive (or extracted bag) at
+    ``location``: every read is hashed whole and must give ``sha256``, the digest the
+    verifier read."""
+
+    def __init__(self, bundle: str, location: str, sha256: str | None) -> None:
+        self.bundle = bundle
+        self.location = location
+        self.sha256 = sha256
+        self.documents: dict[str, bytes] = {}  # the few read whole
+        self.case_lines: dict[str, int] = {}  # data/cases/<check>.jsonl -> its lines
+        self.digests: dict[str, str] = {}  # the payload manifest: path -> SHA-256 (hex)
+
+    def members(self) -> Iterator[tuple[str, Iterator[bytes]]]:
+        """(path below the bag's top directory, content) of every file."""
+        tap = ArchiveTap() if self.sha256 is not None else None
+        member: Member
+        for member, content in open_members(self.location, tap=tap):
+            if not member.is_dir:
+                yield member.path.partition("/")[2], content
+        if tap is not None and tap.sha256 != self.sha256:
+            raise InputError(
+                f"{self.bundle}: changed while it was checked (its bytes no longer hash to "
+                f"the digest verified, sha256:{self.sha256}); nothing compared"
+            )
+
+    def read_small(self) -> None:
+        """bundle.json, the report body and the payload manifest whole; the case files'
+        line counts."""
+        wanted = ("data/bundle.json", "data/report/body.json", "manifest-sha256.txt")
+        for rel, content in self.members():
+            if rel in wanted:
+                self.documents[rel] = _whole(content, rel)
+            elif rel.startswith("data/cases/"):
+                self.case_lines[rel] = sum(chunk.count(b"\n") for chunk in content)
+            else:
+                for _ in content:
+                    pass
+        for rel in wanted:
+            if rel not in self.documents:
+                raise InputError(f"{self.bundle}: {rel}: missing")
+
+    def take_out(self, wanted: dict[str, list[Path]], scorer_files: str, tasks: Path) -> int:
+        """Write each file at a ``wanted`` path to its targets, and each file directly
+        under ``scorer_files`` into ``tasks``; return how many such files there are (the
+        writing stops past MAX_TASK_FILES, or at one in a subdirectory, -1)."""
+        count = 0
+        for rel, content in self.members():
+            targets = wanted.get(rel, [])
+            if rel.startswith(scorer_files):
+                name = rel.removeprefix(scorer_files)
+                if not is_file_name(name):
+                    count = -1
+                elif count >= 0:
+                    count += 1
+                    if count <= MAX_TASK_FILES:
+                        targets = [*targets, tasks / name]
+            _write(content, targets)
+        return count
+
+
+def _whole(content: Iterator[bytes], rel: str) -> bytes:
+    data = bytearray()
+    for chunk in content:
+        data += chunk
+        if len(data) > MAX_DOCUMENT_BYTES:
+            raise InputError(f"{rel}: over {MAX_DOCUMENT_BYTES} bytes")
+    return bytes(data)
+
+
+def _write(content: Iterator[bytes], targets: list[Path]) -> None:
+    files = [open(t, "xb") for t in targets]  # noqa: SIM115 - closed below
+    try:
+        for chunk in content:
+            for f in files:
+                f.write(chunk)
+    finally:
+        for f in files:
+            f.close()
 
 
 def _small(bundle: dict[str, Any]) -> dict[str, Any]:
@@ -133,25 +226,19 @@ def _small(bundle: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _load(path: Path) -> Any:
-    return canonical.loads(path.read_bytes(), source=str(path), max_values=canonical.MAX_VALUES)
+def _load(data: bytes, source: str) -> Any:
+    return canonical.loads(data, source=source, max_values=canonical.MAX_VALUES)
 
 
-def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult:
-    manifest = _small(_load(top / "data/bundle.json"))
-    body = _load(top / "data/report/body.json")
-    report_id = body["report_id"]
-    if body.get("producer") != PRODUCER[runner].value:
-        raise InputError(
-            f"{bundle}: its report's producer is {body.get('producer')!r}, not "
-            f"{PRODUCER[runner].value!r}: not an import this command can check"
-        )
-    subject = body.get("subject")
-    files = subject.get("files") if isinstance(subject, dict) else None
-    if not isinstance(files, list):
-        raise InputError(f"{bundle}: the report's subject names no run files")
-    run_dir = tmp / "run"
+def _run_files(
+    held: _Held, manifest: dict[str, Any], files: Any, work: Path
+) -> tuple[dict[str, list[Path]], dict[str, list[Path]]] | str:
+    """Where each run file the subject names is written (bundle path -> targets) and the
+    targets by role; or why the run cannot be re-derived."""
+    bundle = held.bundle
+    run_dir = work / "run"
     run_dir.mkdir()
+    wanted: dict[str, list[Path]] = {}
     paths: dict[str, list[Path]] = {}
     for i, entry in enumerate(files):
         digest = entry.get("digest") if isinstance(entry, dict) else None
@@ -170,105 +257,136 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
                 "character); cannot re-derive"
             )
         assert isinstance(digest, str)
-        source = top / "data/blobs/sha256" / digest.removeprefix("sha256:")
-        if not source.is_file():
+        source = "data/blobs/sha256/" + digest.removeprefix("sha256:")
+        if source not in held.digests:
             listed = [
                 e["reason"]
                 for e in manifest["redacted"] + manifest["unavailable"]
                 if e.get("digest") == digest
             ]
             why = f" ({listed[0]})" if listed else ""
-            return RecheckResult(
-                bundle,
-                report_id,
-                0,
-                not_rederivable=f"run file {name} is not in the bundle{why}: the run cannot be "
-                "re-derived",
-            )
+            return f"run file {name} is not in the bundle{why}: the run cannot be re-derived"
         target = run_dir / name
-        shutil.copyfile(source, target)
+        if target in (t for ts in wanted.values() for t in ts):
+            raise InputError(
+                f"{bundle}: data/report/body.json: subject.files[{i}].name {name!r}: named "
+                "twice; cannot re-derive"
+            )
+        wanted.setdefault(source, []).append(target)
         paths.setdefault(str(entry.get("role")), []).append(target)
-    tasks: list[Path] = []
+    return wanted, paths
+
+
+def _compare(held: _Held, runner: Runner, work: Path) -> RecheckResult:
+    bundle = held.bundle
+    held.read_small()
+    manifest = _small(_load(held.documents["data/bundle.json"], "data/bundle.json"))
+    body = _load(held.documents["data/report/body.json"], "data/report/body.json")
+    held.digests = parse_manifest(
+        held.documents["manifest-sha256.txt"], source="manifest-sha256.txt"
+    )
+    report_id = body["report_id"]
+    if body.get("producer") != PRODUCER[runner].value:
+        raise InputError(
+            f"{bundle}: its report's producer is {body.get('producer')!r}, not "
+            f"{PRODUCER[runner].value!r}: not an import this command can check"
+        )
+    subject = body.get("subject")
+    files = subject.get("files") if isinstance(subject, dict) else None
+    if not isinstance(files, list):
+        raise InputError(f"{bundle}: the report's subject names no run files")
+    found = _run_files(held, manifest, files, work)
+    if isinstance(found, str):
+        return RecheckResult(bundle, report_id, 0, not_rederivable=found)
+    wanted, paths = found
+    task_dir = work / "tasks"
+    task_dir.mkdir()
+    scorer_files = ""
     for scorer in manifest["scorers"][:1]:
-        files_dir = top / scorer["path"] / "files"
-        if files_dir.is_dir():
-            task_dir = tmp / "tasks"
-            task_dir.mkdir()
-            names = sorted(f.name for f in files_dir.iterdir())
-            if len(names) > MAX_TASK_FILES:
-                # No import writes a scorer of more files: the bundle is not what one gives.
-                where = f"{scorer['path']}/files"
-                problem = (
-                    f"holds {len(names)} files; an import takes at most {MAX_TASK_FILES} "
-                    "task files, so no run gives this scorer"
-                )
-                return RecheckResult(bundle, report_id, 1, [Difference(where, problem)])
-            for name in names:
-                shutil.copyfile(files_dir / name, task_dir / name)
-                tasks.append(task_dir / name)
+        scorer_files = scorer["path"] + "/files/"
+    count = held.take_out(wanted, scorer_files or "\0", task_dir)
+    if count > MAX_TASK_FILES or count < 0:
+        # No import writes a scorer of more files, or of a subdirectory: the bundle is
+        # not what a run gives.
+        problem = (
+            f"holds {count} files; an import takes at most {MAX_TASK_FILES} task files, so no "
+            "run gives this scorer"
+            if count > 0
+            else "holds a file in a subdirectory; an import writes task files side by side, "
+            "so no run gives this scorer"
+        )
+        return RecheckResult(bundle, report_id, 1, [Difference(scorer_files.rstrip("/"), problem)])
+    tasks = tuple(sorted(task_dir.iterdir()))
     if runner is Runner.INSPECT:
         run_files = tuple(paths.get(Role.LOG.value, []))
     else:
         run_files = tuple(
             paths.get(Role.RESULTS.value, []) + sorted(paths.get(Role.SAMPLES.value, []))
         )
-    decision = paths.get(Role.DECISION.value, [None])[0]
-    store = tmp / "store"
-    import_run(
-        ImportConfig(
-            runner,
-            run_files,
-            store,
-            task_files=tuple(tasks),
-            dataset_files=tuple(paths.get(Role.DATASET.value, [])),
-            decision=decision,
-            report_id=report_id,
-            principal="check",
-        )
-    )
     limited = {e["ref"] for e in manifest["unavailable"] if e.get("reason") == "case_limit"}
     cut = {
         c["cases"]["path"]: c["cases"]["total"]
         for c in manifest["checks"]
         if c["check_id"] in limited and c["cases"]["path"] is not None
     }
-    differences: list[Difference] = []
-    compared = 0
-    in_bundle = sorted(
-        p.relative_to(top).as_posix()
-        for p in (top / "data").rglob("*")
-        if p.is_file() and p.relative_to(top).as_posix() != "data/bundle.json"
+    keep = frozenset(s for path in cut for s in _store_path(path, report_id))
+    given = rederive_run(
+        ImportConfig(
+            runner,
+            run_files,
+            work / "store",
+            task_files=tasks,
+            dataset_files=tuple(paths.get(Role.DATASET.value, [])),
+            decision=paths.get(Role.DECISION.value, [None])[0],
+            report_id=report_id,
+        ),
+        keep,
     )
+    return RecheckResult(bundle, report_id, *_differences(held, given, manifest, cut))
+
+
+def _differences(
+    held: _Held, given: Rederived, manifest: dict[str, Any], cut: dict[str, int]
+) -> tuple[int, list[Difference]]:
+    """How many documents were compared, and each that differs."""
+    differences: list[Difference] = []
+    in_bundle = sorted(p for p in held.digests if p != "data/bundle.json")
     for path in in_bundle:
-        compared += 1
-        candidates = [store / rel for rel in _store_path(path, report_id)]
-        found = next((c for c in candidates if c.is_file()), None)
+        candidates = _store_path(path, given.report_id)
+        found = next((c for c in candidates if c in given.documents), None)
         if found is None:
             differences.append(Difference(path, "the run gives no such document"))
             continue
-        if not path.startswith("data/cases/"):
-            # Compared in chunks: a run file may be far larger than any document.
-            if not filecmp.cmp(found, top / path, shallow=False):
-                differences.append(Difference(path, _describe(found, top / path)))
-            continue
-        held = (top / path).read_bytes()
-        given = found.read_bytes()
+        theirs = given.documents[found].sha256
+        ours = held.digests[path]
         if path in cut:
             # Export cut this check's cases at 20,000 (listed case_limit): the bundle
             # holds the first lines, and the run must give as many as the bundle counts.
             total = cut[path]
-            lines = given.count(b"\n")
+            data = given.kept[found]
+            lines = data.count(b"\n")
             if lines != total:
                 differences.append(
                     Difference(path, f"the run gives {lines} cases, the bundle counts {total}")
                 )
                 continue
-            given = b"".join(line + b"\n" for line in given.split(b"\n")[: held.count(b"\n")])
-        if given != held:
-            differences.append(Difference(path, _describe(found, top / path)))
+            first = b"".join(
+                line + b"\n" for line in data.split(b"\n")[: held.case_lines.get(path, 0)]
+            )
+            theirs = hashlib.sha256(first).hexdigest()
+        if theirs != ours:
+            differences.append(
+                Difference(
+                    path,
+                    f"differs from what the run gives (the run gives sha256:{theirs}, "
+                    f"the bundle holds sha256:{ours})",
+                )
+            )
+    checks = f"reports/{given.report_id}/checks/"
     expected = {
-        f"data/checks/{p.stem}.json"
-        for p in (store / "reports" / report_id / "checks").glob("*.json")
+        "data/checks/" + p.removeprefix(checks)
+        for p in given.documents
+        if p.startswith(checks) and p.endswith(".json") and "/" not in p.removeprefix(checks)
     }
     for path in sorted(expected - set(in_bundle)):
         if not any(
@@ -276,19 +394,4 @@ def _compare(bundle: str, top: Path, runner: Runner, tmp: Path) -> RecheckResult
             for c in manifest["checks"]
         ):
             differences.append(Difference(path, "the run gives this document; the bundle lacks it"))
-    return RecheckResult(bundle, report_id, compared, differences)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1024 * 1024):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()
-
-
-def _describe(given: Path, held: Path) -> str:
-    return (
-        f"differs from what the run gives (the run gives {_sha256(given)}, "
-        f"the bundle holds {_sha256(held)})"
-    )
+    return len(in_bundle), differences
