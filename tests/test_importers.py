@@ -597,7 +597,7 @@ def test_check_of_an_extracted_bag_directory_compares_alike(
     assert from_archive.compared == from_directory.compared > 10
 
 
-def test_check_reads_only_the_bytes_it_verified(imported: dict[str, Any]) -> None:
+def test_check_reads_only_the_bytes_it_verified(imported: dict[str, Any], tmp_path: Path) -> None:
     """Every read of the archive after the verifier's is hashed whole and held to the
     digest the verifier read: other bytes at the path (a file replaced meanwhile) are
     refused, nothing compared."""
@@ -606,7 +606,7 @@ def test_check_reads_only_the_bytes_it_verified(imported: dict[str, Any]) -> Non
     path = str(imported["inspect/alice"])
     held = recheck._Held(path, path, "0" * 64)
     with pytest.raises(InputError, match="changed while it was checked"):
-        held.read_small()
+        held.read(tmp_path, lambda data: {})
 
 
 # ------------------------------------------- claims 10 and 11 on run files (SPEC 16)

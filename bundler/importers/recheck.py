@@ -24,7 +24,7 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,6 +133,10 @@ def recheck_bundle(bundle: str, runner: Runner) -> RecheckResult:
             raise InputError(f"{bundle}: cannot be read as a bundle ({exc.message})") from None
 
 
+_BODY = "data/report/body.json"
+_SMALL = ("data/bundle.json", _BODY, "manifest-sha256.txt")
+
+
 class _Held:
     """What the verified bundle holds, read from the archive (or extracted bag) at
     ``location``: every read is hashed whole and must give ``sha256``, the digest the
@@ -142,9 +146,14 @@ class _Held:
         self.bundle = bundle
         self.location = location
         self.sha256 = sha256
-        self.documents: dict[str, bytes] = {}  # the few read whole
+        self.documents: dict[str, bytes] = {}  # the few read whole (_SMALL)
         self.case_lines: dict[str, int] = {}  # data/cases/<check>.jsonl -> its lines
         self.digests: dict[str, str] = {}  # the payload manifest: path -> SHA-256 (hex)
+        # data/scorers/<id>/<version> -> where its task files were written, and how many
+        # it holds (-1: one in a subdirectory, which no import writes)
+        self.task_dirs: dict[str, Path] = {}
+        self.task_counts: dict[str, int] = {}
+        self.taken: set[str] = set()  # the run files written
 
     def members(self) -> Iterator[tuple[str, Iterator[bytes]]]:
         """(path below the bag's top directory, content) of every file."""
@@ -159,39 +168,62 @@ class _Held:
                 f"the digest verified, sha256:{self.sha256}); nothing compared"
             )
 
-    def read_small(self) -> None:
-        """bundle.json, the report body and the payload manifest whole; the case files'
-        line counts."""
-        wanted = ("data/bundle.json", "data/report/body.json", "manifest-sha256.txt")
+    def read(self, work: Path, run_files_of: Callable[[bytes], dict[str, list[Path]]]) -> None:
+        """One read of every file: bundle.json, the report body and the payload manifest
+        whole; the case files' line counts; every scorer version's task files written
+        under ``work``; and, once the body has named them (``run_files_of``), the run
+        files written where it says. The exporter writes the body first; a run file
+        that came before it is taken out by a second read (``take_out``)."""
+        run_files: dict[str, list[Path]] = {}
         for rel, content in self.members():
-            if rel in wanted:
+            targets: list[Path] = []
+            if rel in _SMALL:
                 self.documents[rel] = _whole(content, rel)
-            elif rel.startswith("data/cases/"):
+                if rel == _BODY:
+                    run_files = run_files_of(self.documents[rel])
+                continue
+            if rel.startswith("data/cases/"):
                 self.case_lines[rel] = sum(chunk.count(b"\n") for chunk in content)
-            else:
-                for _ in content:
-                    pass
-        for rel in wanted:
+                continue
+            if rel in run_files:
+                targets = run_files[rel]
+                self.taken.add(rel)
+            task = self._task_target(rel, work)
+            if task is not None:
+                targets = [*targets, task]
+            _write(content, targets)
+        for rel in _SMALL:
             if rel not in self.documents:
                 raise InputError(f"{self.bundle}: {rel}: missing")
 
-    def take_out(self, wanted: dict[str, list[Path]], scorer_files: str, tasks: Path) -> int:
-        """Write each file at a ``wanted`` path to its targets, and each file directly
-        under ``scorer_files`` into ``tasks``; return how many such files there are (the
-        writing stops past MAX_TASK_FILES, or at one in a subdirectory, -1)."""
-        count = 0
+    def _task_target(self, rel: str, work: Path) -> Path | None:
+        """Where the scorer file at ``rel`` is written (None: not a scorer file, or one
+        past what any import writes)."""
+        parts = rel.split("/", 5)
+        if len(parts) < 6 or parts[:2] != ["data", "scorers"] or parts[4] != "files":
+            return None
+        scorer = "/".join(parts[:4])
+        count = self.task_counts.get(scorer, 0)
+        if count < 0:
+            return None
+        if not is_file_name(parts[5]):
+            self.task_counts[scorer] = -1
+            return None
+        self.task_counts[scorer] = count + 1
+        if count >= MAX_TASK_FILES:
+            return None
+        if scorer not in self.task_dirs:
+            self.task_dirs[scorer] = work / "scorers" / str(len(self.task_dirs))
+            self.task_dirs[scorer].mkdir(parents=True)
+        return self.task_dirs[scorer] / parts[5]
+
+    def take_out(self, run_files: dict[str, list[Path]]) -> None:
+        """A second read, writing the run files the first did not."""
+        left = {rel: t for rel, t in run_files.items() if rel not in self.taken}
+        if not left:
+            return
         for rel, content in self.members():
-            targets = wanted.get(rel, [])
-            if rel.startswith(scorer_files):
-                name = rel.removeprefix(scorer_files)
-                if not is_file_name(name):
-                    count = -1
-                elif count >= 0:
-                    count += 1
-                    if count <= MAX_TASK_FILES:
-                        targets = [*targets, tasks / name]
-            _write(content, targets)
-        return count
+            _write(content, left.get(rel, []))
 
 
 def _whole(content: Iterator[bytes], rel: str) -> bytes:
@@ -230,16 +262,14 @@ def _load(data: bytes, source: str) -> Any:
     return canonical.loads(data, source=source, max_values=canonical.MAX_VALUES)
 
 
-def _run_files(
-    held: _Held, manifest: dict[str, Any], files: Any, work: Path
-) -> tuple[dict[str, list[Path]], dict[str, list[Path]]] | str:
-    """Where each run file the subject names is written (bundle path -> targets) and the
-    targets by role; or why the run cannot be re-derived."""
-    bundle = held.bundle
-    run_dir = work / "run"
-    run_dir.mkdir()
-    wanted: dict[str, list[Path]] = {}
-    paths: dict[str, list[Path]] = {}
+def _subject_files(bundle: str, body: Any, work: Path) -> list[tuple[str, str, Path]]:
+    """The run files the report's subject names: (digest, role, where it is written),
+    each name a plain file name, named once."""
+    subject = body.get("subject") if isinstance(body, dict) else None
+    files = subject.get("files") if isinstance(subject, dict) else None
+    if not isinstance(files, list):
+        raise InputError(f"{bundle}: the report's subject names no run files")
+    out: list[tuple[str, str, Path]] = []
     for i, entry in enumerate(files):
         digest = entry.get("digest") if isinstance(entry, dict) else None
         name = entry.get("name") if isinstance(entry, dict) else None
@@ -256,67 +286,84 @@ def _run_files(
                 "plain file name (one segment, not . or .., no slash, backslash or control "
                 "character); cannot re-derive"
             )
-        assert isinstance(digest, str)
-        source = "data/blobs/sha256/" + digest.removeprefix("sha256:")
-        if source not in held.digests:
+        assert isinstance(digest, str) and isinstance(entry, dict)
+        target = work / "run" / name
+        if any(t == target for _, _, t in out):
+            raise InputError(
+                f"{bundle}: data/report/body.json: subject.files[{i}].name {name!r}: named "
+                "twice; cannot re-derive"
+            )
+        out.append((digest, str(entry.get("role")), target))
+    return out
+
+
+def _blob(digest: str) -> str:
+    return "data/blobs/sha256/" + digest.removeprefix("sha256:")
+
+
+def _compare(held: _Held, runner: Runner, work: Path) -> RecheckResult:
+    bundle = held.bundle
+    (work / "run").mkdir()
+    subject: list[tuple[str, str, Path]] = []
+
+    def run_files_of(data: bytes) -> dict[str, list[Path]]:
+        body = _load(data, _BODY)
+        if isinstance(body, dict) and body.get("producer") != PRODUCER[runner].value:
+            raise InputError(
+                f"{bundle}: its report's producer is {body.get('producer')!r}, not "
+                f"{PRODUCER[runner].value!r}: not an import this command can check"
+            )
+        subject[:] = _subject_files(bundle, body, work)
+        wanted: dict[str, list[Path]] = {}
+        for digest, _, target in subject:
+            wanted.setdefault(_blob(digest), []).append(target)
+        return wanted
+
+    held.read(work, run_files_of)
+    manifest = _small(_load(held.documents["data/bundle.json"], "data/bundle.json"))
+    body = _load(held.documents[_BODY], _BODY)
+    held.digests = parse_manifest(
+        held.documents["manifest-sha256.txt"], source="manifest-sha256.txt"
+    )
+    report_id = body["report_id"]
+    for digest, _, target in subject:
+        if _blob(digest) not in held.digests:
             listed = [
                 e["reason"]
                 for e in manifest["redacted"] + manifest["unavailable"]
                 if e.get("digest") == digest
             ]
             why = f" ({listed[0]})" if listed else ""
-            return f"run file {name} is not in the bundle{why}: the run cannot be re-derived"
-        target = run_dir / name
-        if target in (t for ts in wanted.values() for t in ts):
-            raise InputError(
-                f"{bundle}: data/report/body.json: subject.files[{i}].name {name!r}: named "
-                "twice; cannot re-derive"
+            return RecheckResult(
+                bundle,
+                report_id,
+                0,
+                not_rederivable=f"run file {target.name} is not in the bundle{why}: the run "
+                "cannot be re-derived",
             )
-        wanted.setdefault(source, []).append(target)
-        paths.setdefault(str(entry.get("role")), []).append(target)
-    return wanted, paths
-
-
-def _compare(held: _Held, runner: Runner, work: Path) -> RecheckResult:
-    bundle = held.bundle
-    held.read_small()
-    manifest = _small(_load(held.documents["data/bundle.json"], "data/bundle.json"))
-    body = _load(held.documents["data/report/body.json"], "data/report/body.json")
-    held.digests = parse_manifest(
-        held.documents["manifest-sha256.txt"], source="manifest-sha256.txt"
-    )
-    report_id = body["report_id"]
-    if body.get("producer") != PRODUCER[runner].value:
-        raise InputError(
-            f"{bundle}: its report's producer is {body.get('producer')!r}, not "
-            f"{PRODUCER[runner].value!r}: not an import this command can check"
-        )
-    subject = body.get("subject")
-    files = subject.get("files") if isinstance(subject, dict) else None
-    if not isinstance(files, list):
-        raise InputError(f"{bundle}: the report's subject names no run files")
-    found = _run_files(held, manifest, files, work)
-    if isinstance(found, str):
-        return RecheckResult(bundle, report_id, 0, not_rederivable=found)
-    wanted, paths = found
-    task_dir = work / "tasks"
-    task_dir.mkdir()
-    scorer_files = ""
+    wanted: dict[str, list[Path]] = {}
+    paths: dict[str, list[Path]] = {}
+    for digest, role, target in subject:
+        wanted.setdefault(_blob(digest), []).append(target)
+        paths.setdefault(role, []).append(target)
+    held.take_out(wanted)
+    tasks: tuple[Path, ...] = ()
     for scorer in manifest["scorers"][:1]:
-        scorer_files = scorer["path"] + "/files/"
-    count = held.take_out(wanted, scorer_files or "\0", task_dir)
-    if count > MAX_TASK_FILES or count < 0:
-        # No import writes a scorer of more files, or of a subdirectory: the bundle is
-        # not what a run gives.
-        problem = (
-            f"holds {count} files; an import takes at most {MAX_TASK_FILES} task files, so no "
-            "run gives this scorer"
-            if count > 0
-            else "holds a file in a subdirectory; an import writes task files side by side, "
-            "so no run gives this scorer"
-        )
-        return RecheckResult(bundle, report_id, 1, [Difference(scorer_files.rstrip("/"), problem)])
-    tasks = tuple(sorted(task_dir.iterdir()))
+        count = held.task_counts.get(scorer["path"], 0)
+        if count > MAX_TASK_FILES or count < 0:
+            # No import writes a scorer of more files, or of a subdirectory: the bundle
+            # is not what a run gives.
+            problem = (
+                f"holds {count} files; an import takes at most {MAX_TASK_FILES} task files, "
+                "so no run gives this scorer"
+                if count > 0
+                else "holds a file in a subdirectory; an import writes task files side by "
+                "side, so no run gives this scorer"
+            )
+            where = scorer["path"] + "/files"
+            return RecheckResult(bundle, report_id, 1, [Difference(where, problem)])
+        if scorer["path"] in held.task_dirs:
+            tasks = tuple(sorted(held.task_dirs[scorer["path"]].iterdir()))
     if runner is Runner.INSPECT:
         run_files = tuple(paths.get(Role.LOG.value, []))
     else:
