@@ -9,12 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tarfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 import repack
 from conftest import run_cli
 
@@ -595,6 +597,29 @@ def test_check_of_an_extracted_bag_directory_compares_alike(
     from_directory = recheck_bundle(str(top), runner)
     assert from_archive.exit_code == from_directory.exit_code == 0
     assert from_archive.compared == from_directory.compared > 10
+
+
+def test_check_takes_out_a_run_file_placed_before_the_body(
+    imported: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Member order is no claim: a bundle whose run file comes before the report body
+    (the exporter writes the body first) is read a second time for it, and matches."""
+    eb = repack.open_bundle(imported["inspect/alice"])
+    body = eb.json("data/report/body.json")
+    run_file = "data/blobs/sha256/" + body["subject"]["files"][0]["digest"].removeprefix("sha256:")
+    assert run_file in eb.files
+    exporters_order = repack.member_order
+    monkeypatch.setattr(
+        repack,
+        "member_order",
+        lambda bag: [run_file, *(p for p in exporters_order(bag) if p != run_file)],
+    )
+    reordered = repack.write_bundle(eb, tmp_path / "reordered.tar.zst")
+    with zstandard.open(reordered, "rb") as tar:
+        first = next(m for m in tarfile.open(fileobj=tar, mode="r|") if m.isfile())
+    assert first.name.partition("/")[2] == run_file
+    result = recheck_bundle(str(reordered), Runner.INSPECT)
+    assert result.exit_code == 0, result.differences
 
 
 def test_check_reads_only_the_bytes_it_verified(imported: dict[str, Any], tmp_path: Path) -> None:
