@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import zstandard
 import repack
+import zstandard
 from conftest import run_cli
 
 from bundler.core import canonical
@@ -615,8 +615,8 @@ def test_check_takes_out_a_run_file_placed_before_the_body(
         lambda bag: [run_file, *(p for p in exporters_order(bag) if p != run_file)],
     )
     reordered = repack.write_bundle(eb, tmp_path / "reordered.tar.zst")
-    with zstandard.open(reordered, "rb") as tar:
-        first = next(m for m in tarfile.open(fileobj=tar, mode="r|") if m.isfile())
+    with zstandard.open(reordered, "rb") as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
+        first = next(m for m in tar if m.isfile())
     assert first.name.partition("/")[2] == run_file
     result = recheck_bundle(str(reordered), Runner.INSPECT)
     assert result.exit_code == 0, result.differences
