@@ -39,6 +39,56 @@ const USAGE = `usage: node js/verify-bundle.mjs BUNDLE... [--json] [--strict] [-
        node js/verify-bundle.mjs check-proof PROOF [--json] [-q] [--allowed-signers F [--identity ID]]
        [--expect-bundle-digest D]`;
 
+const VERIFY_HELP = `${USAGE}
+
+Verify bundles (.tar.zst archives) offline: every digest the bundle can prove (SPEC 5,
+10.2, 11.3), as \`evalbook-bundle verify\` does. Each claim ends proven, unprovable
+(listed as unavailable or redacted, with the reason) or failed. Without a trust anchor
+(--expect-bundle-digest, --expect-report-digest or a signature from --allowed-signers)
+the result shows self-consistency only.
+
+Options:
+  --expect-bundle-digest D  trust anchor: the bundle digest you expect (sha256:...)
+  --expect-report-digest D  trust anchor: the report digest you expect (sha256:...)
+  --allowed-signers F       OpenSSH allowed_signers file: check every signature present
+                            (embedded, <archive>.sig and its countersignatures)
+  --identity ID             signer identity to require (needs --allowed-signers)
+  --signature SIG           a signature file to check as well (needs --allowed-signers)
+  --strict                  unprovable claims fail too
+  --json                    the verification record, one JSON line per bundle
+                            (schemas/verification.schema.json), printed once every
+                            bundle is checked, each with the run's exit code
+  --max-bytes N             refuse archives that decompress to more than N bytes
+                            (default 64 GiB; a guard against decompression bombs)
+  -q, --quiet               no notes (this verifier prints no progress); the result is
+                            printed all the same, and errors still go to stderr
+  -h, --help                this text
+
+Exit codes: 0 verified, 1 failed, 2 usage error, 3 no verdict possible (an unreadable
+or unsafe archive, a malformed bundle.json); with several bundles, the worst.
+
+Examples:
+  node js/verify-bundle.mjs evalbook-bundle-rpt-x.tar.zst
+  node js/verify-bundle.mjs B.tar.zst --allowed-signers allowed_signers --identity alice@example.org
+  node js/verify-bundle.mjs check-proof proof.json --allowed-signers allowed_signers`;
+
+const CHECK_PROOF_HELP = `usage: node js/verify-bundle.mjs check-proof PROOF [--json] [-q] [--allowed-signers F [--identity ID]]
+       [--expect-bundle-digest D]
+
+Check a single-case proof (SPEC 11.4, from \`evalbook-bundle prove\`) offline: the case's
+leaf, its audit path to the root the bundle head names, and the head's anchor.
+
+Options:
+  --allowed-signers F       OpenSSH allowed_signers file: the head's signature anchors it
+  --identity ID             signer identity to require (needs --allowed-signers)
+  --expect-bundle-digest D  the bundle digest you expect (sha256:...), an anchor too
+  --json                    the result as one JSON object (evalbook.proof_check.v1)
+  -q, --quiet               accepted for symmetry; the result is printed all the same
+  -h, --help                this text
+
+Exit codes: 0 proven, 1 not proven (the reason on stderr), 2 usage error, 3 the proof
+cannot be read (malformed, too large, not a file).`;
+
 /**
  * @param {string[]} argv
  * @param {Record<string, 'flag'|'value'>} spec
@@ -183,6 +233,24 @@ function out(line) {
   process.stdout.write(line + '\n');
 }
 
+/**
+ * One verification record as one JSON line, its claims written a thousand at a time: a
+ * hostile bundle can give 130,000 failed claims with long names, whose record is about
+ * 100 MB of JSON, and never all of it is held as one string (SPEC 5's memory bound).
+ * The claims come last in the line; a consumer reads the line whole either way.
+ * @param {Record<string, any>} record
+ */
+function writeRecord(record) {
+  const { claims, ...rest } = record;
+  const head = JSON.stringify({ ...rest, claims: [] });
+  process.stdout.write(head.slice(0, -2));
+  for (let i = 0; i < claims.length; i += 1000) {
+    const batch = claims.slice(i, i + 1000).map((c) => JSON.stringify(c)).join(',');
+    process.stdout.write(i ? ',' + batch : batch);
+  }
+  process.stdout.write(']}\n');
+}
+
 /** @param {string} line */
 function err(line) {
   process.stderr.write(line + '\n');
@@ -195,7 +263,7 @@ async function verifyCommand(/** @type {string[]} */ argv) {
     '--identity': 'value', '--signature': 'value', '--max-bytes': 'value',
   });
   if (opts.help) {
-    out(USAGE);
+    out(VERIFY_HELP);
     return 0;
   }
   if (!positional.length) throw new UsageError('missing argument BUNDLE');
@@ -210,10 +278,10 @@ async function verifyCommand(/** @type {string[]} */ argv) {
   const sidecars = [];
   if (opts['--signature'] !== undefined) sidecars.push({ name: opts['--signature'], text: readSignatureFile(opts['--signature']) });
   const json = !!opts['--json'];
-  const quiet = !!(opts['-q'] || opts['--quiet']);
   const services = nodeServices();
   const codes = [];
   const totals = { verified: 0, failed: 0, error: 0 };
+  const records = [];
   for (const source of positional) {
     /** @type {AsyncIterable<Uint8Array>} */
     let chunks;
@@ -221,11 +289,12 @@ async function verifyCommand(/** @type {string[]} */ argv) {
     try {
       const st = statSync(source);
       if (st.isDirectory()) throw new Error('a directory (this verifier reads .tar.zst archives, not bag directories)');
+      // A FIFO or a device would block or never end: refused before it is opened.
+      if (!st.isFile()) throw new Error('not a regular file or directory');
       chunks = fileChunks(source);
       record = await verifyBundle(chunks, {
         source, ...services, expectBundleDigest, expectReportDigest, strict: !!opts['--strict'], maxBytes,
         allowedSigners, allowedSignersSource: opts['--allowed-signers'], identity: opts['--identity'] ?? null,
-        // Every signature present is checked (SPEC 11.3): the one named, else each beside the archive.
         // Every signature present is checked (SPEC 11.3): a named one in addition.
         sidecars: [...sidecars, ...localSidecars(source).filter((s) => !sameFile(s.name, opts['--signature']))],
       });
@@ -237,15 +306,20 @@ async function verifyCommand(/** @type {string[]} */ argv) {
     const code = record.verdict === 'verified' ? 0 : record.verdict === 'failed' ? 1 : 3;
     codes.push(code);
     totals[/** @type {'verified'|'failed'|'error'} */ (record.verdict)]++;
-    if (json) out(JSON.stringify({ ...record, exit_code: code, input: source }));
-    else if (!quiet) {
+    if (json) records.push(record);
+    else {
+      // -q silences notes only; the result is always printed (as `evalbook-bundle verify`).
       for (const line of humanLines(record)) out(line);
       if (positional.length > 1) out('');
-    } else out(`${record.verdict.toUpperCase()}  ${shown(source)}`);
+    }
     if (record.verdict === 'error') err(`error: ${shown(record.error)}`);
   }
+  const code = codes.includes(1) ? 1 : codes.includes(3) ? 3 : 0;
+  // With --json, each line once every bundle is checked, with the exit code of the run
+  // (SPEC 7: a record's exit_code is the process's), as the Python verifier gives them.
+  for (const record of records) writeRecord({ ...record, exit_code: code, input: record.source });
   if (!json && positional.length > 1) out(`Totals: ${totals.verified} verified, ${totals.failed} failed, ${totals.error} could not be checked`);
-  return codes.includes(1) ? 1 : codes.includes(3) ? 3 : 0;
+  return code;
 }
 
 async function checkProofCommand(/** @type {string[]} */ argv) {
@@ -253,7 +327,7 @@ async function checkProofCommand(/** @type {string[]} */ argv) {
     '--json': 'flag', '-q': 'flag', '--quiet': 'flag', '--allowed-signers': 'value', '--identity': 'value', '--expect-bundle-digest': 'value',
   });
   if (opts.help) {
-    out(USAGE);
+    out(CHECK_PROOF_HELP);
     return 0;
   }
   if (positional.length !== 1) throw new UsageError(positional.length ? 'check-proof takes one PROOF' : 'missing argument PROOF');
@@ -268,17 +342,18 @@ async function checkProofCommand(/** @type {string[]} */ argv) {
     if (st.size > 64 * 1024 * 1024) throw new Error('over 64 MiB, larger than any proof');
     data = readFileSync(source);
   } catch (e) {
-    const message = `${source}: cannot read (${/** @type {any} */ (e).code ?? /** @type {Error} */ (e).message})`;
-    if (opts['--json']) out(JSON.stringify({ schema: 'evalbook.proof_check.v1', input: source, exit_code: 3, proven: false, error: message }));
-    err(`error: ${shown(message)}`);
-    return 3;
+    throw new InputError(`${source}: cannot read (${/** @type {any} */ (e).code ?? /** @type {Error} */ (e).message})`);
   }
   const result = await checkProof(new Uint8Array(data), {
     source, ...nodeServices(), allowedSigners, allowedSignersSource: opts['--allowed-signers'], identity: opts['--identity'] ?? null, expectBundleDigest,
   });
+  // A proof that cannot be read is an error as any other (evalbook.error.v1 with --json);
+  // one that is read and not proven is a result with --json, else a line on stderr, as
+  // the Python command gives them; stdout holds only what was proven.
+  if (result.exit_code === 3) throw new InputError(result.error);
   if (opts['--json']) out(JSON.stringify({ ...result, input: source }));
-  else if (!(opts['-q'] || opts['--quiet'])) for (const line of proofLines(result)) out(line);
-  if (result.exit_code === 3) err(`error: ${shown(result.error)}`);
+  else if (result.proven) for (const line of proofLines(result)) out(line);
+  if (!result.proven) err(`error: ${shown(result.reason)}`);
   return result.exit_code;
 }
 

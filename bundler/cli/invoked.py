@@ -23,7 +23,8 @@ def option_text(text: str) -> str:
     names spelled as the running command's option (``max_bytes`` as ``--max-bytes``):
     the one translation of parameter names inside texts. A parameter the command has no
     option for keeps its name."""
-    if not INVOKED:
+    # Almost no text names a parameter: a record of 130,000 claims has 700,000 texts.
+    if not INVOKED or not any(name in text for name in _NAMED_IN_TEXT):
         return text
     for param in INVOKED[-1].command.params:
         pattern = _NAMED_IN_TEXT.get(param.name or "")

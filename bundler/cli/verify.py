@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import stat
@@ -16,6 +17,7 @@ from bundler.cli.app import cli
 from bundler.cli.common import (
     _anchor_options,
     _emit_json,
+    _emit_verification,
     _endpoint_option,
     _LocalPath,
     _max_bytes_option,
@@ -23,9 +25,9 @@ from bundler.cli.common import (
     _ProgressLine,
     _quiet_option,
     _say,
+    verification_chunks,
 )
 from bundler.cli.render import _html_option
-from bundler.core import jsonout
 from bundler.core.errors import (
     UsageError,
 )
@@ -163,13 +165,13 @@ def _verify_each(
     """Verify each bundle, print and write its results; the process's exit code."""
     from bundler.api.bundles import verify_one
     from bundler.api.pages import page_target
-    from bundler.cli.invoked import option_record, option_text
-    from bundler.report.render import verification_markdown, verification_text
+    from bundler.cli.invoked import option_text
+    from bundler.report.render import verification_markdown_chunks, verification_text
 
     names = _OutputNames()
     codes: list[int] = []
     tally: dict[str, int] = {}
-    records: list[dict[str, Any]] = []
+    records: list[Any] = []  # the results, with --json; each printed at the end
     for location in bundles:
         line = _ProgressLine(not quiet, "verify")
         try:
@@ -183,7 +185,7 @@ def _verify_each(
             # SPEC 7: with --json, stdout holds the one JSON line per bundle and nothing
             # else, and stderr no human summary: only the error of a bundle with no verdict.
             # Each line carries the process's exit code, known once every bundle is done.
-            records.append(result.to_json())
+            records.append(result)
             _say_error(result)
         else:
             # The summary is the result: on stdout, whatever --quiet says.
@@ -195,11 +197,11 @@ def _verify_each(
             from bundler.core.outputs import write_new_file
 
             prefix = "" if stem is None else f"{stem}."
-            saved = jsonout.dumps(option_record(result.to_json()), indent=True) + b"\n"
+            saved = itertools.chain(verification_chunks(result, indent=True), [b"\n"])
             write_new_file(output_dir / f"{prefix}verification.json", saved)
             write_new_file(
                 output_dir / f"{prefix}verification.md",
-                verification_markdown(result).encode("utf-8"),
+                (chunk.encode("utf-8") for chunk in verification_markdown_chunks(result)),
             )
         if html is not None:
             from bundler.api.pages import page_name, write_page
@@ -230,7 +232,7 @@ def _verify_each(
         codes = [3 if c == 5 else c for c in codes]
     code = max(codes, key=lambda c: _EXIT_RANK[c])
     for printed in records:
-        _emit_json({**printed, "exit_code": code})
+        _emit_verification(printed, exit_code=code)
     return code
 
 
@@ -426,7 +428,7 @@ def extract(
     finally:
         line.done()
     if as_json:
-        _emit_json(result.to_json())  # the verification record; no human summary (SPEC 7)
+        _emit_verification(result)  # the verification record; no human summary (SPEC 7)
         _say_error(result)
         sys.exit(result.exit_code)
     # The summary is the result (on stdout, whatever --quiet says).

@@ -233,7 +233,9 @@ class Verification:
     def failures(self) -> list[Claim]:
         return [c for c in self.claims if c.state is State.FAILED]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, claims: bool = True) -> dict[str, Any]:
+        """The verification record (SPEC 5); ``claims=False`` leaves the claims list
+        empty, for a writer that writes them a batch at a time (``cli.common``)."""
         return {
             "schema": "evalbook.verification.v1",
             "tool": {"name": TOOL_NAME, "version": __version__},
@@ -261,7 +263,7 @@ class Verification:
             "strict_forecast": self.strict_forecast(),
             "error": self.error,
             "summary": thaw(self.summary),
-            "claims": [c.to_json() for c in self.claims],
+            "claims": [c.to_json() for c in self.claims] if claims else [],
             # SPEC 7: the process's exit code and the input, in every record (a failing
             # command's included), so a JSON Lines reader needs nothing else.
             "exit_code": self.exit_code,

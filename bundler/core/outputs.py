@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from bundler.core.errors import OutputError
@@ -91,8 +91,9 @@ def output_dir(directory: Path) -> Iterator[Path]:
         raise
 
 
-def write_new_file(path: Path, data: bytes) -> None:
+def write_new_file(path: Path, data: bytes | Iterable[bytes]) -> None:
     """Write ``path`` atomically: a temporary file in the same directory, fsync, then link.
+    ``data`` is the bytes, or an iterable of chunks (never held whole).
 
     The file gets mode 0666 less the umask. An interrupt (SIGINT, or SIGTERM, which the
     CLI turns into the same exception) removes the temporary file before it propagates.
@@ -106,7 +107,11 @@ def write_new_file(path: Path, data: bytes) -> None:
         raise OutputError(f"{path}: cannot create ({exc.strerror or exc})") from exc
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if isinstance(data, bytes | bytearray | memoryview):
+                fh.write(data)
+            else:
+                for chunk in data:
+                    fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         try:

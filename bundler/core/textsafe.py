@@ -45,6 +45,7 @@ _PLAIN = re.compile(r"[\x20-\x5b\x5d-\x7e]*")
 # (``&#x202e;`` would decode to the very control ``shown`` escaped), strikethrough, table
 # cells, ATX heading closers. CommonMark lets any ASCII punctuation be backslash-escaped.
 _MD_SPECIAL = frozenset("\\`*_{}[]()#!|<>&~")
+_MD_ANY = re.compile("[" + re.escape("".join(sorted(_MD_SPECIAL))) + "]")
 
 
 def _escape(ch: str) -> str:
@@ -115,6 +116,8 @@ def shown_md(value: Any) -> str:
     never reads it as emphasis.
     """
     text = shown(value)
+    if _MD_ANY.search(text) is None:  # most texts: nothing to escape, no walk
+        return text
     out = []
     last = len(text) - 1
     for i, ch in enumerate(text):

@@ -71,13 +71,17 @@ export function schemaValidators() {
  * reads; the verifier has nothing else to do while it waits). Every chunk is a view of
  * one buffer, valid until the next is asked for (verifyBundle's contract): a fresh
  * buffer for each read would cost a page fault every 4 KiB and the collector's attention.
- * Opening or reading fails as the read stream would, inside the iteration.
+ * Opening or reading fails as the read stream would, inside the iteration; so does a
+ * path that is not a regular file once opened.
  * @param {string} path
  * @returns {AsyncGenerator<Uint8Array>}
  */
 export async function* fileChunks(path) {
-  const fd = openSync(path, 'r');
+  // Opened without blocking and checked once open: a FIFO or device put at the path
+  // after it was looked at would block the read or never end.
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
+    if (!fstatSync(fd).isFile()) throw new Error('not a regular file or directory');
     const buffer = new Uint8Array(CHUNK_BYTES);
     for (;;) {
       let n = 0;

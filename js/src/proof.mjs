@@ -44,12 +44,28 @@ export async function checkProof(data, options) {
       ...base, proven: true, exit_code: 0, case_id: proof.caseId, leaf_index: proof.leafIndex, tree_size: proof.treeSize,
       bundle_digest: proof.head.bundle_digest, report_id: proof.head.report_id, anchored: signer !== null,
       anchor: { signer, expected_bundle_digest: options.expectBundleDigest ?? null, self_consistent_only: signer === null, description: anchor },
+      ...caseShown(proof.case),
     };
   } catch (e) {
     if (e instanceof Malformed) return { ...base, proven: false, exit_code: 3, error: `malformed proof: ${e.message}`, reason: `malformed proof: ${e.message}` };
     if (e instanceof NotProven) return { ...base, proven: false, exit_code: 1, reason: e.message };
     throw e;
   }
+}
+
+/**
+ * The proven case's status and score as the case shows them (`case_status`,
+ * `case_score`), each only when it is a string and a number: what the auditor reads
+ * beside "proven" is what the leaf holds. (A JSON number has one value whatever its
+ * spelling, so 1.0 and 1 are shown alike.)
+ * @param {any} c
+ */
+function caseShown(c) {
+  /** @type {{case_status?: string, case_score?: number}} */
+  const shown = {};
+  if (typeof c.status === 'string') shown.case_status = c.status;
+  if (typeof c.score === 'number') shown.case_score = c.score;
+  return shown;
 }
 
 /**
@@ -113,7 +129,7 @@ function parseProof(data, options) {
     }
     leaf = raw;
   }
-  return { head, headSignature: proof.head_signature, caseId, leaf, leafIndex, treeSize, root, path };
+  return { head, headSignature: proof.head_signature, caseId, case: proof.case, leaf, leafIndex, treeSize, root, path };
 }
 
 /**
@@ -166,9 +182,10 @@ async function anchorOf(proof, options) {
 export function proofLines(r) {
   if (r.exit_code === 3) return [`Proof:       ${shown(r.source)}`, `Result:      ERROR (${shown(r.error)})`];
   if (!r.proven) return [`Proof:       ${shown(r.source)}`, `Result:      NOT PROVEN`, `Reason:      ${shown(r.reason)}`];
+  const status = r.case_status === undefined ? '' : `status ${shown(r.case_status)}${r.case_score === undefined ? '' : `, score ${r.case_score}`}, `;
   return [
     `Proof:       ${shown(r.source)}`,
-    `Case:        ${shown(r.case_id)} (leaf ${r.leaf_index} of ${r.tree_size})`,
+    `Case:        ${shown(r.case_id)} (${status}leaf ${r.leaf_index} of ${r.tree_size})`,
     `Bundle:      ${r.bundle_digest}  report ${shown(r.report_id)}`,
     `Anchor:      ${shown(r.anchor.description)}`,
     `Result:      PROVEN`,
