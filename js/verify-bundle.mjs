@@ -14,7 +14,7 @@ import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { verifyBundle, DEFAULT_MAX_BYTES } from './src/verify.mjs';
 import { checkProof, proofLines } from './src/proof.mjs';
-import { humanLines } from './src/record.mjs';
+import { humanLines, recordPieces } from './src/record.mjs';
 import { fileChunks, localSidecars, nodeServices } from './src/node.mjs';
 import { parseAllowedSigners } from './src/sshsig.mjs';
 import { MAX_SIDECAR_BYTES } from './src/signatures.mjs';
@@ -234,21 +234,12 @@ function out(line) {
 }
 
 /**
- * One verification record as one JSON line, its claims written a thousand at a time: a
- * hostile bundle can give 130,000 failed claims with long names, whose record is about
- * 100 MB of JSON, and never all of it is held as one string (SPEC 5's memory bound).
- * The claims come last in the line; a consumer reads the line whole either way.
+ * One verification record as one JSON line, written in pieces (``recordPieces``).
  * @param {Record<string, any>} record
  */
 function writeRecord(record) {
-  const { claims, ...rest } = record;
-  const head = JSON.stringify({ ...rest, claims: [] });
-  process.stdout.write(head.slice(0, -2));
-  for (let i = 0; i < claims.length; i += 1000) {
-    const batch = claims.slice(i, i + 1000).map((c) => JSON.stringify(c)).join(',');
-    process.stdout.write(i ? ',' + batch : batch);
-  }
-  process.stdout.write(']}\n');
+  for (const piece of recordPieces(record)) process.stdout.write(piece);
+  process.stdout.write('\n');
 }
 
 /** @param {string} line */

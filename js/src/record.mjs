@@ -126,6 +126,26 @@ export function makeRecord(options, f) {
   return record;
 }
 
+/**
+ * A verification record as JSON text in pieces, its claims a thousand at a time and
+ * last (the pieces joined are one JSON object, no newline): a hostile bundle can give
+ * 130,000 failed claims with long names, a record of about 100 MB, and neither the Node
+ * command nor the page (saving it) ever holds it as one string.
+ * @param {Record<string, any>} record
+ * @param {number} [perPiece] claims a piece
+ * @returns {Generator<string>}
+ */
+export function* recordPieces(record, perPiece = 1000) {
+  const { claims, ...rest } = record;
+  const head = JSON.stringify({ ...rest, claims: [] });
+  yield head.slice(0, -2);
+  for (let i = 0; i < claims.length; i += perPiece) {
+    const batch = claims.slice(i, i + perPiece).map((/** @type {any} */ c) => JSON.stringify(c)).join(',');
+    yield i ? ',' + batch : batch;
+  }
+  yield ']}';
+}
+
 /** @param {import('./signatures.mjs').SignatureEntry} sig @returns {string} */
 export function signatureLine(sig) {
   if (sig.state === 'verified') return `verified, signed by ${shown(sig.identity ?? '')}, key ${shown(sig.key ?? '')}`;
