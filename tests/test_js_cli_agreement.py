@@ -1,0 +1,150 @@
+"""The Node command says what ``evalbook-bundle`` says, the way it says it (SPEC 7, 8, 15):
+one test per class an independent tester found apart, each run through both commands.
+
+- BUNDLE that is no regular file (a FIFO, a character device that never ends, a
+  socket): refused at once, exit 3, the other bundles still checked;
+- several bundles with ``--json``: every line carries the run's exit code;
+- ``-q`` never changes stdout;
+- ``check-proof``: the proven case's status and score; a proof that is not proven is
+  a line on stderr (nothing on stdout); one that cannot be read is an
+  ``evalbook.error.v1`` with ``--json`` (exit 3);
+- ``--help`` names every option.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = [sys.executable, "-m", "bundler"]
+NODE = ["node", str(ROOT / "js" / "verify-bundle.mjs")]
+COMMANDS = {"python": [*PYTHON, "verify"], "node": NODE}
+CHECK_PROOF = {"python": [*PYTHON, "check-proof"], "node": [*NODE, "check-proof"]}
+
+
+def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture()
+def not_files(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    fifo = tmp_path / "fifo.tar.zst"
+    os.mkfifo(fifo)
+    sock_path = tmp_path / "sock.tar.zst"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(sock_path))
+    try:
+        yield {"fifo": fifo, "device": Path("/dev/zero"), "socket": sock_path}
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "socket"])
+@pytest.mark.parametrize("tool", sorted(COMMANDS))
+def test_a_bundle_that_is_no_regular_file_is_refused_and_the_rest_checked(
+    bundles: dict[str, Path], not_files: dict[str, Path], kind: str, tool: str
+) -> None:
+    good = bundles["rpt-clean/alice"]
+    done = _run([*COMMANDS[tool], str(not_files[kind]), str(good), "--json"], timeout=20)
+    assert done.returncode == 3, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["verdict"] for r in lines] == ["error", "verified"]
+    assert "not a regular file" in lines[0]["error"]
+    assert {r["exit_code"] for r in lines} == {3}  # the run's, on every line
+    assert done.stderr.count(b"\n") == 1 and b"Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("tool", sorted(COMMANDS))
+def test_quiet_never_changes_the_result_on_stdout(bundles: dict[str, Path], tool: str) -> None:
+    args = [str(bundles["rpt-clean/alice"]), str(bundles["rpt-every-reason/alice"])]
+    loud = _run([*COMMANDS[tool], *args])
+    quiet = _run([*COMMANDS[tool], *args, "-q"])
+
+    def steady(out: bytes) -> list[bytes]:
+        return [line for line in out.splitlines() if not line.startswith(b"Checked at")]
+
+    assert loud.returncode == quiet.returncode
+    assert steady(loud.stdout) == steady(quiet.stdout)
+    assert b"VERIFIED" in quiet.stdout
+
+
+@pytest.fixture(scope="module")
+def proof(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("proof") / "proof.json"
+    done = _run(
+        [*PYTHON, "prove", str(bundles["rpt-clean/alice"]), "--case", "accuracy-00003",
+         "--out", str(out), "-q"]
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_check_proof_names_the_case_status_and_score_alike(proof: Path) -> None:
+    records = {}
+    for tool, cmd in CHECK_PROOF.items():
+        done = _run([*cmd, str(proof), "--json"])
+        assert done.returncode == 0, done.stderr
+        records[tool] = json.loads(done.stdout)
+        human = _run([*cmd, str(proof)])
+        assert b"status pass, score 1" in human.stdout, (tool, human.stdout)
+    assert records["python"]["case_status"] == records["node"]["case_status"] == "pass"
+    assert records["python"]["case_score"] == records["node"]["case_score"] == 1
+
+
+@pytest.mark.parametrize("tool", sorted(CHECK_PROOF))
+def test_check_proof_not_proven_is_said_on_stderr_only(
+    proof: Path, tool: str, tmp_path: Path
+) -> None:
+    doc = json.loads(proof.read_bytes())
+    doc["leaf_index"] = doc["leaf_index"] + 1  # another leaf: the path leads elsewhere
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps(doc))
+    done = _run([*CHECK_PROOF[tool], str(wrong)])
+    assert done.returncode == 1
+    assert done.stdout == b""
+    assert done.stderr.count(b"\n") == 1
+    done = _run([*CHECK_PROOF[tool], str(wrong), "--json"])
+    assert done.returncode == 1
+    record = json.loads(done.stdout)
+    assert record["schema"] == "evalbook.proof_check.v1" and record["proven"] is False
+
+
+@pytest.mark.parametrize("content", [b"", b"{", b"[]", b"\xff"])
+@pytest.mark.parametrize("tool", sorted(CHECK_PROOF))
+def test_check_proof_that_cannot_be_read_is_an_error_record(
+    tool: str, content: bytes, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    for target in (bad, tmp_path):  # bad bytes, and a directory
+        done = _run([*CHECK_PROOF[tool], str(target), "--json"])
+        assert done.returncode == 3, (target, done.stderr)
+        record = json.loads(done.stdout)
+        assert record["schema"] == "evalbook.error.v1" and record["exit_code"] == 3
+        assert done.stderr.count(b"\n") == 1 and b"Traceback" not in done.stderr
+        human = _run([*CHECK_PROOF[tool], str(target)])
+        assert human.returncode == 3 and human.stdout == b""
+
+
+def test_node_help_names_every_option() -> None:
+    for argv, options in (
+        (["--help"], ["--json", "--strict", "-q", "--expect-bundle-digest",
+                      "--expect-report-digest", "--allowed-signers", "--identity",
+                      "--signature", "--max-bytes"]),
+        (["check-proof", "--help"], ["--json", "-q", "--allowed-signers", "--identity",
+                                     "--expect-bundle-digest"]),
+    ):
+        done = _run([*NODE, *argv])
+        assert done.returncode == 0
+        text = done.stdout.decode()
+        assert "Exit codes" in text
+        for option in options:
+            assert text.count(option) >= 2, (argv, option)  # in the usage and explained
