@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import proctable
 import pytest
 from conftest import CLI, EXPORTED_AT, run_cli
 from faulty_proxy import FaultyProxy, no_corruption
@@ -278,19 +279,11 @@ def test_a_stored_signature_replaced_by_another_keys_fails(
 
 def _helper_pids(parent: int) -> list[int]:
     """The parent's helper processes."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and b"--fixity-helper" in cmdline:
-            found.append(int(entry.name))
-    return found
+    return [
+        p.pid
+        for p in proctable.processes()
+        if p.ppid == parent and b"--fixity-helper" in p.cmdline
+    ]
 
 
 def _local_archive(tmp_path: Path, bundles: dict[str, Path], count: int) -> Path:

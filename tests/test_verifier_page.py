@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import proctable
 import pytest
 import repack
 from test_page_browser import Browser, _axe_source, _errors, _need
@@ -235,13 +236,7 @@ def test_saving_the_record_downloads_it(
     browser: Browser, inputs: dict[str, Path], tmp_path: Path
 ) -> None:
     session, record = _verify_on_page(browser, inputs["good"])
-    browser.call("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(tmp_path))
-    browser.evaluate(session, "document.getElementById('save').click(); true")
-    target = tmp_path / "verification.json"
-    deadline = time.monotonic() + 20
-    while not target.is_file():
-        assert time.monotonic() < deadline, "no download"
-        time.sleep(0.05)
+    target = _save_record(browser, session, tmp_path)
     time.sleep(0.2)
     assert json.loads(target.read_text()) == record
     assert all(u == PAGE.as_uri() or u.startswith("blob:") for u in _requests(browser, session))
@@ -569,33 +564,23 @@ def _renderer_peak(root: int, stop: threading.Event, peak: list[int]) -> None:
     """The largest resident size of any renderer process below ``root``, sampled every
     50 ms until ``stop``."""
     while not stop.is_set():
-        parents: dict[int, int] = {}
-        renderers: list[int] = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rpartition(")")[2].split()[1])
-            if b"--type=renderer" in cmdline:
-                renderers.append(int(entry.name))
-        for pid in renderers:
-            ancestor = pid
-            while ancestor in parents and ancestor != root:
-                ancestor = parents[ancestor]
-            if ancestor != root:
-                continue
-            try:
-                status = Path(f"/proc/{pid}/status").read_text()
-            except OSError:
-                continue
-            rss = next((ln for ln in status.splitlines() if ln.startswith("VmRSS:")), None)
-            if rss is not None:
-                peak[0] = max(peak[0], int(rss.split()[1]) * 1024)
+        table = proctable.processes()
+        for p in table:
+            if b"--type=renderer" in p.cmdline and proctable.descends_from(p, root, table):
+                peak[0] = max(peak[0], p.rss_bytes)
         stop.wait(0.05)
+
+
+def _save_record(browser: Browser, session: str, into: Path, wait: float = 20) -> Path:
+    """Press the page's save button; the record it downloads into ``into``."""
+    browser.call("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(into))
+    browser.evaluate(session, "document.getElementById('save').click(); true")
+    target = into / "verification.json"
+    deadline = time.monotonic() + wait
+    while not target.is_file():
+        assert time.monotonic() < deadline, "no download"
+        time.sleep(0.05)
+    return target
 
 
 def test_a_bundle_of_122000_failed_claims_stays_under_600_mb_and_lists_a_thousand(
@@ -625,13 +610,7 @@ def test_a_bundle_of_122000_failed_claims_stays_under_600_mb_and_lists_a_thousan
             " document.querySelector('#failed .more')?.textContent ?? null,"
             " window.verificationRecord.counts.failed, window.verificationRecord.claims.length]",
         )
-        browser.call("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(tmp_path))
-        browser.evaluate(session, "document.getElementById('save').click(); true")
-        target = tmp_path / "verification.json"
-        deadline = time.monotonic() + 60
-        while not target.is_file():
-            assert time.monotonic() < deadline, "no download"
-            time.sleep(0.1)
+        target = _save_record(browser, session, tmp_path, wait=60)
         time.sleep(1)
     finally:
         stop.set()
