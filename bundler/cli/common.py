@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,7 +16,7 @@ from typing import Any, BinaryIO, TypeVar
 
 import click
 
-from bundler.cli.invoked import option_record
+from bundler.cli.invoked import may_name_a_parameter, option_record
 from bundler.core import jsonout, times
 from bundler.core.errors import (
     InputError,
@@ -51,6 +53,7 @@ def verification_chunks(result: Any, *, indent: bool = False, **fields: Any) -> 
     ``indent``, laid out as ``jsonout.dumps(..., indent=True)`` lays out a record."""
     record = {**result.to_json(claims=False), **fields}
     del record["claims"]
+    record["exit_code"] = record.pop("exit_code")  # just before the claims (RecordSpool)
     record["claims"] = None  # last: the claims follow it
     head = jsonout.dumps(option_record(record), indent=indent)
     tail = b'\n  "claims": null\n}' if indent else b',"claims":null}'
@@ -62,11 +65,51 @@ def verification_chunks(result: Any, *, indent: bool = False, **fields: Any) -> 
     yield head[: -len(tail)] + (b'\n  "claims": [' if indent else b',"claims":[')
     for start in range(0, len(claims), _CLAIMS_PER_WRITE):
         batch = [c.to_json() for c in claims[start : start + _CLAIMS_PER_WRITE]]
-        data = jsonout.dumps(option_record(batch), indent=indent)[1:-1]
+        data = jsonout.dumps(batch, indent=indent)
+        if may_name_a_parameter(data):
+            data = jsonout.dumps(option_record(batch), indent=indent)
+        data = data[1:-1]
         if indent:  # one level deeper than a list of its own: two more spaces a line
             data = data.rstrip(b"\n").replace(b"\n", b"\n  ")
         yield data if start == 0 else b"," + data
     yield b"\n  ]\n}" if indent else b"]}"
+
+
+class RecordSpool:
+    """Verification records held in a temporary file until the run's exit code is known
+    (SPEC 7: with several bundles every line carries it), so that the records of many
+    bundles are never all in memory at once: each is written with the placeholder 9 and
+    its digit is set when the run ends."""
+
+    _MARK = b'"exit_code":9,"claims":['
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by emit
+        self._marks: list[int] = []
+
+    def add(self, result: Any) -> None:
+        chunks = verification_chunks(result, exit_code=9)
+        first = next(chunks)
+        at = first.rfind(self._MARK)
+        assert at >= 0, "the exit code stands just before the claims"
+        self._marks.append(self._file.tell() + at + len(b'"exit_code":'))
+        self._file.write(first)
+        for chunk in chunks:
+            self._file.write(chunk)
+        self._file.write(b"\n")
+
+    def emit(self, code: int) -> None:
+        """Every record, with ``code`` (one digit), on stdout."""
+        assert 0 <= code <= 9
+        try:
+            for mark in self._marks:
+                self._file.seek(mark)
+                self._file.write(str(code).encode())
+            self._file.seek(0)
+            shutil.copyfileobj(self._file, sys.stdout.buffer, 1024 * 1024)
+            sys.stdout.flush()
+        finally:
+            self._file.close()
 
 
 def _emit_verification(result: Any, **fields: Any) -> None:

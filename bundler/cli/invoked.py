@@ -33,6 +33,12 @@ def option_text(text: str) -> str:
     return text
 
 
+def may_name_a_parameter(data: bytes) -> bool:
+    """Whether JSON ``data`` may hold a text ``option_text`` changes (a quick test, so a
+    long record's texts need not each be looked at)."""
+    return any(name.encode() in data for name in _NAMED_IN_TEXT)
+
+
 def option_record(value: Any) -> Any:
     """A record as the command prints it: every text in it through ``option_text``."""
     if isinstance(value, str):

@@ -15,6 +15,7 @@ import click
 
 from bundler.cli.app import cli
 from bundler.cli.common import (
+    RecordSpool,
     _anchor_options,
     _emit_json,
     _emit_verification,
@@ -171,7 +172,7 @@ def _verify_each(
     names = _OutputNames()
     codes: list[int] = []
     tally: dict[str, int] = {}
-    records: list[Any] = []  # the results, with --json; each printed at the end
+    records = RecordSpool() if as_json else None  # printed once the exit code is known
     for location in bundles:
         line = _ProgressLine(not quiet, "verify")
         try:
@@ -185,7 +186,8 @@ def _verify_each(
             # SPEC 7: with --json, stdout holds the one JSON line per bundle and nothing
             # else, and stderr no human summary: only the error of a bundle with no verdict.
             # Each line carries the process's exit code, known once every bundle is done.
-            records.append(result)
+            assert records is not None
+            records.add(result)
             _say_error(result)
         else:
             # The summary is the result: on stdout, whatever --quiet says.
@@ -213,6 +215,9 @@ def _verify_each(
             target = page_target(html, name)
             write_page(target, shown_record)
             _note(f"Wrote:       {shown(str(target))} (verification page)\n")
+        # Let this bundle's result go before the next is verified: one result of 120,000
+        # claims is 80 MB, and two need not be alive at once.
+        del result
     if several:
         order = ("verified", "failed", "altered", "error", "storage")
         words = {
@@ -231,8 +236,8 @@ def _verify_each(
         # included), else 0.
         codes = [3 if c == 5 else c for c in codes]
     code = max(codes, key=lambda c: _EXIT_RANK[c])
-    for printed in records:
-        _emit_verification(printed, exit_code=code)
+    if records is not None:
+        records.emit(code)
     return code
 
 

@@ -137,6 +137,13 @@ export function makeRecord(options, f) {
  */
 export function* recordPieces(record, perPiece = 1000) {
   const { claims, ...rest } = record;
+  // The exit code, where there is one, just before the claims (the command's spool sets
+  // its digit once the run's code is known).
+  if ('exit_code' in rest) {
+    const code = rest.exit_code;
+    delete rest.exit_code;
+    rest.exit_code = code;
+  }
   const head = JSON.stringify({ ...rest, claims: [] });
   yield head.slice(0, -2);
   for (let i = 0; i < claims.length; i += perPiece) {
