@@ -88,13 +88,20 @@ leaf, its audit path to the root the bundle head names, and the head's anchor.
 Options:
   --allowed-signers F       OpenSSH allowed_signers file: the head's signature anchors it
   --identity ID             signer identity to require (needs --allowed-signers)
-  --expect-bundle-digest D  the bundle digest you expect (sha256:...), an anchor too
+  --expect-bundle-digest D  the bundle digest the signed head must name (sha256:...);
+                            with --allowed-signers only: a digest alone anchors nothing
   --json                    the result as one JSON object (evalbook.proof_check.v1)
   -q, --quiet               accepted for symmetry; the result is printed all the same
   -h, --help                this text
 
+PROOF may be - for standard input.
+
 Exit codes: 0 proven, 1 not proven (the reason on stderr), 2 usage error, 3 the proof
-cannot be read (malformed, too large, not a file).`;
+cannot be read (malformed, too large, not a file).
+
+Examples:
+  node js/verify-bundle.mjs check-proof case-0042.proof.json --allowed-signers allowed_signers
+  node js/verify-bundle.mjs check-proof - --json < case-0042.proof.json`;
 
 /**
  * @param {string[]} argv
@@ -312,6 +319,31 @@ function writeAll(bytes) {
   }
 }
 
+/**
+ * Standard input to its end (a proof given as -), refused past ``cap`` bytes.
+ * @param {number} cap
+ */
+function readStdin(cap) {
+  const parts = [];
+  let size = 0;
+  const buffer = Buffer.alloc(1 << 16);
+  for (;;) {
+    let n;
+    try {
+      n = readSync(0, buffer, 0, buffer.length, null);
+    } catch (e) {
+      if (/** @type {any} */ (e).code === 'EAGAIN') continue;
+      if (/** @type {any} */ (e).code === 'EOF') break;
+      throw e;
+    }
+    if (n === 0) break;
+    size += n;
+    if (size > cap) throw new Error('over 64 MiB, larger than any proof');
+    parts.push(Buffer.from(buffer.subarray(0, n)));
+  }
+  return Buffer.concat(parts);
+}
+
 /** @param {string} line */
 function err(line) {
   process.stderr.write(line + '\n');
@@ -403,10 +435,13 @@ async function checkProofCommand(/** @type {string[]} */ argv) {
   const source = positional[0];
   let data;
   try {
-    const st = statSync(source);
-    if (!st.isFile()) throw new Error('not a regular file');
-    if (st.size > 64 * 1024 * 1024) throw new Error('over 64 MiB, larger than any proof');
-    data = readFileSync(source);
+    if (source === '-') data = readStdin(64 * 1024 * 1024);
+    else {
+      const st = statSync(source);
+      if (!st.isFile()) throw new Error('not a regular file');
+      if (st.size > 64 * 1024 * 1024) throw new Error('over 64 MiB, larger than any proof');
+      data = readFileSync(source);
+    }
   } catch (e) {
     throw new InputError(`${source}: cannot read (${/** @type {any} */ (e).code ?? /** @type {Error} */ (e).message})`);
   }

@@ -148,3 +148,13 @@ def test_node_help_names_every_option() -> None:
         assert "Exit codes" in text
         for option in options:
             assert text.count(option) >= 2, (argv, option)  # in the usage and explained
+
+
+@pytest.mark.parametrize("tool", sorted(CHECK_PROOF))
+def test_check_proof_reads_standard_input_as_dash(proof: Path, tool: str) -> None:
+    with open(proof, "rb") as stdin:
+        done = subprocess.run(
+            [*CHECK_PROOF[tool], "-", "--json"], stdin=stdin, capture_output=True, timeout=60
+        )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["proven"] is True
