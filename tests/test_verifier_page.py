@@ -568,7 +568,7 @@ def _renderer_peak(root: int, stop: threading.Event, peak: list[int]) -> None:
         for p in table:
             if b"--type=renderer" in p.cmdline and proctable.descends_from(p, root, table):
                 peak[0] = max(peak[0], p.rss_bytes)
-        stop.wait(0.05)
+        stop.wait(0.01)
 
 
 def _save_record(browser: Browser, session: str, into: Path, wait: float = 20) -> Path:
