@@ -562,7 +562,7 @@ def test_a_hashing_worker_dying_mid_run_is_an_error_never_a_verdict_nor_a_hang(
 
 def _renderer_peak(root: int, stop: threading.Event, peak: list[int]) -> None:
     """The largest resident size of any renderer process below ``root``, sampled every
-    50 ms until ``stop``."""
+    10 ms until ``stop`` (a peak lasts less than 200 ms)."""
     while not stop.is_set():
         table = proctable.processes()
         for p in table:
