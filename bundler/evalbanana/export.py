@@ -26,6 +26,7 @@ changed in between abandons the export ("changed during export; export again").
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -307,6 +308,11 @@ def _run_member_if(files: set[str], rel: str) -> str | None:
     return RUN_PREFIX + rel if rel in files else None
 
 
+# A control character (C0 or DEL), found by a regex at C speed: walking each character
+# of 20,000 checks' names in Python cost 3.6 s of an in-place verify's 10 s budget.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def check_member_names(top: str, paths: Iterable[str]) -> None:
     """Refuse names the strict archive reader would reject (SPEC section 5).
 
@@ -317,7 +323,7 @@ def check_member_names(top: str, paths: Iterable[str]) -> None:
     folded: dict[str, str] = {}
     for path in paths:
         full = f"{top}/{path}"
-        if "\\" in full or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in full):
+        if "\\" in full or _CONTROL.search(full) is not None:
             raise InputError(f"{path}: name holds a backslash or control character")
         if not unicodedata.is_normalized("NFC", full):
             raise InputError(f"{path}: name is not NFC-normalised, which bundles refuse")
