@@ -314,7 +314,10 @@ function writeAll(bytes) {
     try {
       done += writeSync(1, bytes, done, bytes.length - done);
     } catch (e) {
-      if (/** @type {any} */ (e).code !== 'EAGAIN') throw e;
+      const code = /** @type {any} */ (e).code;
+      // A reader that closed the pipe ends the command quietly, as for the stream below.
+      if (code === 'EPIPE') process.exit(1);
+      if (code !== 'EAGAIN') throw e;
     }
   }
 }
