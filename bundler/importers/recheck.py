@@ -297,6 +297,16 @@ def _subject_files(bundle: str, body: Any, work: Path) -> list[tuple[str, str, P
     return out
 
 
+def _by(
+    subject: list[tuple[str, str, Path]], key: Callable[[str, str], str]
+) -> dict[str, list[Path]]:
+    """The subject's run-file targets grouped by ``key(digest, role)``."""
+    grouped: dict[str, list[Path]] = {}
+    for digest, role, target in subject:
+        grouped.setdefault(key(digest, role), []).append(target)
+    return grouped
+
+
 def _blob(digest: str) -> str:
     return "data/blobs/sha256/" + digest.removeprefix("sha256:")
 
@@ -314,10 +324,7 @@ def _compare(held: _Held, runner: Runner, work: Path) -> RecheckResult:
                 f"{PRODUCER[runner].value!r}: not an import this command can check"
             )
         subject[:] = _subject_files(bundle, body, work)
-        wanted: dict[str, list[Path]] = {}
-        for digest, _, target in subject:
-            wanted.setdefault(_blob(digest), []).append(target)
-        return wanted
+        return _by(subject, lambda digest, _role: _blob(digest))
 
     held.read(work, run_files_of)
     manifest = _small(_load(held.documents["data/bundle.json"], "data/bundle.json"))
@@ -341,12 +348,8 @@ def _compare(held: _Held, runner: Runner, work: Path) -> RecheckResult:
                 not_rederivable=f"run file {target.name} is not in the bundle{why}: the run "
                 "cannot be re-derived",
             )
-    wanted: dict[str, list[Path]] = {}
-    paths: dict[str, list[Path]] = {}
-    for digest, role, target in subject:
-        wanted.setdefault(_blob(digest), []).append(target)
-        paths.setdefault(role, []).append(target)
-    held.take_out(wanted)
+    paths = _by(subject, lambda _digest, role: role)
+    held.take_out(_by(subject, lambda digest, _role: _blob(digest)))
     tasks: tuple[Path, ...] = ()
     for scorer in manifest["scorers"][:1]:
         count = held.task_counts.get(scorer["path"], 0)

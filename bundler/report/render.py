@@ -181,6 +181,9 @@ def verification_markdown(v: Verification) -> str:
     return "".join(verification_markdown_chunks(v))
 
 
+_LINES_PER_PIECE = 1000  # claim lines a piece of verification.md
+
+
 def verification_markdown_chunks(v: Verification) -> Iterator[str]:
     """``verification_markdown`` in pieces, the claims a thousand lines at a time: a
     hostile bundle's 130,000 failed claims make about 100 MB of it, never held whole."""
@@ -238,14 +241,16 @@ def verification_markdown_chunks(v: Verification) -> Iterator[str]:
     if failures:
         out += ["", "## Failed claims", ""]
     yield "\n".join(out) + "\n"
-    for start in range(0, len(failures), 1000):
-        lines = [f"- {_claim_line(c, shown_md)}" for c in failures[start : start + 1000]]
+    for start in range(0, len(failures), _LINES_PER_PIECE):
+        lines = [
+            f"- {_claim_line(c, shown_md)}" for c in failures[start : start + _LINES_PER_PIECE]
+        ]
         yield "\n".join(lines) + "\n"
     yield "\n## All claims\n\n| group | subject | state | reason / detail |\n|---|---|---|---|\n"
     claims = v.claims
-    for start in range(0, len(claims), 1000):
+    for start in range(0, len(claims), _LINES_PER_PIECE):
         lines = []
-        for c in claims[start : start + 1000]:
+        for c in claims[start : start + _LINES_PER_PIECE]:
             note = c.reason if c.state is State.UNPROVABLE else (c.detail or "")
             lines.append(
                 f"| {c.group} {GROUPS[c.group]} | {shown_md(c.subject)} | {c.state.value} "
