@@ -409,24 +409,28 @@ def chain_name_bytes(name_bytes: int, top: str = "evalbook-bundle-r1") -> int:
     return sum(len(c) for c in chain)
 
 
-def unlisted_members_bundle(clean: Any, out: Any, count: int, name_bytes: int) -> Any:
+def unlisted_members_bundle(
+    clean: Any, out: Any, count: int, name_bytes: int, fill: str = "x"
+) -> Any:
     """A real bundle with ``count`` empty files of ``name_bytes``-byte names added under
     data/, in no manifest and named by nothing: each is two failed claims (BagIt's
     listing and the bundle's own), so a small archive within every cap of the reader
     (members, name bytes) gives a record of as many failed claims with long subjects as
-    a bundle can: about 120,000 and 100 MB of JSON at 61,000 names of 540 bytes."""
+    a bundle can: about 120,000 and 100 MB of JSON at 61,000 names of 540 bytes. ``fill``
+    pads the names: ``"`` makes every padding byte two in the record's JSON."""
     import repack
 
     eb = repack.open_bundle(clean)
     tar = repack.tar_bytes(eb)
     while tar.endswith(b"\0" * BLOCK):
         tar = tar[:-BLOCK]
-    base = f"{eb.top}/data/m/" + "d" * 250
+    width = len(fill.encode())
+    base = f"{eb.top}/data/m/" + fill * (250 // width)  # a segment holds at most 255 bytes
     members = [pax_member([("path", f"{eb.top}/data/m/")]) + header("d/", typeflag=b"5")]
     members.append(pax_member([("path", base + "/")]) + header("d/", typeflag=b"5"))
-    fill = min(name_bytes - len(base) - 1, 250)  # a segment holds at most 255 bytes
+    room = min(name_bytes - len(base.encode()) - 1, 250)
     for i in range(count):
-        name = base + "/" + (f"{i:08d}" + "x" * 255)[:fill]
+        name = base + "/" + f"{i:08d}" + fill * ((room - 8) // width)
         members.append(pax_member([("path", name)]) + header("f"))
     body = tar + b"".join(members)
     data = body + end_of_archive(len(body))

@@ -32,6 +32,24 @@ def many(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
     return hostile.unlisted_members_bundle(bundles["rpt-clean/alice"], out, NAMES, 540)
 
 
+# Names that cost each writer most: '"' is two bytes in JSON, a CJK character three in
+# UTF-8 and takes every text through the escaping of non-ASCII (a walk a character at a
+# time took Python's verification.md to 14 s).
+FILLS = {"quotes": '"', "cjk": "\u6f22"}
+
+
+@pytest.fixture(scope="module", params=sorted(FILLS))
+def many_filled(
+    request: pytest.FixtureRequest,
+    bundles: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    out = tmp_path_factory.mktemp("many-filled") / f"{request.param}.tar.zst"
+    return hostile.unlisted_members_bundle(
+        bundles["rpt-clean/alice"], out, NAMES, 540, fill=FILLS[request.param]
+    )
+
+
 PYTHON = [sys.executable, "-m", "bundler", "verify"]
 NODE = ["node", str(ROOT / "js" / "verify-bundle.mjs")]
 WAYS = {
@@ -45,6 +63,15 @@ WAYS = {
 
 @pytest.mark.parametrize("way", sorted(WAYS))
 def test_every_record_writer_stays_within_budget(many: Path, way: str, tmp_path: Path) -> None:
+    _within_budget(many, way, tmp_path)
+
+
+@pytest.mark.parametrize("way", ["python --output-dir", "node --json"])
+def test_the_costliest_names_stay_within_budget(many_filled: Path, way: str, tmp_path: Path) -> None:
+    _within_budget(many_filled, way, tmp_path)
+
+
+def _within_budget(many: Path, way: str, tmp_path: Path) -> None:
     command, options = WAYS[way]
     out = tmp_path / "out"
     args = [o.replace("{out}", str(out)) for o in options]
@@ -70,3 +97,42 @@ def test_every_record_writer_stays_within_budget(many: Path, way: str, tmp_path:
         assert markdown.count(" | failed | ") == FAILED  # one table row each
     else:
         assert b"FAILED" in run.stdout
+
+
+@pytest.mark.parametrize("options", [[], ["--json"]], ids=["summary", "json"])
+def test_node_gives_back_each_bundle_before_the_next(
+    many: Path, options: list[str], tmp_path: Path
+) -> None:
+    """Several such bundles in one run stay within the bound of one: each bundle's memory
+    is collected before the next is read (one collection too early kept 75 MB of the
+    last record: two bundles peaked at 327 MB)."""
+    copies = []
+    for i in range(2):
+        copy = tmp_path / f"many{i}.tar.zst"
+        copy.write_bytes(many.read_bytes())
+        copies.append(str(copy))
+    run = measure.spawn_measured([*NODE, *copies, *options], deadline=180)
+    detail = f"exit {run.code}, peak {run.peak_bytes // 2**20} MiB: {run.stderr[-300:]!r}"
+    assert run.code == 1 and not run.killed, detail
+    assert run.peak_bytes < BUDGET_BYTES, detail
+    if options:
+        lines = run.stdout.splitlines()
+        assert len(lines) == 2 and all(json.loads(x)["counts"]["failed"] == FAILED for x in lines)
+    else:
+        assert run.stdout.count(b"Verdict:     FAILED") == 2
+        assert run.stdout.count(b"... and 121951 more (see --json)") == 2
+
+
+@pytest.mark.parametrize("command", [PYTHON, NODE], ids=["python", "node"])
+def test_a_slow_reader_of_the_output_costs_no_memory(
+    many: Path, command: list[str], tmp_path: Path
+) -> None:
+    """The record goes to a pipe as its reader takes it, never queued in memory (Node
+    queues a stream's writes to a pipe: a reader that waited took it to 800 MB)."""
+    out = tmp_path / "taken"
+    script = f'{" ".join(map(repr, command))} {str(many)!r} --json | (sleep 3; cat > {str(out)!r})'
+    run = measure.spawn_measured(["sh", "-c", script], deadline=180)
+    detail = f"exit {run.code}, peak {run.peak_bytes // 2**20} MiB: {run.stderr[-300:]!r}"
+    assert run.code == 0 and not run.killed, detail  # the shell's: cat's
+    assert run.peak_bytes < BUDGET_BYTES, detail
+    assert json.loads(out.read_bytes())["counts"]["failed"] == FAILED

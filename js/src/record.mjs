@@ -161,6 +161,9 @@ export function signatureLine(sig) {
   return `does not verify (${shown(sig.reason ?? '')})`;
 }
 
+/** Failed claims the console summary lists (the Python verifier's number). */
+export const MAX_FAILURES_LISTED = 50;
+
 /** @param {any} r @returns {string[]} */
 export function humanLines(r) {
   const out = [];
@@ -196,8 +199,16 @@ export function humanLines(r) {
     out.push(`  ${reason}: ${n} - ${REASON_WORDS[reason] ?? 'a reason this contract does not define'}`);
   }
   out.push(`Failed:      ${r.counts.failed} claims`);
+  let listed = 0;
   for (const c of r.claims) {
     if (c.state !== 'failed') continue;
+    // The summary names the first failures, as `evalbook-bundle verify` does; the record
+    // (--json) holds every one. A hostile bundle's 122,000 would make 250 MB of text.
+    if (listed === MAX_FAILURES_LISTED) {
+      out.push(`  ... and ${r.counts.failed - listed} more (see --json)`);
+      break;
+    }
+    listed++;
     let line = `  [${c.group} ${c.group_name}] ${shown(c.subject)}: ${shown(c.detail)}`;
     if (c.path) line += `  (${shown(c.path)})`;
     out.push(line);
