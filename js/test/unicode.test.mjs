@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { folded, nameProblem } from '../src/names.mjs';
+import { folded, nameProblem, utf8Length } from '../src/names.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const VENV = `${ROOT}.venv/bin/python`;
@@ -77,4 +77,16 @@ test('names: the case folding pairs an independent review found folding apart ar
   // Full case folding keeps the dotless i apart from i (Python's casefold; no Turkic rule).
   assert.notEqual(folded('\u0131.json'), folded('i.json'));
   assert.match(String(nameProblem('\u{1e08f}')), /^U\+1E08F is not assigned in Unicode 14\.0\.0$/);
+});
+
+test('utf8Length counts what TextEncoder writes, for every length class and a lone surrogate', () => {
+  const encoder = new TextEncoder();
+  const pieces = ['a', '\u007f', '\u0080', '\u07ff', '\u0800', '\ufffd', '\uffff', '\u{10000}', '\u{10ffff}', '\ud800', '\udc00', '\u00e9', '\u6f22'];
+  let seed = 7;
+  const next = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff);
+  for (let k = 0; k < 20000; k++) {
+    let text = '';
+    for (let n = next() % 12; n > 0; n--) text += pieces[next() % pieces.length];
+    assert.equal(utf8Length(text), encoder.encode(text).length, JSON.stringify(text));
+  }
 });
