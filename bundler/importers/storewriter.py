@@ -490,12 +490,16 @@ class StoreWriter:
     ) -> CommitResult:
         # Before anything moves: every directory a final path passes through is a real
         # directory (or absent), every final path absent or holding the staged bytes.
-        for relpath in [*self._staged, "access.json", f"{report_dir}/x"]:
-            store.dir(relpath.rpartition("/")[0])
+        # Each directory is walked once, not once a file: 60,000 payloads of a fresh
+        # store were 120,000 failed opens of its absent blobs/.
+        parents = {r.rpartition("/")[0] for r in [*self._staged, "access.json", f"{report_dir}/x"]}
+        absent = {parent for parent in sorted(parents) if store.dir(parent) is None}
         prefix = report_dir + "/"
         report_files = sorted(r for r in self._staged if r.startswith(prefix))
         others = sorted(r for r in self._staged if not r.startswith(prefix))
-        to_move = [r for r in others if not self._same(store, r)]
+        to_move = [
+            r for r in others if r.rpartition("/")[0] in absent or not self._same(store, r)
+        ]
         report_written = not self._report_present(store, report_dir, report_files)
         written = 0
         if access is not None and not store.exists("access.json"):
