@@ -230,6 +230,20 @@ function maxBytesOption(v) {
  * verifier, not a usage error.
  * @param {string} path
  */
+/**
+ * What `read` makes of the file an option names; an error says which file it was (the
+ * `input` of evalbook.error.v1 is the file that failed, not the bundle, as in Python).
+ * @template T @param {string} path @param {(path: string) => T} read @returns {T}
+ */
+function optionFile(path, read) {
+  try {
+    return read(path);
+  } catch (e) {
+    if (e instanceof Error) /** @type {any} */ (e).input = path;
+    throw e;
+  }
+}
+
 function readSignatureFile(path) {
   let st;
   try {
@@ -415,9 +429,11 @@ async function verifyCommand(/** @type {string[]} */ argv) {
   }
   if (opts['--signature'] !== undefined && positional.length > 1) throw new UsageError('--signature takes a single BUNDLE');
   const maxBytes = maxBytesOption(opts['--max-bytes']);
-  const allowedSigners = opts['--allowed-signers'] !== undefined ? readAllowedSigners(opts['--allowed-signers']) : null;
+  // The signature file is read first, as the Python command reads it: with both files
+  // bad, both name the same one.
   const sidecars = [];
-  if (opts['--signature'] !== undefined) sidecars.push({ name: opts['--signature'], text: readSignatureFile(opts['--signature']) });
+  if (opts['--signature'] !== undefined) sidecars.push({ name: opts['--signature'], text: optionFile(opts['--signature'], readSignatureFile) });
+  const allowedSigners = opts['--allowed-signers'] !== undefined ? optionFile(opts['--allowed-signers'], readAllowedSigners) : null;
   const json = !!opts['--json'];
   const services = nodeServices();
   const codes = [];
@@ -485,7 +501,7 @@ async function checkProofCommand(/** @type {string[]} */ argv) {
   if (positional.length !== 1) throw new UsageError(positional.length ? 'check-proof takes one PROOF' : 'missing argument PROOF');
   if (opts['--identity'] !== undefined && opts['--allowed-signers'] === undefined) throw new UsageError('--identity needs --allowed-signers');
   const expectBundleDigest = digestOption(opts['--expect-bundle-digest'], '--expect-bundle-digest');
-  const allowedSigners = opts['--allowed-signers'] !== undefined ? readAllowedSigners(opts['--allowed-signers']) : null;
+  const allowedSigners = opts['--allowed-signers'] !== undefined ? optionFile(opts['--allowed-signers'], readAllowedSigners) : null;
   const source = positional[0];
   let data;
   try {
@@ -506,7 +522,12 @@ async function checkProofCommand(/** @type {string[]} */ argv) {
   // one that is read and not proven is a result with --json, else a line on stderr, as
   // the Python command gives them; stdout holds only what was proven.
   if (result.exit_code === 3) throw new InputError(result.error);
-  if (opts['--json']) out(JSON.stringify({ ...result, input: source }));
+  // A proven case is printed as the Python command prints it; a failing command's JSON
+  // carries its exit code and input (SPEC 7).
+  if (opts['--json']) {
+    const { exit_code: code, ...proven } = result;
+    out(JSON.stringify(result.proven ? proven : { ...result, input: source }));
+  }
   else if (result.proven) for (const line of proofLines(result)) out(line);
   if (!result.proven) err(`error: ${shown(result.reason)}`);
   return result.exit_code;
@@ -524,7 +545,8 @@ function failure(command, argv, e) {
   const end = argv.indexOf('--');
   const options = end < 0 ? argv : argv.slice(0, end);
   if (options.includes('--json')) {
-    const input = argv.find((a, i) => !a.startsWith('-') && (i === 0 || !VALUE_OPTIONS.has(argv[i - 1]))) ?? null;
+    const named = e instanceof Error ? /** @type {any} */ (e).input : undefined;
+    const input = named ?? argv.find((a, i) => !a.startsWith('-') && (i === 0 || !VALUE_OPTIONS.has(argv[i - 1]))) ?? null;
     out(JSON.stringify({ schema: 'evalbook.error.v1', command, error: message, exit_code: code, input }));
   }
   err(`error: ${shown(message)}${code === 2 ? ' (see --help)' : ''}`);

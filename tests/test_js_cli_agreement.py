@@ -97,6 +97,39 @@ def test_check_proof_names_the_case_status_and_score_alike(proof: Path) -> None:
         assert b"status pass, score 1" in human.stdout, (tool, human.stdout)
     assert records["python"]["case_status"] == records["node"]["case_status"] == "pass"
     assert records["python"]["case_score"] == records["node"]["case_score"] == 1
+    # A proven case is no failing command's object: the same fields in both (SPEC 7).
+    assert sorted(records["python"]) == sorted(records["node"])
+    assert "exit_code" not in records["node"] and "input" not in records["node"]
+
+
+# Option files that cannot be used, each alone and beside another bad one: the error
+# record's input is the file that failed, the same one in both verifiers.
+BAD_OPTION_FILES = {
+    "signers missing": (["--allowed-signers", "{missing}"], "{missing}"),
+    "signers not signers": (["--allowed-signers", "{text}"], "{text}"),
+    "signers a directory": (["--allowed-signers", "{dir}"], "{dir}"),
+    "signature missing": (["--signature", "{missing}", "--allowed-signers", "{text}"], "{missing}"),
+    "signature a device": (["--allowed-signers", "{text}", "--signature", "/dev/null"], "/dev/null"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_OPTION_FILES))
+def test_an_unusable_option_file_is_the_input_of_the_error_record(
+    bundles: dict[str, Path], tmp_path: Path, case: str
+) -> None:
+    text = tmp_path / "hostname"
+    text.write_text("vm\n")
+    where = {"missing": str(tmp_path / "absent"), "text": str(text), "dir": str(tmp_path)}
+    options, named = BAD_OPTION_FILES[case]
+    args = [o.format(**where) for o in options]
+    bundle = str(bundles["rpt-clean/alice"])
+    for tool, cmd in COMMANDS.items():
+        done = _run([*cmd, bundle, *args, "--json"])
+        assert done.returncode == 3, (tool, done.stderr)
+        record = json.loads(done.stdout)
+        assert record["schema"] == "evalbook.error.v1", (tool, record)
+        assert record["input"] == named.format(**where), (tool, record)
+        assert done.stderr.count(b"\n") == 1, (tool, done.stderr)
 
 
 @pytest.mark.parametrize("tool", sorted(CHECK_PROOF))
