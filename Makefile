@@ -7,9 +7,9 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: demo test lint fixtures bench eb-fixtures clean screenshot js conformance differential
 
-# The stamp also follows the C source: an editable install compiles bundler/core/_jcs.c once,
+# The stamp also follows the C sources: an editable install compiles bundler/core/*.c once,
 # so a changed source needs a new install to take effect.
-$(STAMP): pyproject.toml setup.py bundler/core/_jcs.c
+$(STAMP): pyproject.toml setup.py bundler/core/_jcs.c bundler/core/_files.c
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=...)")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -296,9 +296,18 @@ def import_run(config: ImportConfig, progress: Callable[[int], None] | None = No
             "(or EVALBOOK_PRINCIPAL), the principal its access.json grants"
         )
     with _opened(config) as opened, StoreWriter(config.store) as writer:
-        built = _read_and_build(config, opened, writer, progress)
-        # Before anything moves: what the report's export would refuse, refused here.
-        check_exportable(writer.staged_files(), built.report_id, opened.files[0].name)
+        try:
+            built = _read_and_build(config, opened, writer, progress)
+            # Before anything moves: what the report's export would refuse, refused here.
+            check_exportable(writer.staged_files(), built.report_id, opened.files[0].name)
+        except OSError as exc:
+            # A staged file that cannot be written (a full disk, a failing one): one line
+            # naming it; the staging directory goes with the writer, the store untouched.
+            where = exc.filename if exc.filename is not None else config.store
+            raise StoreError(
+                f"{where}: {exc.strerror or exc} while staging the import; nothing was "
+                "written to the store; import refused"
+            ) from None
         access = None
         if principal is not None:
             access = canonical.dumps({"principals": {principal: sorted([EXPORT, READ_BODY])}})

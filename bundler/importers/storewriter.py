@@ -39,6 +39,7 @@ from typing import NamedTuple, NoReturn
 
 from bundler.core.errors import InputError, OutputError, StoreError
 from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES
+from bundler.importers.batchwrite import BatchWriter
 
 STAGING_PREFIX = ".evalbook-import-"
 HEAD_BYTES = 64  # of a payload, kept: more than a bundle reader looks at to keep it
@@ -344,6 +345,9 @@ class StoreWriter:
         self._payloads = f"{self.staging}/payloads"
         os.mkdir(self._files)
         os.mkdir(self._payloads)
+        # Payloads and example bodies, written beside the reading (batchwrite); every
+        # method that reads, moves or links a staged file flushes it first.
+        self._pending = BatchWriter()
         self._staged: dict[str, str] = {}  # final relpath -> staged file
         self._examples: dict[str, str] = {}  # digest -> staged example body
         self._dirs: set[str] = {""}  # staged directories (under files/) already made
@@ -369,7 +373,7 @@ class StoreWriter:
         relpath = ref.relpath
         if relpath not in self._staged:
             path = self._stage_path(relpath)
-            _write_new(path, data)
+            self._pending.add(path, data)
             self._staged[relpath] = path
             self._heads[relpath] = data[:HEAD_BYTES]
         return ref
@@ -405,7 +409,7 @@ class StoreWriter:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         if digest not in self._examples:
             path = f"{self._payloads}/example-{digest.removeprefix('sha256:')}"
-            _write_new(path, data)
+            self._pending.add(path, data)
             self._examples[digest] = path
             self._heads[digest] = data[:HEAD_BYTES]
         return digest
@@ -413,6 +417,7 @@ class StoreWriter:
     def place_example(self, digest: str, relpath: str) -> None:
         """Give a staged example body its final path: moved there the first time, linked
         for any other example with the same body."""
+        self._pending.flush()
         path = self._stage_path(relpath)
         staged = self._examples[digest]
         if staged.startswith(self._payloads + "/"):
@@ -424,6 +429,7 @@ class StoreWriter:
         self._heads[relpath] = self._heads[digest]
 
     def put_document(self, relpath: str, data: bytes) -> None:
+        self._pending.flush()
         staged = self._staged.get(relpath)
         if staged is not None:
             with open(staged, "rb") as f:
@@ -460,6 +466,7 @@ class StoreWriter:
         refusal part way (a link or a file that appeared, a directory moved away, a
         failed write) removes what this commit had placed, so the store holds the whole
         report or nothing of this import."""
+        self._pending.flush()
         with deferred_signals():
             journal: list[tuple[str, str, str]] = []
             store = _Tree(self._root, journal)
@@ -674,15 +681,18 @@ class StoreWriter:
 
     def staged_files(self) -> list[Staged]:
         """Everything staged so far, every file written."""
+        self._pending.flush()
         return [
             Staged(r, p, self._heads.get(r), self._whole.get(r)) for r, p in self._staged.items()
         ]
 
     def close(self) -> None:
+        self._pending.close()  # before the staging directory goes
         with deferred_signals():
             shutil.rmtree(self.staging, ignore_errors=True)
 
     def abort(self) -> None:
+        self._pending.close()  # before the staging directory goes
         with deferred_signals():
             shutil.rmtree(self.staging, ignore_errors=True)
             if self.created_root and not self._committed:
