@@ -410,14 +410,15 @@ def chain_name_bytes(name_bytes: int, top: str = "evalbook-bundle-r1") -> int:
 
 
 def unlisted_members_bundle(
-    clean: Any, out: Any, count: int, name_bytes: int, fill: str = "x"
+    clean: Any, out: Any, count: int, name_bytes: int, fill: str = "x", depth: int = 1
 ) -> Any:
     """A real bundle with ``count`` empty files of ``name_bytes``-byte names added under
     data/, in no manifest and named by nothing: each is two failed claims (BagIt's
     listing and the bundle's own), so a small archive within every cap of the reader
     (members, name bytes) gives a record of as many failed claims with long subjects as
     a bundle can: about 120,000 and 100 MB of JSON at 61,000 names of 540 bytes. ``fill``
-    pads the names: ``"`` makes every padding byte two in the record's JSON."""
+    pads the names: ``"`` makes every padding byte two in the record's JSON. ``depth``
+    directories of 250 bytes of it hold the files (16: names of about 4 KB)."""
     import repack
 
     eb = repack.open_bundle(clean)
@@ -425,9 +426,11 @@ def unlisted_members_bundle(
     while tar.endswith(b"\0" * BLOCK):
         tar = tar[:-BLOCK]
     width = len(fill.encode())
-    base = f"{eb.top}/data/m/" + fill * (250 // width)  # a segment holds at most 255 bytes
-    members = [pax_member([("path", f"{eb.top}/data/m/")]) + header("d/", typeflag=b"5")]
-    members.append(pax_member([("path", base + "/")]) + header("d/", typeflag=b"5"))
+    base = f"{eb.top}/data/m"
+    members = [pax_member([("path", f"{base}/")]) + header("d/", typeflag=b"5")]
+    for level in range(depth):  # a segment holds at most 255 bytes
+        base += "/" + (fill * (250 // width) if level == 0 else f"{level:02d}" + fill * (248 // width))
+        members.append(pax_member([("path", base + "/")]) + header("d/", typeflag=b"5"))
     room = min(name_bytes - len(base.encode()) - 1, 250)
     for i in range(count):
         name = base + "/" + f"{i:08d}" + fill * ((room - 8) // width)

@@ -34,8 +34,9 @@ def many(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
 
 # Names that cost each writer most: '"' is two bytes in JSON, a CJK character three in
 # UTF-8 and takes every text through the escaping of non-ASCII (a walk a character at a
-# time took Python's verification.md to 14 s).
-FILLS = {"quotes": '"', "cjk": "\u6f22"}
+# time took Python's verification.md to 14 s), and Markdown's specials are each escaped
+# in verification.md (a replacement run as Python code for each: 60 s).
+FILLS = {"quotes": '"', "cjk": "\u6f22", "markdown": "*_[]()|<>&"}
 
 
 @pytest.fixture(scope="module", params=sorted(FILLS))
@@ -71,7 +72,7 @@ def test_the_costliest_names_stay_within_budget(many_filled: Path, way: str, tmp
     _within_budget(many_filled, way, tmp_path)
 
 
-def _within_budget(many: Path, way: str, tmp_path: Path) -> None:
+def _within_budget(many: Path, way: str, tmp_path: Path, failed: int = FAILED) -> None:
     command, options = WAYS[way]
     out = tmp_path / "out"
     args = [o.replace("{out}", str(out)) for o in options]
@@ -86,15 +87,15 @@ def _within_budget(many: Path, way: str, tmp_path: Path) -> None:
     assert run.cpu < BUDGET_SECONDS, detail
     if "--json" in way:
         record = json.loads(run.stdout)
-        assert record["counts"]["failed"] == FAILED == len(
+        assert record["counts"]["failed"] == failed == len(
             [c for c in record["claims"] if c["state"] == "failed"]
         )
         assert record["exit_code"] == 1
     elif "--output-dir" in way:
         record = json.loads((out / "verification.json").read_bytes())
-        assert len(record["claims"]) == record["counts"]["proven"] + FAILED
+        assert len(record["claims"]) == record["counts"]["proven"] + failed
         markdown = (out / "verification.md").read_text()
-        assert markdown.count(" | failed | ") == FAILED  # one table row each
+        assert markdown.count(" | failed | ") == failed  # one table row each
     else:
         assert b"FAILED" in run.stdout
 
@@ -136,3 +137,39 @@ def test_a_slow_reader_of_the_output_costs_no_memory(
     assert run.code == 0 and not run.killed, detail  # the shell's: cat's
     assert run.peak_bytes < BUDGET_BYTES, detail
     assert json.loads(out.read_bytes())["counts"]["failed"] == FAILED
+
+
+@pytest.fixture(scope="module")
+def long_names(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """8,000 names of about 4 KB (16 directories deep) of Markdown's specials."""
+    out = tmp_path_factory.mktemp("long-names") / "long.tar.zst"
+    return hostile.unlisted_members_bundle(
+        bundles["rpt-clean/alice"], out, 8000, 4096, fill=FILLS["markdown"], depth=16
+    )
+
+
+@pytest.mark.parametrize("shape", ["many", "long"])
+def test_the_page_of_such_a_record_is_written_within_budget(
+    many_filled: Path, long_names: Path, shape: str, tmp_path: Path
+) -> None:
+    """`render --html` of the record a verifier wrote (the page lists 1,000 claims; the
+    record's claims are walked in runs bounded by bytes: unbounded, a run of 1,000 long
+    items was matched and refused for each item in turn, 60 s)."""
+    bundle = many_filled if shape == "many" else long_names
+    record = tmp_path / "record.json"
+    done = measure.spawn_measured([*PYTHON, str(bundle), "--json"], deadline=120)
+    assert done.code == 1, done.stderr[-300:]
+    record.write_bytes(done.stdout)
+    page = tmp_path / "page.html"
+    run = measure.spawn_measured(
+        [sys.executable, "-m", "bundler", "render", str(record), "--html", str(page), "-q"],
+        deadline=120,
+    )
+    detail = f"exit {run.code}, {run.cpu:.1f} s CPU, peak {run.peak_bytes // 2**20} MiB"
+    assert run.code == 0 and not run.killed, detail + run.stderr[-300:].decode(errors="replace")
+    assert run.peak_bytes < BUDGET_BYTES and run.cpu < BUDGET_SECONDS, detail
+    assert page.stat().st_size > 0
+
+
+def test_long_names_of_markdown_specials_stay_within_budget(long_names: Path, tmp_path: Path) -> None:
+    _within_budget(long_names, "python --output-dir", tmp_path, failed=16_001)

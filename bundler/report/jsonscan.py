@@ -205,8 +205,11 @@ def scan_array(
     if w.byte(pos) == 0x5D:
         return
     while True:
-        batch = _FLAT_BATCH.match(data, pos)
-        if batch is not None and batch.end() - pos <= RUN_BYTES:
+        # Bounded by bytes as well as items: unbounded, a run of 1,000 items of 8 KB was
+        # matched and then refused as too long for every item in turn (60 s on a record
+        # of long names).
+        batch = _FLAT_BATCH.match(data, pos, pos + RUN_BYTES)
+        if batch is not None:
             end = batch.end() - 1  # the last comma
             yield Span(pos, end), True
             pos = w.ws(batch.end())
