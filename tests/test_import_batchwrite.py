@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bundler.core._files import write_new
 
+from bundler.core._files import write_new
 from bundler.importers import batchwrite
 from bundler.importers.batchwrite import BATCH_FILES, BatchWriter
 
