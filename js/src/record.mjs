@@ -127,15 +127,18 @@ export function makeRecord(options, f) {
 }
 
 /**
- * A verification record as JSON text in pieces, its claims a thousand at a time and
- * last (the pieces joined are one JSON object, no newline): a hostile bundle can give
- * 130,000 failed claims with long names, a record of about 100 MB, and neither the Node
- * command nor the page (saving it) ever holds it as one string.
+ * A verification record as JSON text in pieces of about `pieceChars` characters, its
+ * claims last (the pieces joined are one JSON object, no newline): a hostile bundle can
+ * give 130,000 failed claims with long names, a record of 100 MB and more, and neither
+ * the Node command nor the page (saving it) ever holds it as one string. Pieces are cut
+ * by size, not by a count of claims: a thousand claims of 4 KB names outside Latin-1
+ * (two bytes a character in V8) and full of quotes were 32 MB a piece, and the Node
+ * command's peak went past 600 MB.
  * @param {Record<string, any>} record
- * @param {number} [perPiece] claims a piece
+ * @param {number} [pieceChars] characters a piece, about
  * @returns {Generator<string>}
  */
-export function* recordPieces(record, perPiece = 1000) {
+export function* recordPieces(record, pieceChars = 1 << 20) {
   const { claims, ...rest } = record;
   // The exit code, where there is one, just before the claims (the command's spool sets
   // its digit once the run's code is known).
@@ -146,10 +149,20 @@ export function* recordPieces(record, perPiece = 1000) {
   }
   const head = JSON.stringify({ ...rest, claims: [] });
   yield head.slice(0, -2);
-  for (let i = 0; i < claims.length; i += perPiece) {
-    const batch = claims.slice(i, i + perPiece).map((/** @type {any} */ c) => JSON.stringify(c)).join(',');
-    yield i ? ',' + batch : batch;
+  /** @type {string[]} */
+  let batch = [];
+  let size = 0;
+  for (let i = 0; i < claims.length; i++) {
+    const text = JSON.stringify(claims[i]);
+    batch.push(i ? ',' + text : text);
+    size += text.length + 1;
+    if (size >= pieceChars) {
+      yield batch.join('');
+      batch = [];
+      size = 0;
+    }
   }
+  if (batch.length) yield batch.join('');
   yield ']}';
 }
 
