@@ -633,7 +633,7 @@ function render(r, fileName, used) {
     // The record's JSON goes out in pieces through a stream that the browser gathers into
     // the blob on its own side, not in this page: the record of a hostile bundle is 100
     // MB and more of JSON, never held here as one string or as one blob.
-    const pieces = recordPieces(r, 1 << 18);
+    const pieces = recordPieces(r);
     const encoder = new TextEncoder();
     const stream = new ReadableStream({
       pull(controller) {

@@ -133,12 +133,15 @@ export function makeRecord(options, f) {
  * the Node command nor the page (saving it) ever holds it as one string. Pieces are cut
  * by size, not by a count of claims: a thousand claims of 4 KB names outside Latin-1
  * (two bytes a character in V8) and full of quotes were 32 MB a piece, and the Node
- * command's peak went past 600 MB.
+ * command's peak went past 600 MB. And small: a piece of at most 64 KB stays among the
+ * young objects a scavenge frees at once; one of megabytes goes to the large-object
+ * space, freed only by a full collection (pieces of 1 M characters: 397 MB, of 32 K:
+ * 310 MB, on 62,900 names of one Latin-1 letter and quotes).
  * @param {Record<string, any>} record
  * @param {number} [pieceChars] characters a piece, about
  * @returns {Generator<string>}
  */
-export function* recordPieces(record, pieceChars = 1 << 20) {
+export function* recordPieces(record, pieceChars = 1 << 15) {
   const { claims, ...rest } = record;
   // The exit code, where there is one, just before the claims (the command's spool sets
   // its digit once the run's code is known).
