@@ -287,7 +287,6 @@ class SyncOutput {
 }
 
 const stdout = new SyncOutput(1);
-const stderr = new SyncOutput(2);
 
 /** @param {string} line */
 function out(line) {
@@ -407,8 +406,7 @@ function readStdin(cap) {
 /** A line on stderr, after whatever stdout holds (the two may share a terminal). @param {string} line */
 function err(line) {
   stdout.flush();
-  stderr.line(line);
-  stderr.flush();
+  writeAll(2, Buffer.from(line + '\n', 'utf8'));
 }
 
 async function verifyCommand(/** @type {string[]} */ argv) {

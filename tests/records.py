@@ -377,9 +377,11 @@ def _consistent_verification(r: dict[str, Any]) -> None:
         r["error"] = r["error"] or "unreadable"
     else:
         r["error"] = None
-    _consistent_anchor(r)
     _consistent_formats(r)
+    # The anchor last of the three: it copies the digests it was checked against, and a
+    # kind without a bundle (a run directory) has none once the proofs are made.
     _consistent_proofs(r)
+    _consistent_anchor(r)
     for c in r["claims"]:
         if c["state"] == "unprovable" and c["reason"] is None:
             c["reason"] = "case_limit"

@@ -120,10 +120,9 @@ def _unassigned_bmp_spans() -> str:
 
 
 _ASTRAL: Final = re.compile("[\\U00010000-\\U0010ffff]")
-_UNASSIGNED_BMP: Final = re.compile(f"[{_unassigned_bmp_spans()}]")
-_UNASSIGNED_OR_ASTRAL: Final = re.compile(
-    f"[{_unassigned_bmp_spans()}\\U00010000-\\U0010ffff]"
-)
+_UNASSIGNED_BMP_SPANS: Final = _unassigned_bmp_spans()
+_UNASSIGNED_BMP: Final = re.compile(f"[{_UNASSIGNED_BMP_SPANS}]")
+_UNASSIGNED_OR_ASTRAL: Final = re.compile(f"[{_UNASSIGNED_BMP_SPANS}\\U00010000-\\U0010ffff]")
 
 
 @functools.lru_cache(maxsize=4096)

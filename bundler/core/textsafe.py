@@ -109,17 +109,20 @@ def shown(value: Any) -> str:
     text = value if isinstance(value, str) else str(value)
     if _PLAIN.fullmatch(text):
         return text
-    if len(text) < 64:
-        return "".join(_escape(ch) if _hidden(ch) else ch for ch in text)
+    if len(text) < 64:  # not worth the class _maybe_hidden makes once (60 ms)
+        return "".join(map(_shown_char, text))
     # A longer text in one pass at C speed, a call made only for each character that may
     # need an escape: a hostile bundle's 122,000 claims naming 540-byte non-ASCII names
     # took 14 s to write as verification.md walked a character at a time.
     return _maybe_hidden().sub(_escaped_match, text)
 
 
-def _escaped_match(match: re.Match[str]) -> str:
-    ch = match.group()
+def _shown_char(ch: str) -> str:
     return _escape(ch) if _hidden(ch) else ch
+
+
+def _escaped_match(match: re.Match[str]) -> str:
+    return _shown_char(match.group())
 
 
 @functools.cache
