@@ -35,7 +35,8 @@ import { UTF8 } from './src/util.mjs';
 // spends at most about as much longer. Both change how code is compiled, never what it does.
 setFlagsFromString('--no-turbo-inlining');
 // A full collection between bundles (several bundles in one run), as the one way to give
-// back one bundle's memory before the next is read.
+// back one bundle's memory before the next is read, and between the stages of one that
+// leave the most behind (verifyBundle's collectGarbage).
 setFlagsFromString('--expose-gc');
 const collectGarbage = /** @type {() => void} */ (runInNewContext('gc'));
 setFlagsFromString('--interrupt-budget=1000000');
@@ -452,6 +453,7 @@ async function verifyCommand(/** @type {string[]} */ argv) {
         allowedSigners, allowedSignersSource: opts['--allowed-signers'], identity: opts['--identity'] ?? null,
         // Every signature present is checked (SPEC 11.3): a named one in addition.
         sidecars: [...sidecars, ...localSidecars(source).filter((s) => !sameFile(s.name, opts['--signature']))],
+        collectGarbage,
       });
     } catch (e) {
       const { errorRecord } = await import('./src/record.mjs');

@@ -440,3 +440,60 @@ def unlisted_members_bundle(
     with open(out, "wb") as fh:
         fh.write(zstandard.ZstdCompressor(level=3, write_checksum=True).compress(data))
     return out
+
+
+def full_bundle_json(
+    clean: Any,
+    out: Any,
+    shape: str,
+    count: int,
+    *,
+    lead: str = "",
+    fill: str = '"',
+    canonical: bool = True,
+) -> Any:
+    """A real bundle whose bundle.json, schema-valid and near its 32 MiB cap, lists as
+    much as the cap lets it, every digest of the bag resealed (manifest, bag-info, head,
+    tag manifest): what a verifier must read whole before it can say anything.
+
+    ``shape``: "outputs", ``count`` unavailable outputs (payload_at_sso) no case uses,
+    each a failed claim; "details", ``count`` unavailable examples whose ref is ``lead``
+    and 2,000 ``fill`` and whose detail is four times that (one character outside
+    Latin-1 in ``lead`` makes every such string two bytes a character in V8);
+    "payloads", ``count`` payload entries the bag lacks. ``canonical=False`` stores it
+    with spaces and every non-ASCII character escaped: the strict reader's path, not
+    the native one."""
+    import json
+
+    import repack
+
+    eb = repack.open_bundle(clean)
+    b = eb.bundle
+    if shape == "outputs":
+        b["unavailable"] += [
+            {"kind": "output", "ref": f"sha256:{i:064x}", "digest": f"sha256:{i:064x}",
+             "reason": "payload_at_sso", "detail": None}
+            for i in range(count)
+        ]
+    elif shape == "details":
+        text = lead + fill * 2000
+        b["unavailable"] += [
+            {"kind": "example", "ref": f"ds-qa@1/{i}{text}", "digest": None,
+             "reason": "missing_from_store", "detail": text * 4}
+            for i in range(count)
+        ]
+    elif shape == "payloads":
+        b["payloads"] += [
+            {"digest": f"sha256:{i:064x}", "path": f"data/blobs/sha256/{i:064x}", "size": 1}
+            for i in range(count)
+        ]
+    else:
+        raise ValueError(shape)
+    b["unavailable"].sort(key=lambda e: (e["kind"], e["ref"]))
+    if canonical:
+        eb.set_bundle(b)
+    else:
+        eb.files[repack.BUNDLE] = json.dumps(
+            b, sort_keys=True, separators=(", ", ": "), ensure_ascii=True
+        ).encode()
+    return repack.write_bundle(eb, out, bundle_json=False, head=canonical)

@@ -49,9 +49,10 @@ class Verdict(StrEnum):
     ERROR = "error"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Claim:
-    """One thing the verifier checked and how it ended."""
+    """One thing the verifier checked and how it ended (slots: a bundle.json within its
+    cap gives 150,000 of them)."""
 
     group: int
     subject: str

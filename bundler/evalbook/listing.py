@@ -157,17 +157,20 @@ def ref_of(item_id: str, version: int) -> str:
 def listing_problems(facts: BundleFacts) -> Iterator[tuple[dict[str, Any], str]]:
     """Each listed entry that contradicts the bundle, with the rule it breaks."""
     check = _Check(facts)
-    seen: set[tuple[str, str]] = set()
+    # The refs seen, by item_key's first part: the ref strings of bundle.json itself,
+    # not a tuple per entry (a bundle.json within its cap lists 150,000).
+    seen: dict[str, set[str]] = {}
     groups = (("unavailable", facts.bundle["unavailable"]), ("redacted", facts.bundle["redacted"]))
     for group, entries in groups:
         for raw in entries:
             entry = dict(raw, group=group)
             entry.setdefault("detail", None)
-            key = item_key(entry)
-            if key in seen:
+            kind, ref = item_key(entry)
+            refs = seen.setdefault(kind, set())
+            if ref in refs:
                 yield entry, "the item is listed more than once"
                 continue
-            seen.add(key)
+            refs.add(ref)
             problem = check.problem(entry)
             if problem is not None:
                 yield entry, problem

@@ -268,7 +268,7 @@ class CaseClaims(VerifierState):
                     f"payload {digest}",
                     listed["reason"],
                     expected=digest,
-                    detail=listed["detail"],
+                    detail=listed.get("detail"),
                 )
             else:
                 self.claims.failed(
@@ -313,7 +313,7 @@ class CaseClaims(VerifierState):
                             subject,
                             listed["reason"],
                             expected=ref["digest"],
-                            detail=listed["detail"],
+                            detail=listed.get("detail"),
                         )
                     else:
                         self.claims.failed(
@@ -470,5 +470,5 @@ class CaseClaims(VerifierState):
         if ok:
             self.claims.proven(
                 10,
-                f"accounting: {len(self.listing.entries)} listed items agree with the bundle; every file is named",
+                f"accounting: {self.listing.count} listed items agree with the bundle; every file is named",
             )

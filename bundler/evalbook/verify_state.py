@@ -9,6 +9,7 @@ cases use); with the helpers every group uses. The claim groups (``verify_docume
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,32 +22,29 @@ PAYLOAD_KINDS = {"output", "trace", "artifact"}
 
 @dataclass
 class _Listing:
-    """The unavailable and redacted entries, indexed."""
+    """The unavailable and redacted entries as bundle.json holds them, indexed, never
+    copied (a bundle.json within its cap lists 150,000). A redacted entry has no
+    ``detail``: read it with ``.get``."""
 
-    entries: list[dict[str, Any]]
-    by_key: dict[tuple[str, str], dict[str, Any]]
-    by_digest: dict[str, list[dict[str, Any]]]
+    count: int
+    by_kind: dict[str, dict[str, dict[str, Any]]]  # kind -> ref -> the first entry
+    payloads: dict[str, dict[str, Any]]  # digest -> the first payload entry of that ref
 
     @classmethod
     def of(cls, bundle: dict[str, Any]) -> _Listing:
-        entries = [dict(e, group="unavailable") for e in bundle["unavailable"]]
-        entries += [dict(e, group="redacted", detail=None) for e in bundle["redacted"]]
-        by_key: dict[tuple[str, str], dict[str, Any]] = {}
-        by_digest: dict[str, list[dict[str, Any]]] = {}
-        for e in entries:
-            by_key.setdefault((e["kind"], e["ref"]), e)
-            if e["digest"] is not None:
-                by_digest.setdefault(e["digest"], []).append(e)
-        return cls(entries, by_key, by_digest)
+        by_kind: dict[str, dict[str, dict[str, Any]]] = {}
+        payloads: dict[str, dict[str, Any]] = {}
+        for e in itertools.chain(bundle["unavailable"], bundle["redacted"]):
+            by_kind.setdefault(e["kind"], {}).setdefault(e["ref"], e)
+            if e["kind"] in PAYLOAD_KINDS and e["digest"] == e["ref"]:
+                payloads.setdefault(e["ref"], e)
+        return cls(len(bundle["unavailable"]) + len(bundle["redacted"]), by_kind, payloads)
 
     def get(self, kind: str, ref: str) -> dict[str, Any] | None:
-        return self.by_key.get((kind, ref))
+        return self.by_kind.get(kind, {}).get(ref)
 
     def payload(self, digest: str) -> dict[str, Any] | None:
-        for e in self.by_digest.get(digest, []):
-            if e["kind"] in PAYLOAD_KINDS and e["ref"] == digest:
-                return e
-        return None
+        return self.payloads.get(digest)
 
 
 class VerifierState:
@@ -96,7 +94,7 @@ class VerifierState:
                 entry["reason"],
                 path=path,
                 expected=entry["digest"],
-                detail=entry["detail"],
+                detail=entry.get("detail"),
             )
         else:
             self.claims.failed(

@@ -7,7 +7,9 @@ export const GROUPS = /** @type {Record<number, string>} */ ({
 });
 
 /**
- * @typedef {{group: number, subject: string, state: 'proven'|'unprovable'|'failed',
+ * A claim as the record writes it (its fields in the record's order, group_name with
+ * them: the record holds these objects, not copies of them).
+ * @typedef {{group: number, group_name: string, subject: string, state: 'proven'|'unprovable'|'failed',
  *   path: string|null, expected: string|null, observed: string|null,
  *   reason: string|null, detail: string|null}} Claim
  * @typedef {{path?: string|null, expected?: string|null, observed?: string|null, detail?: string|null}} Extra
@@ -21,17 +23,17 @@ export class Claims {
 
   /** @param {number} group @param {string} subject @param {Extra} [x] */
   proven(group, subject, x = {}) {
-    this.items.push({ group, subject, state: 'proven', path: x.path ?? null, expected: x.expected ?? null, observed: x.observed ?? null, reason: null, detail: null });
+    this.items.push({ group, group_name: GROUPS[group], subject, state: 'proven', path: x.path ?? null, expected: x.expected ?? null, observed: x.observed ?? null, reason: null, detail: null });
   }
 
   /** @param {number} group @param {string} subject @param {string} detail @param {Extra} [x] */
   failed(group, subject, detail, x = {}) {
-    this.items.push({ group, subject, state: 'failed', path: x.path ?? null, expected: x.expected ?? null, observed: x.observed ?? null, reason: null, detail: detail || 'failed' });
+    this.items.push({ group, group_name: GROUPS[group], subject, state: 'failed', path: x.path ?? null, expected: x.expected ?? null, observed: x.observed ?? null, reason: null, detail: detail || 'failed' });
   }
 
   /** @param {number} group @param {string} subject @param {string} reason @param {Extra} [x] */
   unprovable(group, subject, reason, x = {}) {
-    this.items.push({ group, subject, state: 'unprovable', path: x.path ?? null, expected: x.expected ?? null, observed: x.observed ?? null, reason, detail: x.detail ?? null });
+    this.items.push({ group, group_name: GROUPS[group], subject, state: 'unprovable', path: x.path ?? null, expected: x.expected ?? null, observed: x.observed ?? null, reason, detail: x.detail ?? null });
   }
 
   /**

@@ -47,30 +47,29 @@ class EvalBookClaims {
     this.casesUnknown = false;
     /** @type {Set<string>} */
     this.checksUnknown = new Set();
-    const entries = [
-      ...this.bundle.unavailable.map((/** @type {any} */ e) => ({ ...e, group: 'unavailable' })),
-      ...this.bundle.redacted.map((/** @type {any} */ e) => ({ ...e, group: 'redacted', detail: null })),
-    ];
-    this.listed = entries;
+    // The listed entries as read, in order, never copied (a bundle.json within its cap
+    // can list 150,000): kind -> ref -> the first entry listing it; digest -> the first
+    // payload entry whose ref is that digest. (A redacted entry has no detail.)
+    this.listedCount = this.bundle.unavailable.length + this.bundle.redacted.length;
+    /** @type {Map<string, Map<string, any>>} */
+    this.byKind = new Map();
     /** @type {Map<string, any>} */
-    this.byKey = new Map();
-    for (const e of entries) {
-      const k = `${e.kind}\u0000${e.ref}`;
-      if (!this.byKey.has(k)) this.byKey.set(k, e);
+    this.payloadByDigest = new Map();
+    for (const e of [...this.bundle.unavailable, ...this.bundle.redacted]) {
+      const refs = this.byKind.get(e.kind) ?? this.byKind.set(e.kind, new Map()).get(e.kind);
+      if (!refs.has(e.ref)) refs.set(e.ref, e);
+      if (PAYLOAD_KINDS.has(e.kind) && e.digest === e.ref && !this.payloadByDigest.has(e.ref)) this.payloadByDigest.set(e.ref, e);
     }
   }
 
   /** @param {string} kind @param {string} ref */
   listing(kind, ref) {
-    return this.byKey.get(`${kind}\u0000${ref}`) ?? null;
+    return this.byKind.get(kind)?.get(ref) ?? null;
   }
 
   /** @param {string} digest */
   listedPayload(digest) {
-    for (const e of this.listed) {
-      if (e.digest === digest && PAYLOAD_KINDS.has(e.kind) && e.ref === digest) return e;
-    }
-    return null;
+    return this.payloadByDigest.get(digest) ?? null;
   }
 
   /** @param {number} group @param {string} kind @param {string} ref @param {string} subject @param {string|null} [path] */
@@ -617,7 +616,7 @@ class EvalBookClaims {
       this.claims.failed(10, 'every named file is present', 'bundle.json names a file the bag lacks', { path });
       ok = false;
     }
-    if (ok) this.claims.proven(10, `accounting: ${this.listed.length} listed items agree with the bundle; every file is named`);
+    if (ok) this.claims.proven(10, `accounting: ${this.listedCount} listed items agree with the bundle; every file is named`);
   }
 
   /** Whether the report is an imported run (SPEC 16), whose run files are artifacts kept whatever their size. */

@@ -79,33 +79,85 @@ export function canonicalBytes(value) {
 
 /** @param {unknown} v @param {number} depth @returns {string} */
 function write(v, depth) {
-  if (v === null) return 'null';
-  if (v === true) return 'true';
-  if (v === false) return 'false';
-  if (typeof v === 'number') return number(v);
-  if (typeof v === 'string') return string(v);
+  /** @type {string[]} */
+  const out = [];
+  pieces(v, depth, (p) => {
+    out.push(p);
+    return true;
+  });
+  return out.join('');
+}
+
+/**
+ * Each piece of a value's canonical text in order, to `emit`, which returns false to
+ * stop (then so does this); the one by-hand writer of RFC 8785, so that a document of
+ * tens of megabytes can be compared with its text, or hashed, without its canonical
+ * text ever being built whole. Throws JsonError for what is not JSON.
+ * @param {unknown} v @param {number} depth @param {(piece: string) => boolean} emit
+ * @returns {boolean}
+ */
+function pieces(v, depth, emit) {
+  if (v === null) return emit('null');
+  if (v === true) return emit('true');
+  if (v === false) return emit('false');
+  if (typeof v === 'number') return emit(number(v));
+  if (typeof v === 'string') return emit(string(v));
+  if (typeof v !== 'object') throw new JsonError(`not a JSON value (${typeof v})`);
+  if (depth + 1 > MAX_DEPTH) throw new JsonError(`nesting deeper than ${MAX_DEPTH} levels`);
   if (Array.isArray(v)) {
-    if (depth + 1 > MAX_DEPTH) throw new JsonError(`nesting deeper than ${MAX_DEPTH} levels`);
-    let out = '[';
+    if (!emit('[')) return false;
     for (let i = 0; i < v.length; i++) {
-      if (i) out += ',';
-      out += write(v[i], depth + 1);
+      if ((i && !emit(',')) || !pieces(v[i], depth + 1, emit)) return false;
     }
-    return out + ']';
+    return emit(']');
   }
-  if (typeof v === 'object') {
-    if (depth + 1 > MAX_DEPTH) throw new JsonError(`nesting deeper than ${MAX_DEPTH} levels`);
-    const o = /** @type {Record<string, unknown>} */ (v);
-    // Array.prototype.sort on strings compares UTF-16 code units, as JCS requires.
-    const keys = Object.keys(o).sort();
-    let out = '{';
-    for (let i = 0; i < keys.length; i++) {
-      if (i) out += ',';
-      out += string(keys[i]) + ':' + write(o[keys[i]], depth + 1);
+  const o = /** @type {Record<string, unknown>} */ (v);
+  // Array.prototype.sort on strings compares UTF-16 code units, as JCS requires.
+  const keys = Object.keys(o).sort();
+  if (!emit('{')) return false;
+  for (let i = 0; i < keys.length; i++) {
+    if (!emit((i ? ',' : '') + string(keys[i]) + ':') || !pieces(o[keys[i]], depth + 1, emit)) return false;
+  }
+  return emit('}');
+}
+
+/**
+ * True when `text` is the canonical text of `value` (what it was read from, say),
+ * compared piece by piece; false too when the value is not JSON.
+ * @param {unknown} value @param {string} text
+ */
+export function isCanonicalText(value, text) {
+  let at = 0;
+  try {
+    const whole = pieces(value, 0, (p) => {
+      if (!text.startsWith(p, at)) return false;
+      at += p.length;
+      return true;
+    });
+    return whole && at === text.length;
+  } catch (e) {
+    if (e instanceof JsonError) return false;
+    throw e;
+  }
+}
+
+/**
+ * The SHA-256 of a value's canonical UTF-8 bytes, written to the hash a piece at a
+ * time (at most about 64 K characters held). Throws JsonError for what is not JSON.
+ * @param {unknown} value @param {{update(data: Uint8Array): void, hex(): string}} hash
+ */
+export function canonicalSha256(value, hash) {
+  let held = '';
+  pieces(value, 0, (p) => {
+    held += p;
+    if (held.length >= 65536) {
+      hash.update(ENCODER.encode(held));
+      held = '';
     }
-    return out + '}';
-  }
-  throw new JsonError(`not a JSON value (${typeof v})`);
+    return true;
+  });
+  hash.update(ENCODER.encode(held));
+  return hash.hex();
 }
 
 /** @param {number} n */

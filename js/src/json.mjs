@@ -12,6 +12,8 @@ const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 const DECODER = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const NUMBER = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
 const MAX_NUMBER_CHARS = 4096;
+/** The one-character escapes JSON has, after the backslash. */
+const SIMPLE_ESCAPES = '"\\/bfnrt';
 
 /**
  * Parse UTF-8 JSON bytes strictly.
@@ -167,47 +169,37 @@ class Parser {
     }
   }
 
+  /**
+   * A string: scanned here, where every rule is checked (controls, escapes, surrogate
+   * escapes in pairs), then, when it holds an escape, decoded by JSON.parse, whose
+   * decoding of a checked literal is the contract's. Building the value here a piece
+   * per escape kept a chain of pieces per string: 600 MB for 30 MB of escaped quotes.
+   */
   string() {
     const t = this.t;
-    let i = this.i + 1;
-    let out = '';
-    let start = i;
+    const begin = this.i;
+    let i = begin + 1;
+    let escaped = false;
     for (;;) {
       if (i >= t.length) {
         this.i = i;
         this.fail('unterminated string');
       }
       const c = t.charCodeAt(i);
-      if (c === 0x22) {
-        out += t.slice(start, i);
-        this.i = i + 1;
-        break;
-      }
+      if (c === 0x22) break;
       if (c < 0x20) {
         this.i = i;
         this.fail('control character in string');
       }
-      if (c >= 0xd800 && c <= 0xdfff) {
-        // A raw surrogate can only be half of a pair here (the text came from UTF-8).
-        i++;
-        continue;
-      }
+      // A raw surrogate can only be half of a pair here (the text came from UTF-8).
       if (c !== 0x5c) {
         i++;
         continue;
       }
-      out += t.slice(start, i);
+      escaped = true;
       const e = t[i + 1];
       i += 2;
-      if (e === '"') out += '"';
-      else if (e === '\\') out += '\\';
-      else if (e === '/') out += '/';
-      else if (e === 'b') out += '\b';
-      else if (e === 'f') out += '\f';
-      else if (e === 'n') out += '\n';
-      else if (e === 'r') out += '\r';
-      else if (e === 't') out += '\t';
-      else if (e === 'u') {
+      if (e === 'u') {
         const cu = this.hex4(i);
         i += 4;
         if (cu >= 0xd800 && cu <= 0xdbff) {
@@ -221,20 +213,17 @@ class Parser {
             this.fail('lone surrogate escape');
           }
           i += 6;
-          out += String.fromCharCode(cu, lo);
         } else if (cu >= 0xdc00 && cu <= 0xdfff) {
           this.i = i;
           this.fail('lone surrogate escape');
-        } else {
-          out += String.fromCharCode(cu);
         }
-      } else {
+      } else if (e === undefined || !SIMPLE_ESCAPES.includes(e)) {
         this.i = i - 1;
         this.fail('invalid escape');
       }
-      start = i;
     }
-    return out;
+    this.i = i + 1;
+    return escaped ? JSON.parse(t.slice(begin, i + 1)) : t.slice(begin + 1, i);
   }
 
   /** @param {number} at */

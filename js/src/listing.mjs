@@ -50,17 +50,23 @@ export function listingProblems(f) {
   const c = new Check(f);
   /** @type {[any, string][]} */
   const out = [];
-  const seen = new Set();
+  /** kind -> the refs listed so far (payload kinds share one set: one item per digest). */
+  /** @type {Map<string, Set<string>>} */
+  const seen = new Map();
+  /** @type {Set<string>} */
+  const seenPayloads = new Set();
   for (const group of ['unavailable', 'redacted']) {
     for (const raw of f.bundle[group]) {
-      const e = { detail: null, ...raw, group };
-      const key = PAYLOAD_KINDS.has(e.kind) || e.kind === 'evidence_manifest' ? `payload\u0000${e.ref}` : `${e.kind}\u0000${e.ref}`;
-      if (seen.has(key)) {
+      // The entry as read (a redacted one has no detail): no copy of 150,000 of them.
+      const e = raw;
+      const payload = PAYLOAD_KINDS.has(e.kind) || e.kind === 'evidence_manifest';
+      const refs = payload ? seenPayloads : seen.get(e.kind) ?? seen.set(e.kind, new Set()).get(e.kind);
+      if (refs.has(e.ref)) {
         out.push([e, 'the item is listed more than once']);
         continue;
       }
-      seen.add(key);
-      const p = c.problem(e);
+      refs.add(e.ref);
+      const p = c.problem(e, group);
       if (p !== null) out.push([e, p]);
     }
   }
@@ -93,16 +99,16 @@ class Check {
     this.payloads = new Set(f.bundle.payloads.map((/** @type {any} */ p) => p.digest));
   }
 
-  /** @param {any} e @returns {string|null} */
-  problem(e) {
+  /** @param {any} e @param {string} group @returns {string|null} */
+  problem(e, group) {
     if (!this.f.report) return 'the report body did not verify, so no listing can be held against it';
-    const allowed = REASONS[`${e.group} ${e.kind}`];
-    if (allowed === undefined || !allowed.length) return `an item of kind ${e.kind} cannot be ${e.group}`;
+    const allowed = REASONS[`${group} ${e.kind}`];
+    if (allowed === undefined || !allowed.length) return `an item of kind ${e.kind} cannot be ${group}`;
     if (!allowed.includes(e.reason)) {
       return `${e.reason} does not apply to an item of kind ${e.kind} (the contract allows: ${[...allowed].sort().join(', ')})`;
     }
     /** @type {string|null} */
-    let p = this.byKind(e);
+    let p = this.byKind(e, group);
     if (p === null && MISMATCH.has(e.reason)) {
       if (!isDigest(e.detail)) p = `${e.reason} must record the observed digest in detail`;
       else if (e.detail === e.digest) p = `${e.reason}, yet the observed digest is the pinned one`;
@@ -110,8 +116,8 @@ class Check {
     return p;
   }
 
-  /** @param {any} e @returns {string|null} */
-  byKind(e) {
+  /** @param {any} e @param {string} group @returns {string|null} */
+  byKind(e, group) {
     switch (e.kind) {
       case 'suite': {
         const p = this.pinned(e, this.suitePin, "the report's suite");
@@ -167,7 +173,7 @@ class Check {
       case 'artifact':
         return this.body(e);
       default:
-        return `an item of kind ${e.kind} cannot be ${e.group}`;
+        return `an item of kind ${e.kind} cannot be ${group}`;
     }
   }
 

@@ -3,7 +3,6 @@
  * The verification record of SPEC 5 (schemas/verification.schema.json), and the human
  * summary printed from it.
  */
-import { GROUPS } from './claims.mjs';
 import { shown } from './textsafe.mjs';
 
 export const TOOL = { name: 'verify-bundle.mjs', version: '0.1.0' };
@@ -119,7 +118,7 @@ export function makeRecord(options, f) {
     strict_forecast: forecast,
     error: null,
     summary: f.summary,
-    claims: claims.map((c) => ({ group: c.group, group_name: GROUPS[c.group], subject: c.subject, state: c.state, path: c.path, expected: c.expected, observed: c.observed, reason: c.reason, detail: c.detail })),
+    claims,
   };
   // Every signature present and its state (SPEC 11.3), as the Python verifier lists them.
   record.signatures = f.signatures ?? [];

@@ -2,7 +2,7 @@
 /** Small helpers the claim groups share: digests of bytes, text, parsing kept files. */
 import { JsonError } from './errors.mjs';
 import { jsonText, parseText } from './json.mjs';
-import { canonicalText } from './jcs.mjs';
+import { isCanonicalText } from './jcs.mjs';
 
 export const ENC = new TextEncoder();
 /**
@@ -53,7 +53,7 @@ const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 export function nativeCanonical(text) {
   try {
     const value = JSON.parse(text);
-    if (canonicalText(value) !== text) return undefined;
+    if (!isCanonicalText(value, text)) return undefined;
     return !LONG_DIGITS.test(text) || numbersSafe(value) ? value : undefined;
   } catch {
     return undefined;
@@ -79,14 +79,20 @@ function numbersSafe(v) {
 
 /**
  * Parse UTF-8 JSON bytes strictly (parseJson's rules), through nativeCanonical when the
- * text is canonical.
- * @param {Uint8Array} data @param {string} source
- * @returns {unknown}
+ * text is canonical, and say whether the bytes are the value's JCS form. `collect`, a
+ * full collection where the host has one, runs between the native read that found the
+ * text not canonical and the strict one: the first value (150,000 objects, say) is
+ * garbage by then, and V8 would grow the heap for the second rather than collect it.
+ * @param {Uint8Array} data @param {string} source @param {() => void} [collect]
+ * @returns {{value: unknown, canonical: boolean}}
  */
-export function readJson(data, source) {
+export function readJson(data, source, collect) {
   const text = jsonText(data, source);
   const fast = nativeCanonical(text);
-  return fast !== undefined ? fast : parseText(text, source);
+  if (fast !== undefined) return { value: fast, canonical: true };
+  collect?.();
+  const value = parseText(text, source);
+  return { value, canonical: isCanonicalText(value, text) };
 }
 
 /**
@@ -100,7 +106,7 @@ export function loadJson(data, source, canonical) {
   if (fast !== undefined) return fast;
   const value = parseText(text, source);
   // Equal texts are equal bytes here (jsonText admits only BOM-less valid UTF-8).
-  if (canonical && canonicalText(value) !== text) {
+  if (canonical && !isCanonicalText(value, text)) {
     throw new JsonError(`${source}: not stored canonical (bytes differ from the JCS form)`);
   }
   return value;

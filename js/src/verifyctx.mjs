@@ -12,12 +12,14 @@ import { hex } from './util.mjs';
 
 export class Ctx {
   /**
-   * @param {import('./bagread.mjs').Bag} bag @param {any} bundle @param {CoreOptions} options
-   * @param {Services} services @param {string|null} archiveSha256
+   * @param {import('./bagread.mjs').Bag} bag @param {any} bundle
+   * @param {boolean} bundleCanonical whether data/bundle.json's bytes are its JCS form
+   * @param {CoreOptions} options @param {Services} services @param {string|null} archiveSha256
    */
-  constructor(bag, bundle, options, services, archiveSha256) {
+  constructor(bag, bundle, bundleCanonical, options, services, archiveSha256) {
     this.bag = bag;
     this.bundle = bundle;
+    this.bundleCanonical = bundleCanonical;
     this.options = options;
     this.services = services;
     this.archiveSha256 = archiveSha256;

@@ -1,0 +1,86 @@
+"""A bundle.json as large as its cap allows, schema-valid, within SPEC 5's bounds in both
+verifiers (SPEC 5, 15).
+
+bundle.json is the one document a verifier must read whole before it can say anything,
+and the reader admits it up to 32 MiB: 150,000 listed items from a 330 KB archive, or
+1,500 listed examples whose refs and details are long strings outside Latin-1 (two bytes
+a character in V8) from a 21 KB one. Each such bundle says failed (exit 1) in both
+verifiers, under 300 MB of memory and 10 s of CPU, with the same counts; stored canonical
+(the native reader's path) and not (the strict reader's, whose strings are escapes).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import hostile
+import measure
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BUDGET_BYTES = 300 * 1000 * 1000
+BUDGET_SECONDS = 10.0
+
+# name -> (shape, count, options of hostile.full_bundle_json)
+SHAPES = {
+    "outputs": ("outputs", 150_000, {}),
+    "outputs, not canonical": ("outputs", 140_000, {"canonical": False}),
+    "details of quotes": ("details", 1_500, {"lead": "\u0100"}),
+    "details of quotes, not canonical": ("details", 1_500, {"lead": "\u0100", "canonical": False}),
+    "details of CJK": ("details", 1_000, {"lead": "\u0100", "fill": "\u6f22"}),
+    "payloads": ("payloads", 150_000, {}),
+}
+WAYS = {
+    "python summary": [sys.executable, "-m", "bundler", "verify"],
+    "python --json": [sys.executable, "-m", "bundler", "verify", "--json"],
+    "node summary": ["node", str(ROOT / "js" / "verify-bundle.mjs")],
+    "node --json": ["node", str(ROOT / "js" / "verify-bundle.mjs"), "--json"],
+}
+
+
+@pytest.fixture(scope="module")
+def full(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("full-bundle-json")
+    made = {}
+    for i, (name, (shape, count, options)) in enumerate(SHAPES.items()):
+        path = out / f"{i}.tar.zst"
+        hostile.full_bundle_json(bundles["rpt-clean/alice"], path, shape, count, **options)
+        made[name] = path
+    return made
+
+
+@pytest.mark.parametrize("way", sorted(WAYS))
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_a_full_bundle_json_stays_within_budget(full: dict[str, Path], shape: str, way: str) -> None:
+    run = measure.spawn_measured([*WAYS[way], str(full[shape])], deadline=120)
+    detail = (
+        f"{shape}, {way}: exit {run.code}, {run.wall:.1f} s wall, {run.cpu:.1f} s CPU, peak "
+        f"{run.peak_bytes // 2**20} MiB: {run.stderr[-300:].decode(errors='replace')}"
+    )
+    assert run.code == 1 and not run.killed, detail
+    assert run.peak_bytes < BUDGET_BYTES, detail
+    # CPU, not wall: the suite runs beside other work on two cores.
+    assert run.cpu < BUDGET_SECONDS, detail
+    if "--json" in way:
+        counts = json.loads(run.stdout)["counts"]
+        listed = SHAPES[shape][1] * (2 if SHAPES[shape][0] == "payloads" else 1)
+        assert counts["failed"] >= listed, detail
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_both_verifiers_give_the_same_claims(full: dict[str, Path], shape: str) -> None:
+    records = []
+    for way in ("python --json", "node --json"):
+        run = measure.spawn_measured([*WAYS[way], str(full[shape])], deadline=120)
+        assert run.code == 1, f"{shape}, {way}: exit {run.code}"
+        records.append(json.loads(run.stdout))
+    python, node = records
+    assert python["counts"] == node["counts"]
+    assert python["bundle_digest"] == node["bundle_digest"]
+
+    def failed(record: dict) -> list[tuple]:
+        return sorted((c["subject"], c["path"], c["detail"]) for c in record["claims"] if c["state"] == "failed")
+
+    assert failed(python) == failed(node)
