@@ -451,6 +451,7 @@ def full_bundle_json(
     lead: str = "",
     fill: str = '"',
     canonical: bool = True,
+    bad: str = "",
 ) -> Any:
     """A real bundle whose bundle.json, schema-valid and near its 32 MiB cap, lists as
     much as the cap lets it, every digest of the bag resealed (manifest, bag-info, head,
@@ -462,7 +463,8 @@ def full_bundle_json(
     Latin-1 in ``lead`` makes every such string two bytes a character in V8);
     "payloads", ``count`` payload entries the bag lacks. ``canonical=False`` stores it
     with spaces and every non-ASCII character escaped: the strict reader's path, not
-    the native one."""
+    the native one. ``bad``: "last" or "all" of the listed entries given a digest of
+    the wrong type (the document then breaks its schema: no verdict possible)."""
     import json
 
     import repack
@@ -490,6 +492,9 @@ def full_bundle_json(
     else:
         raise ValueError(shape)
     b["unavailable"].sort(key=lambda e: (e["kind"], e["ref"]))
+    if bad:
+        for entry in b["unavailable"][-1:] if bad == "last" else b["unavailable"]:
+            entry["digest"] = 5
     if canonical:
         eb.set_bundle(b)
     else:

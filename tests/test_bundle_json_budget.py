@@ -69,6 +69,40 @@ def test_a_full_bundle_json_stays_within_budget(full: dict[str, Path], shape: st
         assert counts["failed"] >= listed, detail
 
 
+# A bundle.json that breaks its schema in one listed entry of 150,000 (the last), or in
+# every one: no verdict possible, said within the bounds. Python's explanation of the
+# rejection walked every entry with the reference validator first: 20 to 32 s.
+BROKEN = {"last entry": "last", "every entry": "all"}
+
+
+@pytest.fixture(scope="module")
+def broken(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("broken-bundle-json")
+    made = {}
+    for name, bad in BROKEN.items():
+        path = out / f"{bad}.tar.zst"
+        hostile.full_bundle_json(bundles["rpt-clean/alice"], path, "outputs", 150_000, bad=bad)
+        made[name] = path
+    return made
+
+
+@pytest.mark.parametrize("way", sorted(WAYS))
+@pytest.mark.parametrize("which", list(BROKEN))
+def test_a_schema_break_among_many_entries_is_named_within_budget(
+    broken: dict[str, Path], which: str, way: str
+) -> None:
+    run = measure.spawn_measured([*WAYS[way], str(broken[which])], deadline=120)
+    stderr = run.stderr.decode(errors="replace")
+    detail = f"{which}, {way}: exit {run.code}, {run.cpu:.1f} s CPU, peak {run.peak_bytes // 2**20} MiB: {stderr[-300:]}"
+    assert run.code == 3 and not run.killed, detail
+    assert run.peak_bytes < BUDGET_BYTES, detail
+    assert run.cpu < BUDGET_SECONDS, detail
+    # The reason, naming the entry, in the record (--json) or the summary; never a trace.
+    said = run.stdout.decode(errors="replace") + stderr
+    assert "malformed bundle.json" in said and "/unavailable/" in said.replace("$.unavailable[", "/unavailable/"), detail
+    assert "Traceback" not in said and len(stderr.strip().splitlines()) <= 1, detail
+
+
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_both_verifiers_give_the_same_claims(full: dict[str, Path], shape: str) -> None:
     records = []

@@ -78,16 +78,17 @@ function numbersSafe(v) {
 }
 
 /**
- * Parse UTF-8 JSON bytes strictly (parseJson's rules), through nativeCanonical when the
- * text is canonical, and say whether the bytes are the value's JCS form. `collect`, a
- * full collection where the host has one, runs between the native read that found the
- * text not canonical and the strict one: the first value (150,000 objects, say) is
- * garbage by then, and V8 would grow the heap for the second rather than collect it.
- * @param {Uint8Array} data @param {string} source @param {() => void} [collect]
+ * Parse the text of UTF-8 JSON bytes (jsonText's) strictly (parseJson's rules), through
+ * nativeCanonical when the text is canonical, and say whether the bytes are the value's
+ * JCS form (equal texts are equal bytes: jsonText admits only BOM-less valid UTF-8).
+ * `collect`, a full collection where the host has one, runs between the native read
+ * that found the text not canonical and the strict one: the first value (150,000
+ * objects, say) is garbage by then, and V8 would grow the heap for the second rather
+ * than collect it.
+ * @param {string} text @param {string} source @param {() => void} [collect]
  * @returns {{value: unknown, canonical: boolean}}
  */
-export function readJson(data, source, collect) {
-  const text = jsonText(data, source);
+export function readText(text, source, collect) {
   const fast = nativeCanonical(text);
   if (fast !== undefined) return { value: fast, canonical: true };
   collect?.();

@@ -17,7 +17,8 @@ import { verifyEvalBook } from './evalbook.mjs';
 import { readTar } from './tar.mjs';
 import { decompressFrame } from './zstd.mjs';
 import { Ctx } from './verifyctx.mjs';
-import { readJson } from './util.mjs';
+import { readText } from './util.mjs';
+import { jsonText } from './json.mjs';
 import { signatureClaims } from './signatures.mjs';
 import { makeRecord, errorRecord } from './record.mjs';
 
@@ -77,9 +78,6 @@ export async function verifyBundle(chunks, options) {
     bag = collector.result();
     options.collectGarbage?.();
     bundle = loadBundle(bag, options);
-    // Its bytes are not read again (its digest is the file's, whether it is canonical is
-    // known): up to 32 MiB given back before the claims are made.
-    bag.kept.delete('data/bundle.json');
     options.collectGarbage?.();
   } catch (e) {
     if (!(e instanceof InputError)) throw e;
@@ -103,12 +101,11 @@ export async function verifyBundle(chunks, options) {
  */
 function loadBundle(bag, options) {
   const where = `${options.source}: data/bundle.json`;
-  const data = bag.kept.get('data/bundle.json');
-  if (data === undefined) throw new InputError(`${where}: missing (no verdict possible)`);
+  if (!bag.kept.has('data/bundle.json')) throw new InputError(`${where}: missing (no verdict possible)`);
   let value;
   let canonical;
   try {
-    ({ value, canonical } = /** @type {{value: any, canonical: boolean}} */ (readJson(data, where, options.collectGarbage)));
+    ({ value, canonical } = /** @type {{value: any, canonical: boolean}} */ (readText(takeText(bag, where), where, options.collectGarbage)));
   } catch (e) {
     if (e instanceof JsonError) throw new InputError(`malformed bundle.json: ${e.message}`);
     throw e;
@@ -119,6 +116,18 @@ function loadBundle(bag, options) {
   const problem = options.validators[name].problem(value);
   if (problem !== null) throw new InputError(`malformed bundle.json: ${where}: ${problem}`);
   return { value, canonical };
+}
+
+/**
+ * bundle.json's text, its bytes dropped from the bag once decoded: they are not read
+ * again (the bundle digest is the file's digest when it is stored canonical, and
+ * whether it is, is known from the parse), and they are up to 32 MiB.
+ * @param {import('./bagread.mjs').Bag} bag @param {string} where
+ */
+function takeText(bag, where) {
+  const text = jsonText(/** @type {Uint8Array} */ (bag.kept.get('data/bundle.json')), where);
+  bag.kept.delete('data/bundle.json');
+  return text;
 }
 
 /**

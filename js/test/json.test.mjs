@@ -199,3 +199,72 @@ test('sortedBy orders by code point whether or not the native sort can decide (r
   assert.deepEqual(sortedBy(['\ud83d\ude00', '\uffff']), ['\uffff', '\ud83d\ude00']);
   assert.deepEqual(sortedBy([3, 10, 2]), [10, 2, 3]);
 });
+
+test('a value is compared with a text and hashed piece by piece as its canonical text built whole would be', async () => {
+  const { createHash } = await import('node:crypto');
+  const { isCanonicalText, canonicalSha256, canonicalBytes } = await import('../src/jcs.mjs');
+  let seed = 11;
+  const rand = (n) => ((seed = (seed * 1103515245 + 12345) % 2147483648), seed % n);
+  const chars = ['a', '"', '\\', '\u0001', '\u00e9', '\u0100', '\u6f22', '\ud83d\ude00', '\u2028', '/', ' ', ':', ','];
+  const str = () => Array.from({ length: rand(6) }, () => chars[rand(chars.length)]).join('');
+  const leaf = () => [null, true, false, rand(1000) - 500, 0.5, 1e21, 1e-7, str()][rand(8)];
+  const gen = (d) => {
+    if (d > 3 || rand(3) === 0) return leaf();
+    if (rand(2)) return Array.from({ length: rand(4) }, () => gen(d + 1));
+    const o = {};
+    for (let i = rand(4); i > 0; i--) o[str()] = gen(d + 1);
+    return o;
+  };
+  const hasher = () => {
+    const h = createHash('sha256');
+    return { update: (b) => h.update(b), hex: () => h.digest('hex') };
+  };
+  for (let i = 0; i < 3000; i++) {
+    const v = gen(0);
+    const text = canonicalText(v);
+    assert.equal(isCanonicalText(v, text), true, text);
+    assert.equal(canonicalSha256(v, hasher()), createHash('sha256').update(canonicalBytes(v)).digest('hex'), text);
+    // Any other text is not the value's canonical text: one more character, one less, a space.
+    assert.equal(isCanonicalText(v, text + ' '), false, text);
+    assert.equal(isCanonicalText(v, text.slice(0, -1)), false, text);
+    const at = rand(text.length + 1);
+    assert.equal(isCanonicalText(v, text.slice(0, at) + ' ' + text.slice(at)), false, text);
+  }
+  // Not JSON: not canonical, whatever the text; hashing it refuses.
+  for (const v of [[NaN], ['\ud800'], { '\udc00': 1 }, [undefined]]) {
+    assert.equal(isCanonicalText(v, 'x'), false);
+    assert.throws(() => canonicalSha256(v, hasher()));
+  }
+  // A value whose canonical text is longer than one piece of the hash (64 K characters).
+  const big = { a: 'x'.repeat(200000), b: Array.from({ length: 5000 }, (_, i) => ({ ['k' + i]: '\u6f22'.repeat(i % 7) })) };
+  assert.equal(canonicalSha256(big, hasher()), createHash('sha256').update(canonicalBytes(big)).digest('hex'));
+  assert.equal(isCanonicalText(big, canonicalText(big)), true);
+});
+
+test('strings with escapes read as JSON.parse reads them once every rule is checked', () => {
+  let seed = 5;
+  const rand = (n) => ((seed = (seed * 1103515245 + 12345) % 2147483648), seed % n);
+  const pieces = ['a', '\\"', '\\\\', '\\/', '\\b', '\\f', '\\n', '\\r', '\\t', '\\u0041', '\\u00e9', '\\u6F22', '\\ud83d\\ude00', '\\uD83D\\uDE00', '\u0100', '\ud83d\ude00', '\u2028', '\u007f'];
+  for (let i = 0; i < 5000; i++) {
+    const body = Array.from({ length: rand(12) }, () => pieces[rand(pieces.length)]).join('');
+    const text = `{"k${body}":"${body}","n":["${body}"]}`;
+    assert.deepEqual(parse(text), JSON.parse(text), text);
+  }
+  // A long string of escapes, read whole.
+  const long = '"' + '\\"'.repeat(100000) + '\\u0100"';
+  assert.equal(parse(long), '"'.repeat(100000) + '\u0100');
+  const bad = {
+    '"\\x"': /at character 2: invalid escape/,
+    '"a\\': /invalid escape/,
+    '"\\u12"': /invalid \\u escape/,
+    '"\\u12g4"': /at character 3: invalid \\u escape/,
+    '"\\ud800"': /at character 7: lone surrogate escape/,
+    '"\\ud800\\u0041"': /lone surrogate escape/,
+    '"\\ude00\\ud83d"': /at character 7: lone surrogate escape/,
+    '"\\ud83d\\"': /lone surrogate escape/,
+    '"a\tb"': /at character 2: control character in string/,
+    '"abc': /unterminated string/,
+    '{"a":1,"\\u0061":2}': /duplicate key "a"/,
+  };
+  for (const [text, rule] of Object.entries(bad)) assert.throws(() => parse(text), rule, text);
+});
