@@ -73,7 +73,8 @@ Options:
   -h, --help                this text
 
 Exit codes: 0 verified, 1 failed, 2 usage error, 3 no verdict possible (an unreadable
-or unsafe archive, a malformed bundle.json); with several bundles, the worst.
+or unsafe archive, a malformed bundle.json); with several bundles, 1 if any failed, else
+3 if any could not be checked, else 0.
 
 Examples:
   node js/verify-bundle.mjs evalbook-bundle-rpt-x.tar.zst

@@ -118,3 +118,23 @@ def test_both_verifiers_give_the_same_claims(full: dict[str, Path], shape: str) 
         return sorted((c["subject"], c["path"], c["detail"]) for c in record["claims"] if c["state"] == "failed")
 
     assert failed(python) == failed(node)
+
+
+def test_the_summaries_cut_long_texts_and_the_record_keeps_them(
+    bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    # A listed ref of 2,000 quotes and a detail of 8,000: each summary line shows at
+    # most 300 characters of one text, marked as cut; the record holds every character.
+    path = hostile.full_bundle_json(
+        bundles["rpt-clean/alice"], tmp_path / "long.tar.zst", "details", 3, lead="\U0001f600"
+    )
+    for way in ("python summary", "node summary"):
+        run = measure.spawn_measured([*WAYS[way], str(path)], deadline=60)
+        lines = run.stdout.decode().splitlines()
+        cut = [line for line in lines if "... (cut: --json gives it whole)" in line]
+        assert run.code == 1 and len(cut) >= 3, (way, lines[-8:])
+        assert max(map(len, lines)) < 1200, way
+    for way in ("python --json", "node --json"):
+        record = json.loads(measure.spawn_measured([*WAYS[way], str(path)], deadline=60).stdout)
+        subjects = [c["subject"] for c in record["claims"] if c["subject"].startswith("listed example")]
+        assert len(subjects) == 3 and all(s.count('"') == 2000 for s in subjects), way

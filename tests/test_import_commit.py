@@ -472,3 +472,65 @@ def test_a_reimport_of_many_tasks_keeps_few_directories_open(tmp_path: Path) -> 
         result = json.loads(done.stdout)
         assert result["files_written"] == victims
         assert result["outcome"] == ("repaired" if victims else "unchanged")
+
+
+# ------------------------------------------------------------------ killed imports
+
+
+def test_an_import_killed_outright_leaves_nothing_the_next_one_keeps(base_store: Path, tmp_path: Path) -> None:
+    # A SIGKILL leaves a staging directory (nothing can run on that signal). The next
+    # import into the store removes it: no process holds its lock. A live import's
+    # staging (locked), a young one (maybe not locked yet) and a link are left alone.
+    import fcntl
+
+    store = tmp_path / "store"
+    shutil.copytree(base_store, store, symlinks=True)
+    old = time.time() - 2 * storewriter.STALE_AFTER
+
+    def staging(name: str, age: float = old) -> Path:
+        d = store / (storewriter.STAGING_PREFIX + name)
+        (d / "files" / "blobs").mkdir(parents=True)
+        (d / "files" / "blobs" / "x").write_bytes(b"left by a killed import")
+        os.utime(d, (age, age))
+        return d
+
+    dead = staging("dead")
+    live = staging("live")
+    young = staging("young", time.time())
+    (store / (storewriter.STAGING_PREFIX + "link")).symlink_to(live)
+    held = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        done = import_run(inspect_config(store, tmp_path))
+    finally:
+        os.close(held)
+    assert done.outcome in ("imported", "written") or done.files_written > 0
+    assert not dead.exists()
+    assert live.is_dir() and young.is_dir()
+    assert (store / (storewriter.STAGING_PREFIX + "link")).is_symlink()
+
+
+def test_a_real_sigkill_mid_import_is_swept_by_the_next(base_store: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(base_store, store, symlinks=True)
+    # Stopped (SIGSTOP) once its staging directory is there, then killed: what a
+    # machine losing the process mid-import leaves.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bundler", "import-inspect", str(INSPECT_LOG), "--store", str(store),
+         "--principal", "alice", "--task", str(INSPECT_TASK)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while no_staging(store) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGSTOP)
+    left = [p for p in store.iterdir() if p.name.startswith(storewriter.STAGING_PREFIX)]
+    proc.kill()
+    proc.wait()
+    assert left, "the import finished before it could be stopped"
+    old = time.time() - 2 * storewriter.STALE_AFTER
+    for p in left:
+        if p.exists():
+            os.utime(p, (old, old))
+    import_run(inspect_config(store, tmp_path))
+    assert no_staging(store)

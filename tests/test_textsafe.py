@@ -205,3 +205,15 @@ def test_markdown_renders_as_the_console_reads() -> None:
 def test_markdown_keeps_ordinary_text() -> None:
     for text in ["café", "日本語", "\U0001f600", "rpt-clean sha256:abc", "a.b-c+d=e", "no_dataset_read_body"]:
         assert shown_md(text) == text
+
+
+def test_a_console_line_shows_at_most_300_characters_of_one_text() -> None:
+    from bundler.core.textsafe import CONSOLE_CHARS, CUT, shown_clipped
+
+    assert CONSOLE_CHARS == 300
+    assert shown_clipped("a" * 300) == "a" * 300
+    assert shown_clipped("a" * 301) == "a" * 300 + CUT
+    # Counted before escaping: 300 controls are 300 escapes, then the mark.
+    assert shown_clipped("\x01" * 400) == "\\x01" * 300 + CUT
+    assert shown_clipped("\U0001f600" * 301) == "\U0001f600" * 300 + CUT
+    assert shown_clipped(None) == "None"

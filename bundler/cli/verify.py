@@ -38,7 +38,8 @@ VERIFY_HELP = """Verify bundles offline: every digest the bundle can prove.
 
 BUNDLE is a .tar.zst archive, an extracted bag directory, or s3://bucket/key. Each claim
 ends proven, unprovable (listed as unavailable or redacted, with the reason) or failed.
-Verdict verified/failed/error gives exit 0/1/3 (the worst over several bundles). Without
+Verdict verified/failed/error gives exit 0/1/3 (over several bundles: 1 if any failed,
+else 3 if any could not be checked, else 0). Without
 --expect-bundle-digest, --expect-report-digest or a signature the result shows
 self-consistency only. For eval-banana run directories, pass RUN_DIR with --project.
 """

@@ -89,7 +89,7 @@ def check_readable(data: bytes, *, source: str) -> None:
     """Raise CanonicalJSONError (naming ``source``) when ``loads_canonical`` would refuse
     what ``dumps`` wrote: a float of magnitude 2^53 to 1e21 (1e19), which JCS spells as an
     integer past the safe range, so of sixteen digits or more (``digitruns``)."""
-    if digitruns.LEADING_SIXTEEN in b"x" + data.translate(digitruns.DIGITS_AND_POINTS):
+    if digitruns.integer_run(data, digitruns.SIXTEEN_ZEROS):
         loads_canonical(data, source=source)
 
 

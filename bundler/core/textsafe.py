@@ -117,6 +117,22 @@ def shown(value: Any) -> str:
     return _maybe_hidden().sub(_escaped_match, text)
 
 
+# A line of the console summary shows at most this many characters of one untrusted
+# text (a subject, a detail, a path, a digest field): a listed ref of a million
+# characters made one line of 3 MB. The record (--json) and verification.md keep it
+# whole. The Node verifier cuts at the same length (js/src/textsafe.mjs).
+CONSOLE_CHARS = 300
+CUT = " ... (cut: --json gives it whole)"
+
+
+def shown_clipped(value: Any) -> str:
+    """``shown`` of at most ``CONSOLE_CHARS`` characters of ``value``, marked when cut."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= CONSOLE_CHARS:
+        return shown(text)
+    return shown(text[:CONSOLE_CHARS]) + CUT
+
+
 def _shown_char(ch: str) -> str:
     return _escape(ch) if _hidden(ch) else ch
 

@@ -12,7 +12,9 @@ deferred (a signal takes effect once the report is whole), and a refusal part wa
 through takes back what it had placed. A refusal or an interruption removes the staging
 directory, and the store root too when this import created it (unless the commit had
 finished); the signals wait until that cleanup (and the one after a commit) has
-finished, so a signal never leaves half of it done. A document whose bytes were staged already (a task file of every
+finished, so a signal never leaves half of it done. An import killed outright (SIGKILL)
+cannot clean up: the next import into the store removes its staging directory, known
+dead because no process holds the lock every import keeps on its own. A document whose bytes were staged already (a task file of every
 scorer) is a hard link to the first copy: creating a file costs the file system far more
 than linking one (100 to 300 us against 10 to 15 us on the ext4 disks measured), and
 creating files is most of an import's time. Nothing is written through a symbolic link
@@ -23,6 +25,7 @@ opened is checked to be still at its path before the report's rename.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import secrets
@@ -30,6 +33,7 @@ import shutil
 import signal
 import stat
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -316,6 +320,48 @@ class Staged(NamedTuple):
     data: bytes | None
 
 
+# A staging directory younger than this is never swept: it may be one whose import has
+# made it and not yet locked it.
+STALE_AFTER = 60.0
+
+
+def sweep_stale_staging(root: str) -> list[str]:
+    """Remove the staging directories that imports killed outright (SIGKILL, a machine
+    that lost power) left in the store ``root``; return their names. Every running
+    import holds an exclusive ``flock`` on its staging directory until it has removed
+    it, and the kernel drops the lock of a process that dies: a staging directory whose
+    lock can be taken has no import behind it. Entries that are not directories (a
+    symbolic link included) are left alone, and so is anything that changes meanwhile."""
+    swept: list[str] = []
+    now = time.time()
+    try:
+        entries = [e for e in os.scandir(root) if e.name.startswith(STAGING_PREFIX)]
+    except OSError:
+        return swept
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode) or now - st.st_mtime < STALE_AFTER:
+                continue
+            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)  # a live import's
+            continue
+        try:
+            if os.path.samestat(os.fstat(fd), os.stat(entry.path, follow_symlinks=False)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                swept.append(entry.name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return swept
+
+
 class StoreWriter:
     """A staging area for one import; use as a context manager (abort on error)."""
 
@@ -330,11 +376,18 @@ class StoreWriter:
         self.created_root = False
         self._committed = False  # once the report is in, an interruption keeps it
         self.staging = self.root / (STAGING_PREFIX + secrets.token_hex(8))
+        self._lock = -1
+        if self.root.exists():
+            sweep_stale_staging(str(self.root))
         with deferred_signals():  # a new root and its staging directory appear together
             if not self.root.exists():
                 self.root.mkdir()
                 self.created_root = True
             self.staging.mkdir()
+            # Held until the staging directory is gone (the kernel lets go of it if this
+            # process dies): what tells a live import's staging from a dead one's.
+            self._lock = os.open(self.staging, os.O_RDONLY | os.O_DIRECTORY)
+            fcntl.flock(self._lock, fcntl.LOCK_EX)
         # Paths are kept as text and files written with os calls: an import stages tens of
         # thousands of small files, and pathlib's objects cost more than the writes.
         self._root = str(self.root)
@@ -690,13 +743,20 @@ class StoreWriter:
         self._pending.close()  # before the staging directory goes
         with deferred_signals():
             shutil.rmtree(self.staging, ignore_errors=True)
+            self._unlock()
 
     def abort(self) -> None:
         self._pending.close()  # before the staging directory goes
         with deferred_signals():
             shutil.rmtree(self.staging, ignore_errors=True)
+            self._unlock()
             if self.created_root and not self._committed:
                 shutil.rmtree(self.root, ignore_errors=True)
+
+    def _unlock(self) -> None:
+        if self._lock >= 0:
+            os.close(self._lock)
+            self._lock = -1
 
     def __enter__(self) -> StoreWriter:
         return self

@@ -14,7 +14,7 @@ from typing import Any
 
 from bundler.core.claims import GROUPS, Claim, State, Verification
 from bundler.core.signatures import SignatureCheck
-from bundler.core.textsafe import shown, shown_md
+from bundler.core.textsafe import shown, shown_clipped, shown_md
 from bundler.core.version import TOOL_NAME, __version__
 from bundler.evalbook.listing import explain_reason
 
@@ -169,7 +169,7 @@ def verification_text(v: Verification, *, max_failures: int = 50) -> str:
         lines.append("  --strict, " + _reason_line(reason, n, "claim"))
     failures = v.failures()
     for c in failures[:max_failures]:
-        lines.append("  - " + _claim_line(c))
+        lines.append("  - " + _claim_line(c, shown_clipped))
     if len(failures) > max_failures:
         lines.append(f"  ... and {len(failures) - max_failures} more (see --json)")
     lines.append(f"Checked at:  {_checked_fact(v)}")

@@ -3,7 +3,7 @@
  * The verification record of SPEC 5 (schemas/verification.schema.json), and the human
  * summary printed from it.
  */
-import { shown } from './textsafe.mjs';
+import { shown, shownClipped } from './textsafe.mjs';
 
 export const TOOL = { name: 'verify-bundle.mjs', version: '0.1.0' };
 
@@ -224,10 +224,10 @@ export function humanLines(r) {
       break;
     }
     listed++;
-    let line = `  [${c.group} ${c.group_name}] ${shown(c.subject)}: ${shown(c.detail)}`;
-    if (c.path) line += `  (${shown(c.path)})`;
+    let line = `  [${c.group} ${c.group_name}] ${shownClipped(c.subject)}: ${shownClipped(c.detail)}`;
+    if (c.path) line += `  (${shownClipped(c.path)})`;
     out.push(line);
-    if (c.expected !== null || c.observed !== null) out.push(`      expected ${shown(c.expected)}, observed ${shown(c.observed)}`);
+    if (c.expected !== null || c.observed !== null) out.push(`      expected ${shownClipped(c.expected)}, observed ${shownClipped(c.observed)}`);
   }
   out.push(`Checked at:  ${r.verified_at} by ${r.tool.name} ${r.tool.version}`);
   return out;

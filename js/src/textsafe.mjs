@@ -25,3 +25,24 @@ export function shown(value) {
   for (const ch of s) out += HIDDEN.test(ch) ? escape(ch) : ch;
   return out;
 }
+
+/**
+ * A line of the console summary shows at most this many characters of one untrusted
+ * text (a listed ref of a million characters made one line of 3 MB); the record keeps
+ * it whole. The Python verifier cuts at the same length (bundler/core/textsafe.py).
+ */
+export const CONSOLE_CHARS = 300;
+const CUT = ' ... (cut: --json gives it whole)';
+
+/**
+ * shown() of at most CONSOLE_CHARS characters of a value, marked when cut (never
+ * between the halves of a surrogate pair).
+ * @param {unknown} value
+ */
+export function shownClipped(value) {
+  const s = String(value);
+  if (s.length <= CONSOLE_CHARS) return shown(s);
+  const last = s.charCodeAt(CONSOLE_CHARS - 1);
+  const end = last >= 0xd800 && last <= 0xdbff ? CONSOLE_CHARS - 1 : CONSOLE_CHARS;
+  return shown(s.slice(0, end)) + CUT;
+}

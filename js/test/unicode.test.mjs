@@ -90,3 +90,15 @@ test('utf8Length counts what TextEncoder writes, for every length class and a lo
     assert.equal(utf8Length(text), encoder.encode(text).length, JSON.stringify(text));
   }
 });
+
+test('a console line shows at most 300 characters of one text, never half a pair', async () => {
+  const { shownClipped, CONSOLE_CHARS } = await import('../src/textsafe.mjs');
+  const cut = ' ... (cut: --json gives it whole)';
+  assert.equal(CONSOLE_CHARS, 300);
+  assert.equal(shownClipped('a'.repeat(300)), 'a'.repeat(300));
+  assert.equal(shownClipped('a'.repeat(301)), 'a'.repeat(300) + cut);
+  assert.equal(shownClipped('\u0001'.repeat(400)), '\\x01'.repeat(300) + cut);
+  // A pair across the 300th code unit is left out whole, not split into a lone half.
+  assert.equal(shownClipped('a'.repeat(299) + '\u{1f600}'.repeat(5)), 'a'.repeat(299) + cut);
+  assert.equal(shownClipped(null), 'null');
+});
