@@ -21,7 +21,7 @@ import { humanLines, recordPieces } from './src/record.mjs';
 import { fileChunks, localSidecars, nodeServices } from './src/node.mjs';
 import { parseAllowedSigners } from './src/sshsig.mjs';
 import { MAX_SIDECAR_BYTES } from './src/signatures.mjs';
-import { shown } from './src/textsafe.mjs';
+import { shown, shownClipped } from './src/textsafe.mjs';
 import { InputError, TrustError, UsageError } from './src/errors.mjs';
 import { UTF8 } from './src/util.mjs';
 
@@ -470,7 +470,7 @@ async function verifyCommand(/** @type {string[]} */ argv) {
       for (const line of humanLines(record)) out(line);
       if (positional.length > 1) out('');
     }
-    if (record.verdict === 'error') err(`error: ${shown(record.error)}`);
+    if (record.verdict === 'error') err(`error: ${shownClipped(record.error)}`);
     // This bundle's record and bag go before the next is read: V8 would otherwise let
     // the heap grow by one record of up to 100 MB per bundle before collecting. The
     // collection waits one turn of the event loop: until then the file's closing still

@@ -99,3 +99,23 @@ def spawn_measured(
             r["code"], out.read_bytes(), err.read_bytes(), r["peak_bytes"], r["cpu"], r["wall"],
             r["killed"],
         )
+
+
+# SPEC 5's bounds for one command on an input under 100 MB.
+BUDGET_BYTES = 300 * 1000 * 1000
+BUDGET_SECONDS = 10.0
+
+
+def within_budget(cmd: list[str], label: str, code: int, *, deadline: float = 120) -> Measured:
+    """Run ``cmd`` measured and assert that it exits ``code`` under SPEC 5's 300 MB and
+    10 s of CPU (CPU, not wall: the suite runs beside other work on two cores); the
+    assertion names ``label`` and the figures. Returns the run."""
+    run = spawn_measured(cmd, deadline=deadline)
+    detail = (
+        f"{label}: exit {run.code}, {run.wall:.1f} s wall, {run.cpu:.1f} s CPU, peak "
+        f"{run.peak_bytes // 2**20} MiB: {run.stderr[-300:].decode(errors='replace')}"
+    )
+    assert run.code == code and not run.killed, detail
+    assert run.peak_bytes < BUDGET_BYTES, detail
+    assert run.cpu < BUDGET_SECONDS, detail
+    return run

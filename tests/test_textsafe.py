@@ -214,6 +214,14 @@ def test_a_console_line_shows_at_most_300_characters_of_one_text() -> None:
     assert shown_clipped("a" * 300) == "a" * 300
     assert shown_clipped("a" * 301) == "a" * 300 + CUT
     # Counted before escaping: 300 controls are 300 escapes, then the mark.
-    assert shown_clipped("\x01" * 400) == "\\x01" * 300 + CUT
+    # Counted as shown, escapes included, and never cut inside an escape.
+    assert shown_clipped("\x01" * 75) == "\\x01" * 75
+    assert shown_clipped("\x01" * 76) == "\\x01" * 75 + CUT
+    assert shown_clipped("a" + "\U000e0041" * 40) == "a" + "\\U000e0041" * 29 + CUT
+    assert shown_clipped("\U0001f600" * 300) == "\U0001f600" * 300
     assert shown_clipped("\U0001f600" * 301) == "\U0001f600" * 300 + CUT
     assert shown_clipped(None) == "None"
+    # Whatever the text, a cut line is at most 300 characters and the mark.
+    for ch in ("\\", "\u202e", "\u6f22", "e\u0301", "\U000e0041", "\x7f"):
+        out = shown_clipped(ch * 1000)
+        assert len(out) <= CONSOLE_CHARS + len(CUT) and out.endswith(CUT), ch

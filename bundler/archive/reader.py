@@ -33,6 +33,7 @@ from bundler.archive import names
 from bundler.archive.zstdframe import _BUNDLE_IS, _CAP_HINT, _SOURCE_READ, Readable, ZstdStream
 from bundler.core.errors import ArchiveError
 from bundler.core.limits import DEFAULT_MAX_BYTES
+from bundler.core.textsafe import quoted
 
 MAX_PAX_BYTES: Final = 64 * 1024
 MAX_NAME_BYTES: Final = names.MAX_NAME_BYTES
@@ -97,10 +98,13 @@ class Member(NamedTuple):
 
 
 def _show(name: str | bytes) -> str:
-    """Quote a name for a one-line message: control characters and bad bytes escaped."""
+    """Quote a name for a one-line message, its characters as they are for ``shown`` to
+    escape once where the message is shown (``repr`` escaped them here too, and a name
+    of tag characters came out as ``\\U000e0041``); bytes that are not UTF-8 can only be
+    written as escapes (the message is text)."""
     if isinstance(name, bytes):
         name = name.decode("utf-8", errors="backslashreplace")
-    return repr(name)
+    return quoted(name)
 
 
 class ArchiveTap:

@@ -118,19 +118,27 @@ def shown(value: Any) -> str:
 
 
 # A line of the console summary shows at most this many characters of one untrusted
-# text (a subject, a detail, a path, a digest field): a listed ref of a million
-# characters made one line of 3 MB. The record (--json) and verification.md keep it
-# whole. The Node verifier cuts at the same length (js/src/textsafe.mjs).
+# text (a claim's subject, detail, path, expected or observed; an error), counted as
+# shown, escapes included, and cut between whole characters and escapes: a listed ref of
+# a million characters made one line of 3 MB, and 300 tag characters 3,000 characters of
+# escapes. The record (--json) and verification.md keep it whole. The Node verifier cuts
+# the same way (js/src/textsafe.mjs).
 CONSOLE_CHARS = 300
 CUT = " ... (cut: --json gives it whole)"
 
 
 def shown_clipped(value: Any) -> str:
-    """``shown`` of at most ``CONSOLE_CHARS`` characters of ``value``, marked when cut."""
+    """``shown(value)`` up to ``CONSOLE_CHARS`` characters, marked when cut."""
     text = value if isinstance(value, str) else str(value)
-    if len(text) <= CONSOLE_CHARS:
-        return shown(text)
-    return shown(text[:CONSOLE_CHARS]) + CUT
+    pieces: list[str] = []
+    size = 0
+    for ch in text:
+        piece = _shown_char(ch)
+        if size + len(piece) > CONSOLE_CHARS:
+            return "".join(pieces) + CUT
+        pieces.append(piece)
+        size += len(piece)
+    return "".join(pieces)
 
 
 def _shown_char(ch: str) -> str:

@@ -132,7 +132,7 @@ def verification_text(v: Verification, *, max_failures: int = 50) -> str:
     if archive is not None:
         lines.append(f"Archive:     {archive}")
     if v.verdict.value == "error":
-        lines += ["Verdict:     ERROR (no verdict possible)", f"Error:       {shown(v.error)}"]
+        lines += ["Verdict:     ERROR (no verdict possible)", f"Error:       {shown_clipped(v.error)}"]
         lines.append(f"Checked at:  {_checked_fact(v)}")
         return "\n".join(lines) + "\n"
     if v.bundle_digest is None:

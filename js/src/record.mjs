@@ -186,7 +186,7 @@ export function humanLines(r) {
   if (r.archive) out.push(`Archive:     ${r.archive.size} bytes, SHA-256 ${r.archive.sha256}  (sha256sum of the file)`);
   if (r.verdict === 'error') {
     out.push(`Verdict:     ERROR (no verdict possible)`);
-    out.push(`Error:       ${shown(r.error)}`);
+    out.push(`Error:       ${shownClipped(r.error)}`);
     return out;
   }
   out.push(`Digest:      ${r.bundle_digest}  (bundle digest: JSON digest of data/bundle.json)`);

@@ -28,21 +28,26 @@ export function shown(value) {
 
 /**
  * A line of the console summary shows at most this many characters of one untrusted
- * text (a listed ref of a million characters made one line of 3 MB); the record keeps
- * it whole. The Python verifier cuts at the same length (bundler/core/textsafe.py).
+ * text (a claim's fields, an error), counted as shown, escapes included, in code
+ * points, and cut between whole characters and escapes; the record keeps it whole. The
+ * Python verifier cuts the same way (bundler/core/textsafe.py).
  */
 export const CONSOLE_CHARS = 300;
 const CUT = ' ... (cut: --json gives it whole)';
 
 /**
- * shown() of at most CONSOLE_CHARS characters of a value, marked when cut (never
- * between the halves of a surrogate pair).
+ * shown() of a value up to CONSOLE_CHARS characters, marked when cut.
  * @param {unknown} value
  */
 export function shownClipped(value) {
-  const s = String(value);
-  if (s.length <= CONSOLE_CHARS) return shown(s);
-  const last = s.charCodeAt(CONSOLE_CHARS - 1);
-  const end = last >= 0xd800 && last <= 0xdbff ? CONSOLE_CHARS - 1 : CONSOLE_CHARS;
-  return shown(s.slice(0, end)) + CUT;
+  let out = '';
+  let size = 0;
+  for (const ch of String(value)) {
+    const piece = HIDDEN.test(ch) ? escape(ch) : ch;
+    const width = piece === ch ? 1 : piece.length;
+    if (size + width > CONSOLE_CHARS) return out + CUT;
+    out += piece;
+    size += width;
+  }
+  return out;
 }

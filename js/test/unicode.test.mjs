@@ -97,8 +97,16 @@ test('a console line shows at most 300 characters of one text, never half a pair
   assert.equal(CONSOLE_CHARS, 300);
   assert.equal(shownClipped('a'.repeat(300)), 'a'.repeat(300));
   assert.equal(shownClipped('a'.repeat(301)), 'a'.repeat(300) + cut);
-  assert.equal(shownClipped('\u0001'.repeat(400)), '\\x01'.repeat(300) + cut);
-  // A pair across the 300th code unit is left out whole, not split into a lone half.
-  assert.equal(shownClipped('a'.repeat(299) + '\u{1f600}'.repeat(5)), 'a'.repeat(299) + cut);
+  // Counted as shown, escapes included, in code points, never cut inside an escape.
+  assert.equal(shownClipped('\u0001'.repeat(75)), '\\x01'.repeat(75));
+  assert.equal(shownClipped('\u0001'.repeat(76)), '\\x01'.repeat(75) + cut);
+  assert.equal(shownClipped('a' + '\u{e0041}'.repeat(40)), 'a' + '\\U000e0041'.repeat(29) + cut);
+  assert.equal(shownClipped('\u{1f600}'.repeat(300)), '\u{1f600}'.repeat(300));
+  assert.equal(shownClipped('\u{1f600}'.repeat(301)), '\u{1f600}'.repeat(300) + cut);
+  assert.equal(shownClipped('a'.repeat(299) + '\u{1f600}'.repeat(5)), 'a'.repeat(299) + '\u{1f600}' + cut);
   assert.equal(shownClipped(null), 'null');
+  for (const ch of ['\\', '\u202e', '\u6f22', 'e\u0301', '\u{e0041}', '\x7f']) {
+    const out = shownClipped(ch.repeat(1000));
+    assert.ok([...out].length <= CONSOLE_CHARS + cut.length && out.endsWith(cut), ch);
+  }
 });
