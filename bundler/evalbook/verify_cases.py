@@ -176,7 +176,7 @@ class CaseClaims(VerifierState):
             self.claims.failed(
                 8, f"cases of {check_id}", "case file must end with a newline", path=cases["path"]
             )
-        problems = []
+        problems: list[str] = []
         parsed = []
         for number, raw in enumerate(lines, start=1):
             where = f"{cases['path']}:{number}"
