@@ -51,7 +51,9 @@ def full(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.mark.parametrize("way", sorted(WAYS))
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_a_full_bundle_json_stays_within_budget(full: dict[str, Path], shape: str, way: str) -> None:
+def test_a_full_bundle_json_stays_within_budget(
+    full: dict[str, Path], shape: str, way: str
+) -> None:
     run = measure.within_budget([*WAYS[way], str(full[shape])], f"{shape}, {way}", 1)
     if "--json" in way:
         counts = json.loads(run.stdout)["counts"]
@@ -86,7 +88,9 @@ def test_a_schema_break_among_many_entries_is_named_within_budget(
     detail = f"{which}, {way}: {stderr[-300:]}"
     # The reason, naming the entry, in the record (--json) or the summary; never a trace.
     said = run.stdout.decode(errors="replace") + stderr
-    assert "malformed bundle.json" in said and "/unavailable/" in said.replace("$.unavailable[", "/unavailable/"), detail
+    assert "malformed bundle.json" in said and "/unavailable/" in said.replace(
+        "$.unavailable[", "/unavailable/"
+    ), detail
     assert "Traceback" not in said and len(stderr.strip().splitlines()) <= 1, detail
 
 
@@ -102,7 +106,11 @@ def test_both_verifiers_give_the_same_claims(full: dict[str, Path], shape: str) 
     assert python["bundle_digest"] == node["bundle_digest"]
 
     def failed(record: dict) -> list[tuple]:
-        return sorted((c["subject"], c["path"], c["detail"]) for c in record["claims"] if c["state"] == "failed")
+        return sorted(
+            (c["subject"], c["path"], c["detail"])
+            for c in record["claims"]
+            if c["state"] == "failed"
+        )
 
     assert failed(python) == failed(node)
 
@@ -123,5 +131,7 @@ def test_the_summaries_cut_long_texts_and_the_record_keeps_them(
         assert max(map(len, lines)) < 1200, way
     for way in ("python --json", "node --json"):
         record = json.loads(measure.spawn_measured([*WAYS[way], str(path)], deadline=60).stdout)
-        subjects = [c["subject"] for c in record["claims"] if c["subject"].startswith("listed example")]
+        subjects = [
+            c["subject"] for c in record["claims"] if c["subject"].startswith("listed example")
+        ]
         assert len(subjects) == 3 and all(s.count('"') == 2000 for s in subjects), way

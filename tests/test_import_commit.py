@@ -477,7 +477,9 @@ def test_a_reimport_of_many_tasks_keeps_few_directories_open(tmp_path: Path) -> 
 # ------------------------------------------------------------------ killed imports
 
 
-def test_an_import_killed_outright_leaves_nothing_the_next_one_keeps(base_store: Path, tmp_path: Path) -> None:
+def test_an_import_killed_outright_leaves_nothing_the_next_one_keeps(
+    base_store: Path, tmp_path: Path
+) -> None:
     # A SIGKILL leaves a staging directory (nothing can run on that signal). The next
     # import into the store removes it: no process holds its lock. A live import's
     # staging (locked), a young one (maybe not locked yet) and a link are left alone.
@@ -494,10 +496,10 @@ def test_an_import_killed_outright_leaves_nothing_the_next_one_keeps(base_store:
         os.utime(d, (age, age))
         return d
 
-    dead = staging("dead")
-    live = staging("live")
-    young = staging("young", time.time())
-    (store / (storewriter.STAGING_PREFIX + "link")).symlink_to(live)
+    dead = staging("dead" * 4)
+    live = staging("1111" * 4)
+    young = staging("2222" * 4, time.time())
+    (store / (storewriter.STAGING_PREFIX + "3333" * 4)).symlink_to(live)
     held = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
     fcntl.flock(held, fcntl.LOCK_EX)
     try:
@@ -507,7 +509,13 @@ def test_an_import_killed_outright_leaves_nothing_the_next_one_keeps(base_store:
     assert done.outcome in ("imported", "written") or done.files_written > 0
     assert not dead.exists()
     assert live.is_dir() and young.is_dir()
-    assert (store / (storewriter.STAGING_PREFIX + "link")).is_symlink()
+    assert (store / (storewriter.STAGING_PREFIX + "3333" * 4)).is_symlink()
+    # A directory of the prefix but not the staging form is the user's, never swept.
+    theirs = store / (storewriter.STAGING_PREFIX + "notes")
+    theirs.mkdir()
+    os.utime(theirs, (old, old))
+    import_run(inspect_config(store, tmp_path))
+    assert theirs.is_dir()
 
 
 def test_a_real_sigkill_mid_import_is_swept_by_the_next(base_store: Path, tmp_path: Path) -> None:
@@ -516,9 +524,21 @@ def test_a_real_sigkill_mid_import_is_swept_by_the_next(base_store: Path, tmp_pa
     # Stopped (SIGSTOP) once its staging directory is there, then killed: what a
     # machine losing the process mid-import leaves.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bundler", "import-inspect", str(INSPECT_LOG), "--store", str(store),
-         "--principal", "alice", "--task", str(INSPECT_TASK)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "bundler",
+            "import-inspect",
+            str(INSPECT_LOG),
+            "--store",
+            str(store),
+            "--principal",
+            "alice",
+            "--task",
+            str(INSPECT_TASK),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
     while no_staging(store) and proc.poll() is None and time.monotonic() < deadline:
@@ -534,3 +554,25 @@ def test_a_real_sigkill_mid_import_is_swept_by_the_next(base_store: Path, tmp_pa
             os.utime(p, (old, old))
     import_run(inspect_config(store, tmp_path))
     assert no_staging(store)
+
+
+def test_an_import_that_fails_in_a_store_it_made_keeps_what_another_import_put_there(
+    tmp_path: Path,
+) -> None:
+    # A makes the new store and is refused (or interrupted) after B has imported a whole
+    # report into it: B's report stays, and so does the store; only A's own staging and
+    # what is empty go.
+    store = tmp_path / "new-store"
+    a = storewriter.StoreWriter(store)
+    assert a.created_root
+    b = import_run(inspect_config(store, tmp_path))
+    assert (store / "reports").is_dir()
+    before = files_of(store)
+    a.abort()
+    assert store.is_dir() and no_staging(store)
+    assert files_of(store) == before
+    assert_whole(store, b.report_id, tmp_path)
+    # Alone, a refused import that made the store leaves nothing.
+    alone = tmp_path / "alone"
+    storewriter.StoreWriter(alone).abort()
+    assert not alone.exists()

@@ -333,6 +333,44 @@ INSPECT_CASES: dict[str, tuple[Callable[[], bytes], str]] = {
         lambda: build_zip([*MEMBERS, Member("samples/bomb_epoch_1.json", ZEROS)]),
         "ratio cap",
     ),
+    # Each member within its own caps (size, ratio), their declared sizes over the
+    # log's in all: refused from the directory, before a byte is decompressed (the
+    # stored bytes are not even zstd).
+    "members over the total cap": (
+        lambda: build_zip(
+            [
+                *MEMBERS,
+                *(
+                    Member(
+                        f"samples/s{i}_epoch_1.json",
+                        b"{}",
+                        usize=MAX_MEMBER_BYTES,
+                        raw=b"x" * 40_000,
+                    )
+                    for i in range(70)
+                ),
+            ]
+        ),
+        "declare more than 2147483648 bytes in all",
+    ),
+    # Members the mapping does not use (the journal), 288 MiB declared: their own cap.
+    "journal over its cap": (
+        lambda: build_zip(
+            [
+                *MEMBERS,
+                *(
+                    Member(
+                        f"_journal/summaries/{i}.json",
+                        b"{}",
+                        usize=MAX_MEMBER_BYTES,
+                        raw=b"x" * 40_000,
+                    )
+                    for i in range(100, 109)
+                ),
+            ]
+        ),
+        "summaries, reductions and journal declare",
+    ),
     "expands past its size": (
         lambda: build_zip(
             edit(MEMBERS, SAMPLE, lambda m: replace(m, usize=100, raw=_unsized(m.data)))

@@ -82,7 +82,7 @@ def _valid_until(run: ImportedRun, hours: int) -> str:
 def _checked(run: ImportedRun, schema: str, relpath: str, value: Any) -> bytes:
     """``value`` stored canonical, once it meets the store schema its readers apply."""
     try:
-        schemas.validate(schema, value, source=f"{run.files[0].name}: the imported {relpath}")
+        schemas.validate(schema, value, source=f"{run.files[0].path}: the imported {relpath}")
     except SchemaError as exc:
         raise InputError(f"{exc}; import refused") from exc
     return _stored(run, relpath, value)
@@ -94,7 +94,7 @@ def _stored(run: ImportedRun, relpath: str, value: Any) -> bytes:
     (``canonical.check_readable``), and export would then refuse the report."""
     data = canonical.dumps(value)
     try:
-        canonical.check_readable(data, source=f"{run.files[0].name}: the imported {relpath}")
+        canonical.check_readable(data, source=f"{run.files[0].path}: the imported {relpath}")
     except CanonicalJSONError as exc:
         raise InputError(
             f"{exc.message} (a number of the run the store's readers cannot hold); import refused"

@@ -56,6 +56,10 @@ _KNOWN = re.compile(
 )
 SCORE_LETTERS = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 MAX_EPOCHS = 20_000
+# The members the mapping does not use, in all: Inspect's summaries and journal repeat
+# each sample's summary (a kilobyte or two), about 100 MB for the 20,000 samples a
+# bundle can hold; this leaves twice that and keeps reading them to seconds.
+MAX_UNUSED_BYTES = 256 * 1024 * 1024
 # JSON values in one member (a sample, the header): parsed whole, so bounded to keep the
 # import under SPEC 5's 300 MB (a member of a million dense values peaks near 200 MB).
 MAX_MEMBER_VALUES = 1_000_000
@@ -136,10 +140,18 @@ def read_inspect_log(
             f"({', '.join(map(str, sorted(LOG_VERSIONS)))})"
         )
     # The members the mapping does not use (summaries, reductions, the journal) are run
-    # input too: each is read as strictly as the rest, then dropped.
-    for name in log.names():
-        if name != "header.json" and _SAMPLE.match(name) is None:
-            _json(log, name)
+    # input too: each is read as strictly as the rest, then dropped; their declared
+    # sizes are held to a cap of their own first (2 GiB of journal within the log's
+    # caps took 13 s to read and drop).
+    unused = [n for n in log.names() if n != "header.json" and _SAMPLE.match(n) is None]
+    declared = sum(log.members[n].size for n in unused)
+    if declared > MAX_UNUSED_BYTES:
+        raise InputError(
+            f"{where}: its summaries, reductions and journal declare {declared} bytes, "
+            f"over the {MAX_UNUSED_BYTES}-byte cap (refused before decompressing them)"
+        )
+    for name in unused:
+        _json(log, name)
     hwhere = f"{where}: header.json"
     status = _field(header, "status", str, hwhere)
     if status != "success":

@@ -11,7 +11,8 @@ harmless if a crash comes between. The whole commit runs with SIGINT, SIGTERM an
 deferred (a signal takes effect once the report is whole), and a refusal part way
 through takes back what it had placed. A refusal or an interruption removes the staging
 directory, and the store root too when this import created it (unless the commit had
-finished); the signals wait until that cleanup (and the one after a commit) has
+finished), but only as far as it is empty: another import may have put a report in it
+meanwhile; the signals wait until that cleanup (and the one after a commit) has
 finished, so a signal never leaves half of it done. An import killed outright (SIGKILL)
 cannot clean up: the next import into the store removes its staging directory, known
 dead because no process holds the lock every import keeps on its own. A document whose bytes were staged already (a task file of every
@@ -25,9 +26,11 @@ opened is checked to be still at its path before the report's rename.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -323,6 +326,9 @@ class Staged(NamedTuple):
 # A staging directory younger than this is never swept: it may be one whose import has
 # made it and not yet locked it.
 STALE_AFTER = 60.0
+# The one form of a staging directory's name (the prefix and 16 hex digits): nothing else
+# in the store root is ever swept, whatever it is called.
+_STAGING_NAME = re.compile(re.escape(STAGING_PREFIX) + "[0-9a-f]{16}")
 
 
 def sweep_stale_staging(root: str) -> list[str]:
@@ -331,11 +337,12 @@ def sweep_stale_staging(root: str) -> list[str]:
     import holds an exclusive ``flock`` on its staging directory until it has removed
     it, and the kernel drops the lock of a process that dies: a staging directory whose
     lock can be taken has no import behind it. Entries that are not directories (a
-    symbolic link included) are left alone, and so is anything that changes meanwhile."""
+    symbolic link included) are left alone, and so is anything that changes meanwhile or
+    whose name is not of the staging form."""
     swept: list[str] = []
     now = time.time()
     try:
-        entries = [e for e in os.scandir(root) if e.name.startswith(STAGING_PREFIX)]
+        entries = [e for e in os.scandir(root) if _STAGING_NAME.fullmatch(e.name)]
     except OSError:
         return swept
     for entry in entries:
@@ -360,6 +367,16 @@ def sweep_stale_staging(root: str) -> list[str]:
         finally:
             os.close(fd)
     return swept
+
+
+def _remove_empty_tree(root: str) -> None:
+    """Remove the directory ``root`` made for a store, with its empty directories only:
+    another import may have put a whole report there meanwhile (a store made by an import
+    that then fails is shared from the moment it exists), and what it put stays. Links
+    are not followed; a directory that is not empty, or that changed, stays."""
+    for dirpath, _dirs, _files in os.walk(root, topdown=False, followlinks=False):
+        with contextlib.suppress(OSError):
+            os.rmdir(dirpath)
 
 
 class StoreWriter:
@@ -751,7 +768,7 @@ class StoreWriter:
             shutil.rmtree(self.staging, ignore_errors=True)
             self._unlock()
             if self.created_root and not self._committed:
-                shutil.rmtree(self.root, ignore_errors=True)
+                _remove_empty_tree(self._root)
 
     def _unlock(self) -> None:
         if self._lock >= 0:

@@ -190,6 +190,7 @@ def _read_layout(f: RunFile) -> dict[str, ZipMember]:
     directory = f.pread(cd_size, cd_offset)
     members: dict[str, ZipMember] = {}
     pos = 0
+    declared = 0
     for index in range(n_total):
         if pos + _CDH.size > len(directory):
             raise InputError(f"{where}: central directory entry {index} is truncated")
@@ -249,6 +250,12 @@ def _read_layout(f: RunFile) -> dict[str, ZipMember]:
                 f"{MAX_RATIO}:1 ratio cap"
             )
         members[name] = ZipMember(name, method, flags, crc, csize, usize, offset, 0)
+        declared += usize
+        if declared > MAX_TOTAL_BYTES:
+            raise InputError(
+                f"{where}: its members declare more than {MAX_TOTAL_BYTES} bytes in all "
+                "(refused before decompressing any)"
+            )
     if pos != len(directory):
         raise InputError(f"{where}: bytes after the last central directory entry")
     return _check_local_headers(f, members, cd_offset)
