@@ -38,15 +38,18 @@ WAYS = {
 }
 
 
+def _built(bundles: dict[str, Path], out: Path, specs: dict[str, tuple]) -> dict[str, Path]:
+    """hostile.full_bundle_json of each (shape, count, options), by name."""
+    made = {}
+    for i, (name, (shape, count, options)) in enumerate(specs.items()):
+        made[name] = out / f"{i}.tar.zst"
+        hostile.full_bundle_json(bundles["rpt-clean/alice"], made[name], shape, count, **options)
+    return made
+
+
 @pytest.fixture(scope="module")
 def full(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("full-bundle-json")
-    made = {}
-    for i, (name, (shape, count, options)) in enumerate(SHAPES.items()):
-        path = out / f"{i}.tar.zst"
-        hostile.full_bundle_json(bundles["rpt-clean/alice"], path, shape, count, **options)
-        made[name] = path
-    return made
+    return _built(bundles, tmp_path_factory.mktemp("full-bundle-json"), SHAPES)
 
 
 @pytest.mark.parametrize("way", sorted(WAYS))
@@ -64,18 +67,15 @@ def test_a_full_bundle_json_stays_within_budget(
 # A bundle.json that breaks its schema in one listed entry of 150,000 (the last), or in
 # every one: no verdict possible, said within the bounds. Python's explanation of the
 # rejection walked every entry with the reference validator first: 20 to 32 s.
-BROKEN = {"last entry": "last", "every entry": "all"}
+BROKEN = {
+    "last entry": ("outputs", 150_000, {"bad": "last"}),
+    "every entry": ("outputs", 150_000, {"bad": "all"}),
+}
 
 
 @pytest.fixture(scope="module")
 def broken(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("broken-bundle-json")
-    made = {}
-    for name, bad in BROKEN.items():
-        path = out / f"{bad}.tar.zst"
-        hostile.full_bundle_json(bundles["rpt-clean/alice"], path, "outputs", 150_000, bad=bad)
-        made[name] = path
-    return made
+    return _built(bundles, tmp_path_factory.mktemp("broken-bundle-json"), BROKEN)
 
 
 @pytest.mark.parametrize("way", sorted(WAYS))
