@@ -232,7 +232,7 @@ def test_the_hostile_text_does_reach_the_output_escaped(hostile_bundles: dict[st
     )
     text = assert_clean(proc)
     assert shown(hostile("esc-csi", "redacted-ref")) in text
-    assert "data/blobs/name\\\\x1b[2J\\\\x1b[H" in text  # the reader's repr, then shown
+    assert "data/blobs/name\\x1b[2J\\x1b[H" in text  # quoted by the reader, escaped once where shown
     assert "\\x1b[2J\\x1b[H" in text and "\x1b" not in text
     # For characters repr leaves alone, the claim's path is shown directly.
     proc = run_cli("verify", str(hostile_bundles["bidi-embed-override/names"]))

@@ -207,21 +207,21 @@ def test_markdown_keeps_ordinary_text() -> None:
         assert shown_md(text) == text
 
 
-def test_a_console_line_shows_at_most_300_characters_of_one_text() -> None:
+def test_a_console_line_shows_at_most_1000_characters_of_one_text() -> None:
     from bundler.core.textsafe import CONSOLE_CHARS, CUT, shown_clipped
 
-    assert CONSOLE_CHARS == 300
-    assert shown_clipped("a" * 300) == "a" * 300
-    assert shown_clipped("a" * 301) == "a" * 300 + CUT
-    # Counted before escaping: 300 controls are 300 escapes, then the mark.
+    assert CONSOLE_CHARS == 1000
+    assert shown_clipped("a" * 1000) == "a" * 1000
+    # Over: the first and last 500 shown characters, the cut marked between them, so
+    # that the rule a message gives after a long name is still read.
+    assert shown_clipped("n" * 5000 + ": the rule") == "n" * 500 + CUT + "n" * 490 + ": the rule"
     # Counted as shown, escapes included, and never cut inside an escape.
-    assert shown_clipped("\x01" * 75) == "\\x01" * 75
-    assert shown_clipped("\x01" * 76) == "\\x01" * 75 + CUT
-    assert shown_clipped("a" + "\U000e0041" * 40) == "a" + "\\U000e0041" * 29 + CUT
-    assert shown_clipped("\U0001f600" * 300) == "\U0001f600" * 300
-    assert shown_clipped("\U0001f600" * 301) == "\U0001f600" * 300 + CUT
+    assert shown_clipped("\x01" * 250) == "\\x01" * 250
+    assert shown_clipped("\x01" * 251) == "\\x01" * 125 + CUT + "\\x01" * 125
+    assert shown_clipped("a" + "\U000e0041" * 100) == "a" + "\\U000e0041" * 49 + CUT + "\\U000e0041" * 50
+    assert shown_clipped("\U0001f600" * 1001) == "\U0001f600" * 500 + CUT + "\U0001f600" * 500
     assert shown_clipped(None) == "None"
-    # Whatever the text, a cut line is at most 300 characters and the mark.
     for ch in ("\\", "\u202e", "\u6f22", "e\u0301", "\U000e0041", "\x7f"):
-        out = shown_clipped(ch * 1000)
-        assert len(out) <= CONSOLE_CHARS + len(CUT) and out.endswith(CUT), ch
+        out = shown_clipped(ch * 5000)
+        head, tail = out.split(CUT)
+        assert len(head) <= 500 and len(tail) <= 500, ch

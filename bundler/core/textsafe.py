@@ -119,26 +119,43 @@ def shown(value: Any) -> str:
 
 # A line of the console summary shows at most this many characters of one untrusted
 # text (a claim's subject, detail, path, expected or observed; an error), counted as
-# shown, escapes included, and cut between whole characters and escapes: a listed ref of
-# a million characters made one line of 3 MB, and 300 tag characters 3,000 characters of
-# escapes. The record (--json) and verification.md keep it whole. The Node verifier cuts
-# the same way (js/src/textsafe.mjs).
-CONSOLE_CHARS = 300
-CUT = " ... (cut: --json gives it whole)"
+# shown, escapes included: the first and the last half of them, cut between whole
+# characters and escapes, so that a message's rule, which follows the names it quotes,
+# is still read. A listed ref of a million characters made one line of 3 MB, and 300 tag
+# characters 3,000 characters of escapes. The record (--json) and verification.md keep
+# it whole. The Node verifier cuts the same way (js/src/textsafe.mjs).
+CONSOLE_CHARS = 1000
+CUT = " ... (cut: --json gives it whole) ... "
 
 
 def shown_clipped(value: Any) -> str:
-    """``shown(value)`` up to ``CONSOLE_CHARS`` characters, marked when cut."""
+    """``shown(value)`` if it is at most ``CONSOLE_CHARS`` characters; else its first
+    and last ``CONSOLE_CHARS // 2``, with ``CUT`` between them."""
     text = value if isinstance(value, str) else str(value)
-    pieces: list[str] = []
+    head: list[str] = []
     size = 0
     for ch in text:
         piece = _shown_char(ch)
-        if size + len(piece) > CONSOLE_CHARS:
-            return "".join(pieces) + CUT
-        pieces.append(piece)
         size += len(piece)
-    return "".join(pieces)
+        if size > CONSOLE_CHARS:
+            break
+        head.append(piece)
+    else:
+        return "".join(head)
+    half = CONSOLE_CHARS // 2
+    kept, size = 0, 0
+    while kept < len(head) and size + len(head[kept]) <= half:
+        size += len(head[kept])
+        kept += 1
+    tail: list[str] = []
+    size = 0
+    for index in range(len(text) - 1, kept - 1, -1):
+        piece = _shown_char(text[index])
+        size += len(piece)
+        if size > half:
+            break
+        tail.append(piece)
+    return "".join(head[:kept]) + CUT + "".join(reversed(tail))
 
 
 def _shown_char(ch: str) -> str:

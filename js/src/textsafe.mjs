@@ -29,25 +29,69 @@ export function shown(value) {
 /**
  * A line of the console summary shows at most this many characters of one untrusted
  * text (a claim's fields, an error), counted as shown, escapes included, in code
- * points, and cut between whole characters and escapes; the record keeps it whole. The
- * Python verifier cuts the same way (bundler/core/textsafe.py).
+ * points: the first and the last half of them, cut between whole characters and
+ * escapes, so that a message's rule, which follows the names it quotes, is still read.
+ * The record keeps it whole. The Python verifier cuts the same way
+ * (bundler/core/textsafe.py).
  */
-export const CONSOLE_CHARS = 300;
-const CUT = ' ... (cut: --json gives it whole)';
+export const CONSOLE_CHARS = 1000;
+const CUT = ' ... (cut: --json gives it whole) ... ';
+
+/** @param {string} ch one code point */
+function shownChar(ch) {
+  return HIDDEN.test(ch) ? escape(ch) : ch;
+}
+
+/** Characters a shown piece takes, in code points (an escape is ASCII). @param {string} piece @param {string} ch */
+function width(piece, ch) {
+  return piece === ch ? 1 : piece.length;
+}
 
 /**
- * shown() of a value up to CONSOLE_CHARS characters, marked when cut.
+ * shown() of a value if it is at most CONSOLE_CHARS characters; else its first and
+ * last CONSOLE_CHARS / 2, with the cut marked between them.
  * @param {unknown} value
  */
 export function shownClipped(value) {
-  let out = '';
+  const s = String(value);
+  /** @type {string[]} */
+  const head = [];
   let size = 0;
-  for (const ch of String(value)) {
-    const piece = HIDDEN.test(ch) ? escape(ch) : ch;
-    const width = piece === ch ? 1 : piece.length;
-    if (size + width > CONSOLE_CHARS) return out + CUT;
-    out += piece;
-    size += width;
+  let units = 0; // UTF-16 units of s the head has read
+  /** @type {number[]} */
+  const ends = [];
+  /** @type {number[]} */
+  const widths = [];
+  for (const ch of s) {
+    const piece = shownChar(ch);
+    const w = width(piece, ch);
+    size += w;
+    if (size > CONSOLE_CHARS) break;
+    head.push(piece);
+    widths.push(w);
+    units += ch.length;
+    ends.push(units);
   }
-  return out;
+  if (size <= CONSOLE_CHARS) return head.join('');
+  const half = CONSOLE_CHARS / 2;
+  let kept = 0;
+  size = 0;
+  for (; kept < head.length && size + widths[kept] <= half; kept++) size += widths[kept];
+  const from = kept ? ends[kept - 1] : 0;
+  // The last characters, from at most 2 * half units before the end (a character is at
+  // most two), never before the head's end nor from the second half of a pair.
+  let start = Math.max(from, s.length - 2 * half);
+  const first = s.charCodeAt(start);
+  if (start > from && first >= 0xdc00 && first <= 0xdfff) start++;
+  const last = Array.from(s.slice(start));
+  /** @type {string[]} */
+  const tail = [];
+  size = 0;
+  for (let i = last.length - 1; i >= 0; i--) {
+    const piece = shownChar(last[i]);
+    size += width(piece, last[i]);
+    if (size > half) break;
+    tail.push(piece);
+  }
+  return head.slice(0, kept).join('') + CUT + tail.reverse().join('');
 }

@@ -91,22 +91,21 @@ test('utf8Length counts what TextEncoder writes, for every length class and a lo
   }
 });
 
-test('a console line shows at most 300 characters of one text, never half a pair', async () => {
+test('a console line shows at most 1000 characters of one text: its first and last 500, never half a pair', async () => {
   const { shownClipped, CONSOLE_CHARS } = await import('../src/textsafe.mjs');
-  const cut = ' ... (cut: --json gives it whole)';
-  assert.equal(CONSOLE_CHARS, 300);
-  assert.equal(shownClipped('a'.repeat(300)), 'a'.repeat(300));
-  assert.equal(shownClipped('a'.repeat(301)), 'a'.repeat(300) + cut);
-  // Counted as shown, escapes included, in code points, never cut inside an escape.
-  assert.equal(shownClipped('\u0001'.repeat(75)), '\\x01'.repeat(75));
-  assert.equal(shownClipped('\u0001'.repeat(76)), '\\x01'.repeat(75) + cut);
-  assert.equal(shownClipped('a' + '\u{e0041}'.repeat(40)), 'a' + '\\U000e0041'.repeat(29) + cut);
-  assert.equal(shownClipped('\u{1f600}'.repeat(300)), '\u{1f600}'.repeat(300));
-  assert.equal(shownClipped('\u{1f600}'.repeat(301)), '\u{1f600}'.repeat(300) + cut);
-  assert.equal(shownClipped('a'.repeat(299) + '\u{1f600}'.repeat(5)), 'a'.repeat(299) + '\u{1f600}' + cut);
+  const cut = ' ... (cut: --json gives it whole) ... ';
+  assert.equal(CONSOLE_CHARS, 1000);
+  assert.equal(shownClipped('a'.repeat(1000)), 'a'.repeat(1000));
+  assert.equal(shownClipped('n'.repeat(5000) + ': the rule'), 'n'.repeat(500) + cut + 'n'.repeat(490) + ': the rule');
+  assert.equal(shownClipped('\u0001'.repeat(250)), '\\x01'.repeat(250));
+  assert.equal(shownClipped('\u0001'.repeat(251)), '\\x01'.repeat(125) + cut + '\\x01'.repeat(125));
+  assert.equal(shownClipped('a' + '\u{e0041}'.repeat(100)), 'a' + '\\U000e0041'.repeat(49) + cut + '\\U000e0041'.repeat(50));
+  // Counted in code points: 500 emoji each side (1,000 UTF-16 units), no half pair.
+  assert.equal(shownClipped('\u{1f600}'.repeat(1001)), '\u{1f600}'.repeat(500) + cut + '\u{1f600}'.repeat(500));
+  assert.equal(shownClipped('a' + '\u{1f600}'.repeat(1001)), 'a' + '\u{1f600}'.repeat(499) + cut + '\u{1f600}'.repeat(500));
   assert.equal(shownClipped(null), 'null');
   for (const ch of ['\\', '\u202e', '\u6f22', 'e\u0301', '\u{e0041}', '\x7f']) {
-    const out = shownClipped(ch.repeat(1000));
-    assert.ok([...out].length <= CONSOLE_CHARS + cut.length && out.endsWith(cut), ch);
+    const [head, tail] = shownClipped(ch.repeat(5000)).split(cut);
+    assert.ok([...head].length <= 500 && [...tail].length <= 500, ch);
   }
 });
