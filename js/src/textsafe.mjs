@@ -22,7 +22,7 @@ export function shown(value) {
   if (/^[\x20-\x5b\x5d-\x7e]*$/.test(s)) return s;
   let out = '';
   // Iterate by code point; a lone surrogate comes out as one code unit and is escaped.
-  for (const ch of s) out += HIDDEN.test(ch) ? escape(ch) : ch;
+  for (const ch of s) out += shownChar(ch);
   return out;
 }
 
@@ -55,34 +55,28 @@ function width(piece, ch) {
 export function shownClipped(value) {
   const s = String(value);
   /** @type {string[]} */
-  const head = [];
-  let size = 0;
-  let units = 0; // UTF-16 units of s the head has read
-  /** @type {number[]} */
-  const ends = [];
+  const head = []; // the first characters, as long as they are within CONSOLE_CHARS shown
   /** @type {number[]} */
   const widths = [];
+  let size = 0;
   for (const ch of s) {
-    const piece = shownChar(ch);
-    const w = width(piece, ch);
+    const w = width(shownChar(ch), ch);
     size += w;
     if (size > CONSOLE_CHARS) break;
-    head.push(piece);
+    head.push(ch);
     widths.push(w);
-    units += ch.length;
-    ends.push(units);
   }
-  if (size <= CONSOLE_CHARS) return head.join('');
+  if (size <= CONSOLE_CHARS) return head.map(shownChar).join('');
   const half = CONSOLE_CHARS / 2;
   let kept = 0;
   size = 0;
   for (; kept < head.length && size + widths[kept] <= half; kept++) size += widths[kept];
-  const from = kept ? ends[kept - 1] : 0;
+  const front = head.slice(0, kept).join('');
   // The last characters, from at most 2 * half units before the end (a character is at
-  // most two), never before the head's end nor from the second half of a pair.
-  let start = Math.max(from, s.length - 2 * half);
+  // most two), never before the front's end nor from the second half of a pair.
+  let start = Math.max(front.length, s.length - 2 * half);
   const first = s.charCodeAt(start);
-  if (start > from && first >= 0xdc00 && first <= 0xdfff) start++;
+  if (start > front.length && first >= 0xdc00 && first <= 0xdfff) start++;
   const last = Array.from(s.slice(start));
   /** @type {string[]} */
   const tail = [];
@@ -93,5 +87,5 @@ export function shownClipped(value) {
     if (size > half) break;
     tail.push(piece);
   }
-  return head.slice(0, kept).join('') + CUT + tail.reverse().join('');
+  return head.slice(0, kept).map(shownChar).join('') + CUT + tail.reverse().join('');
 }
