@@ -502,3 +502,21 @@ def full_bundle_json(
             b, sort_keys=True, separators=(", ", ": "), ensure_ascii=True
         ).encode()
     return repack.write_bundle(eb, out, bundle_json=False, head=canonical)
+
+
+def bad_case_lines_bundle(clean: Any, out: Any, count: int = 19_980) -> Any:
+    """A real bundle whose first case file holds ``count`` case lines (under the 20,000
+    the contract allows), every one canonical JSON that breaks the case schema (its
+    output an object of the wrong shape), bundle.json and every digest resealed: a
+    verifier that explains each line's rejection spends a millisecond a line."""
+    import json
+
+    import repack
+
+    eb = repack.open_bundle(clean)
+    path = next(p for p in eb.files if p.startswith("data/cases/") and eb.files[p])
+    case = json.loads(eb.lines(path)[0])
+    case["output"] = {"kind": "output", "digest": 5, "size": -1, "location": "x", "extra": True}
+    line = json.dumps(case, sort_keys=True, separators=(",", ":")).encode()
+    eb.set_lines(path, [line] * count)
+    return repack.write_bundle(eb, out)

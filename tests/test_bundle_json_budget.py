@@ -135,3 +135,23 @@ def test_the_summaries_cut_long_texts_and_the_record_keeps_them(
             c["subject"] for c in record["claims"] if c["subject"].startswith("listed example")
         ]
         assert len(subjects) == 3 and all(s.count('"') == 2000 for s in subjects), way
+
+
+def test_every_case_line_broken_is_counted_within_budget(
+    bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    # 19,980 case lines, each breaking the case schema: the claim names three and counts
+    # the rest. Explaining every line through the reference validator took Python 10 to
+    # 13 s; both verifiers must count the same.
+    path = hostile.bad_case_lines_bundle(bundles["rpt-clean/alice"], tmp_path / "cases.tar.zst")
+    details = []
+    for way in ("python --json", "node --json"):
+        run = measure.within_budget([*WAYS[way], str(path)], way, 1)
+        record = json.loads(run.stdout)
+        details += [
+            c["detail"]
+            for c in record["claims"]
+            if c["state"] == "failed" and "canonical and schema-valid" in c["subject"]
+        ]
+    assert len(details) == 2, details
+    assert all(d.endswith("(+19977 more)") for d in details), [d[-40:] for d in details]
