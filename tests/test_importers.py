@@ -574,6 +574,39 @@ def test_check_names_each_tampered_document_kind(
     assert "data/bundle.json" not in named  # it verified: --check compared documents
 
 
+@pytest.mark.parametrize("kind", ["check result", "cases", "suite"])
+def test_check_of_a_bundle_that_does_not_verify_names_the_failed_documents(
+    imported: dict[str, Any], kind: str, tmp_path: Path
+) -> None:
+    """An edit not re-sealed fails the verifier, which runs beside the re-import: its
+    failed claims are named by their paths, and the comparison's answer is not given."""
+    eb = repack.open_bundle(imported["inspect/alice"])
+    edited = EDITS[kind](eb)
+    forged = repack.write_bundle(eb, tmp_path / "forged.tar.zst", bundle_json=False)
+    result = recheck_bundle(str(forged), Runner.INSPECT)
+    assert result.exit_code == 1
+    named = {d.path for d in result.differences}
+    assert edited in named, named
+    assert all("does not verify" in d.problem for d in result.differences)
+    done = run_cli("import-inspect", "--check", str(forged))
+    assert done.returncode == 1
+    assert f"Differs:   {edited}: the bundle does not verify" in done.stdout.decode()
+
+
+def test_check_gives_the_verifiers_failure_before_its_own_refusal(
+    imported: dict[str, Any], tmp_path: Path
+) -> None:
+    """A report body made to name another producer, not re-sealed: the comparison alone
+    would refuse the bundle as no import of this runner (exit 3); the verifier has
+    failed it, and that is the answer (exit 1)."""
+    eb = repack.open_bundle(imported["inspect/alice"])
+    _edit_json(eb, "data/report/body.json", producer="someone-else")
+    forged = repack.write_bundle(eb, tmp_path / "forged.tar.zst", bundle_json=False)
+    result = recheck_bundle(str(forged), Runner.INSPECT)
+    assert result.exit_code == 1
+    assert all("does not verify" in d.problem for d in result.differences)
+
+
 def test_check_of_an_unreadable_bundle_exits_3(tmp_path: Path) -> None:
     bad = tmp_path / "bad.tar.zst"
     bad.write_bytes(b"not a bundle")

@@ -259,14 +259,19 @@ def _read_and_build(
     )
 
 
-def rederive_run(config: ImportConfig, keep: frozenset[str] = frozenset()) -> Rederived:
+def rederive_run(
+    config: ImportConfig,
+    keep: frozenset[str] = frozenset(),
+    progress: Callable[[int], None] | None = None,
+) -> Rederived:
     """What importing the run of ``config`` gives, document by document, as digests,
-    with nothing written (``--check``); ``keep``: store paths whose bytes are held too.
+    with nothing written (``--check``); ``keep``: store paths whose bytes are held too;
+    ``progress`` as for ``import_run`` (it may raise to stop the work).
     Raises as ``import_run`` does for what the run's files cannot give."""
     _check_counts(config)
     with _opened(config) as opened:
         writer = DigestWriter(keep)
-        built = _read_and_build(config, opened, writer)
+        built = _read_and_build(config, opened, writer, progress)
     return Rederived(built.report_id, writer.documents, writer.kept)
 
 

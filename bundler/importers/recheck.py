@@ -100,37 +100,143 @@ def recheck_bundle(bundle: str, runner: Runner) -> RecheckResult:
 
     Raises InputError (exit 3) when the bundle cannot be read or is not an import of
     this runner. A bundle that does not verify is a difference (exit 1), never compared
-    further.
+    further: the verifier's verdict comes first, whatever the comparison found.
     """
     with tempfile.TemporaryDirectory(prefix="evalbook-check-") as tmp:
         work = Path(tmp)
-        in_place = not bundle.startswith("s3://") and Path(bundle).is_file()
-        command = ["verify", bundle] if in_place else ["extract", bundle, str(work / "bag")]
-        done = subprocess.run(
-            [sys.executable, "-m", "bundler", *command, "--json", "-q"],
-            capture_output=True,
-            check=False,
-        )
-        if done.returncode == 1:
-            record = json.loads(done.stdout.splitlines()[-1])
-            failed = record.get("counts", {}).get("failed")
-            problem = f"the bundle does not verify ({failed} failed claims)"
-            return RecheckResult(bundle, None, 0, [Difference("data/bundle.json", problem)])
-        if done.returncode != 0:
-            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            why = message[-1].removeprefix("evalbook-bundle: error: ") if message else "unreadable"
-            raise InputError(f"{bundle}: cannot be read as a bundle ({why})")
-        if in_place:
-            archive = json.loads(done.stdout.splitlines()[-1])["archive"]
-            held = _Held(bundle, bundle, archive["sha256"] if archive else None)
-        else:
+        if bundle.startswith("s3://") or not Path(bundle).is_file():
+            # A bag directory or a URL is extracted (and verified) first, then read.
+            with _Verifier(bundle, work, extract_to=work / "bag") as verifier:
+                failed = verifier.verdict()
+            if failed is not None:
+                return failed
             held = _Held(bundle, str(next((work / "bag").iterdir())), None)
-        try:
-            return _compare(held, runner, work)
-        except BundlerError as exc:
-            if isinstance(exc, InputError):
+            return _compared(held, runner, work)
+        # An archive is verified in a process of its own while this one reads it and
+        # re-imports its run (two cores, and each process within its own memory bound);
+        # every read here is hashed whole and, once the verifier is done, held to the
+        # digest it verified, so the bytes compared are the bytes verified.
+        with _Verifier(bundle, work) as verifier:
+            held = _Held(bundle, bundle, None, abandon=verifier.abandon)
+            try:
+                result = _compared(held, runner, work)
+            except (InputError, _Abandoned):
+                failed = verifier.verdict()
+                if failed is not None:
+                    return failed
                 raise
-            raise InputError(f"{bundle}: cannot be read as a bundle ({exc.message})") from None
+            failed = verifier.verdict()
+            if failed is not None:
+                return failed
+            held.hold_to(verifier.archive_sha256)
+            return result
+
+
+def _compared(held: _Held, runner: Runner, work: Path) -> RecheckResult:
+    try:
+        return _compare(held, runner, work)
+    except BundlerError as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"{held.bundle}: cannot be read as a bundle ({exc.message})") from None
+
+
+class _Abandoned(Exception):
+    """The verifier has failed the bundle: the comparison stops, its answer unneeded."""
+
+
+class _Verifier:
+    """``verifier_child`` run on ``bundle``, its short answer written to a file under
+    ``work`` (never a pipe this process must drain while it works). Leaving the ``with``
+    block ends it if it still runs."""
+
+    def __init__(self, bundle: str, work: Path, extract_to: Path | None = None) -> None:
+        self.bundle = bundle
+        self.archive_sha256: str | None = None
+        command = ["verify", bundle] if extract_to is None else ["extract", bundle, str(extract_to)]
+        self._out = open(work / "verifier.out", "w+b")  # noqa: SIM115 - closed in __exit__
+        self._err = open(work / "verifier.err", "w+b")  # noqa: SIM115 - closed in __exit__
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "bundler.importers.verifier_child", *command],
+            stdin=subprocess.DEVNULL,
+            stdout=self._out,
+            stderr=self._err,
+        )
+        self._polled = 0
+        self._read: dict[str, Any] | None = None
+
+    def __enter__(self) -> _Verifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+        self._out.close()
+        self._err.close()
+
+    def abandon(self, _progress: object = None) -> None:
+        """Raise _Abandoned once the verifier has ended with anything but a verified
+        bundle (the process is looked at every 64th call)."""
+        self._polled += 1
+        if self._polled % 64 or self._process.poll() is None:
+            return
+        if self._process.returncode != 0 or self._answer().get("exit_code") != 0:
+            raise _Abandoned
+
+    def _answer(self) -> dict[str, Any]:
+        """The verifier's one line (empty when it wrote none that reads)."""
+        if self._read is None:
+            self._out.seek(0)
+            lines = self._out.read().splitlines()
+            try:
+                answer = json.loads(lines[-1]) if lines else None
+            except ValueError:
+                answer = None
+            self._read = answer if isinstance(answer, dict) else {}
+        return self._read
+
+    def verdict(self) -> RecheckResult | None:
+        """Wait for the verifier: None when the bundle verified (its archive digest
+        kept), a result naming the failed claims when it failed; InputError when it
+        could not be read."""
+        code = self._process.wait()
+        answer = self._answer() if code == 0 else {}
+        if "exit_code" not in answer:
+            self._err.seek(0)
+            said = self._err.read().decode("utf-8", "replace").strip().splitlines()
+            why = said[-1] if said else f"the verifier ended with status {code}"
+            raise InputError(f"{self.bundle}: cannot be read as a bundle ({why})")
+        if answer["exit_code"] == 1:
+            return RecheckResult(self.bundle, None, 0, _failures(answer))
+        if answer["exit_code"] != 0:
+            why = answer.get("error") or "unreadable"
+            raise InputError(f"{self.bundle}: cannot be read as a bundle ({why})")
+        self.archive_sha256 = answer.get("archive_sha256")
+        return None
+
+
+def _failures(answer: dict[str, Any]) -> list[Difference]:
+    """The verifier's failed claims as differences: the first few by their paths, then
+    how many in all."""
+    failed = answer.get("failed", 0)
+    named = [
+        Difference(
+            f.get("path") or "data/bundle.json",
+            f"the bundle does not verify (claim group {f.get('group')}: {f.get('detail')})",
+        )
+        for f in answer.get("failures", [])
+    ]
+    rest = failed - len(named)
+    if rest > 0 or not named:
+        named.append(
+            Difference(
+                "data/bundle.json",
+                f"the bundle does not verify ({failed} failed claims"
+                + (f", {rest} more than those named)" if named else ")"),
+            )
+        )
+    return named
 
 
 _BODY = "data/report/body.json"
@@ -142,10 +248,20 @@ class _Held:
     ``location``: every read is hashed whole and must give ``sha256``, the digest the
     verifier read."""
 
-    def __init__(self, bundle: str, location: str, sha256: str | None) -> None:
+    def __init__(
+        self,
+        bundle: str,
+        location: str,
+        sha256: str | None,
+        abandon: Callable[..., None] | None = None,
+    ) -> None:
         self.bundle = bundle
         self.location = location
         self.sha256 = sha256
+        # Each archive read's digest, held to the verified one as it ends (``sha256``
+        # known) or once the verifier running beside has given it (``hold_to``).
+        self.read_digests: list[str] = []
+        self.abandon = abandon or (lambda *_: None)
         self.documents: dict[str, bytes] = {}  # the few read whole (_SMALL)
         self.case_lines: dict[str, int] = {}  # data/cases/<check>.jsonl -> its lines
         self.digests: dict[str, str] = {}  # the payload manifest: path -> SHA-256 (hex)
@@ -157,15 +273,23 @@ class _Held:
 
     def members(self) -> Iterator[tuple[str, Iterator[bytes]]]:
         """(path below the bag's top directory, content) of every file."""
-        tap = ArchiveTap() if self.sha256 is not None else None
+        tap = ArchiveTap() if self.location == self.bundle else None
         member: Member
         for member, content in open_members(self.location, tap=tap):
+            self.abandon()
             if not member.is_dir:
                 yield member.path.partition("/")[2], content
-        if tap is not None and tap.sha256 != self.sha256:
+        if tap is not None:
+            self.read_digests.append(tap.sha256)
+            if self.sha256 is not None:
+                self.hold_to(self.sha256)
+
+    def hold_to(self, sha256: str | None) -> None:
+        """Refuse unless every read of the archive gave ``sha256``, the digest verified."""
+        if any(d != sha256 for d in self.read_digests):
             raise InputError(
                 f"{self.bundle}: changed while it was checked (its bytes no longer hash to "
-                f"the digest verified, sha256:{self.sha256}); nothing compared"
+                f"the digest verified, sha256:{sha256}); nothing compared"
             )
 
     def read(self, work: Path, run_files_of: Callable[[bytes], dict[str, list[Path]]]) -> None:
@@ -391,6 +515,7 @@ def _compare(held: _Held, runner: Runner, work: Path) -> RecheckResult:
             report_id=report_id,
         ),
         keep,
+        progress=held.abandon,
     )
     return RecheckResult(bundle, report_id, *_differences(held, given, manifest, cut))
 
