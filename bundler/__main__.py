@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from bundler.cli import main
+from bundler.entry import main
 
 main()
