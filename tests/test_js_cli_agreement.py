@@ -191,3 +191,30 @@ def test_check_proof_reads_standard_input_as_dash(proof: Path, tool: str) -> Non
         )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["proven"] is True
+
+
+@pytest.mark.parametrize("tool", sorted(COMMANDS))
+def test_examples_of_an_unreadable_manifest_are_not_said_missing_from_it(
+    bundles: dict[str, Path], tmp_path: Path, tool: str
+) -> None:
+    """A dataset manifest that fails its own claim (here its JSON digest) gives no list
+    to look examples up in: each example's claim fails saying so, never "not in the
+    dataset manifest", which would assert what nobody could read."""
+    import repack
+
+    eb = repack.open_bundle(bundles["rpt-clean/alice"])
+    manifest = next(
+        p for p in eb.paths() if p.startswith("data/datasets/") and p.endswith("/manifest.json")
+    )
+    eb.edit_json(manifest, lambda value: value.update(extra_field=1))
+    bad = repack.write_bundle(eb, tmp_path / "manifest.tar.zst")
+    done = _run([*COMMANDS[tool], str(bad), "--json"])
+    assert done.returncode == 1, done.stderr
+    record = json.loads(done.stdout)
+    failed = [
+        c["detail"]
+        for c in record["claims"]
+        if c["subject"].startswith("example ") and c["group"] == 6 and c["state"] == "failed"
+    ]
+    assert len(failed) >= 5
+    assert all(d.startswith("no dataset manifest to find it in") for d in failed), failed

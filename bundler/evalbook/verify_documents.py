@@ -330,7 +330,9 @@ class DocumentClaims(VerifierState):
                     self.claims.failed(
                         6,
                         f"example {item}",
-                        "not in the dataset manifest",
+                        "not in the dataset manifest"
+                        if key in manifests
+                        else "no dataset manifest to find it in (its dataset's claim says why)",
                         expected=None,
                         observed=e["digest"],
                     )

@@ -302,7 +302,8 @@ class EvalBookClaims {
         }
         const md = manifests.get(key)?.get(e.example_id);
         if (md === undefined) {
-          this.claims.failed(6, `example ${item}`, 'not in the dataset manifest', { observed: e.digest });
+          const why = manifests.has(key) ? 'not in the dataset manifest' : "no dataset manifest to find it in (its dataset's claim says why)";
+          this.claims.failed(6, `example ${item}`, why, { observed: e.digest });
           continue;
         }
         if (e.digest !== md) {
