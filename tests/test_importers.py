@@ -721,3 +721,46 @@ def test_check_refuses_a_subject_that_names_paths(
     field = "name" if isinstance(entry["digest"], str) and "/" not in entry["digest"] else "digest"
     with pytest.raises(InputError, match=rf"body\.json: subject\.files\[0\]\.{field}"):
         recheck_bundle(str(forged), Runner.INSPECT)
+
+
+def test_the_verifier_beside_check_ends_with_it_even_when_it_is_killed(
+    imported: dict[str, Any],
+) -> None:
+    """--check's verifier runs in a child process told to end with --check: SIGKILL of
+    --check (no cleanup runs) still ends the child, never a verifier left running on its
+    own."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import proctable
+
+    check = subprocess.Popen(
+        [sys.executable, "-m", "bundler", "import-inspect", "--check", str(imported["inspect/alice"])],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def children() -> list[proctable.Proc]:
+        return [
+            p
+            for p in proctable.processes()
+            if p.ppid == check.pid and b"verifier_child" in p.cmdline
+        ]
+
+    deadline = time.monotonic() + 20
+    found: list[proctable.Proc] = []
+    while not found and check.poll() is None and time.monotonic() < deadline:
+        found = children()
+        time.sleep(0.01)
+    assert found, "the verifier never started beside --check"
+    # It is told whose death ends it (tests/test_orphans.py holds the mechanism).
+    assert str(check.pid).encode() in found[0].cmdline.split(b"\0")
+    check.send_signal(signal.SIGKILL)
+    check.wait()
+    pid = found[0].pid
+    deadline = time.monotonic() + 5
+    while any(p.pid == pid for p in proctable.processes()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(p.pid == pid and b"verifier_child" in p.cmdline for p in proctable.processes())

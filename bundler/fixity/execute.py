@@ -36,6 +36,7 @@ from typing import IO, Any
 
 from bundler import storage
 from bundler.core.errors import InputError, UsageError
+from bundler.core.orphans import die_with_parent
 from bundler.fixity.check import Result, Settings, Task, check_batch, died
 
 TARGET_BATCH_SECONDS = 1.0
@@ -47,12 +48,9 @@ MAX_HELPER_RESTARTS = 3
 # Runs of one bundle alone on a Dask cluster that lost it, before it is an error.
 DASK_TRIES = 3
 HELPER_FLAG = "--fixity-helper"
-# How often a helper looks whether its parent is still the fixity process.
-WATCHDOG_SECONDS = 0.5
 # How long close() waits for helpers to leave by themselves before killing them.
 CLOSE_GRACE_SECONDS = 2.0
 _FRAME = struct.Struct(">Q")
-_PR_SET_PDEATHSIG = 1
 
 
 # ---------------------------------------------------------------------------- batches
@@ -343,25 +341,6 @@ class HelperPool:
         self._helpers.clear()
 
 
-def _die_with_parent(parent: int) -> None:
-    """Make this helper end when ``parent`` does, whatever kills it."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # it died before the line above took effect
-        os._exit(0)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(WATCHDOG_SECONDS)
-        os._exit(0)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
 def _warm(settings: Settings) -> None:
     """Import the verifier and open the storage client while the fixity process lists
     the source. Best effort: a failure here shows in the checks, reported properly."""
@@ -373,7 +352,7 @@ def _warm(settings: Settings) -> None:
 
 def helper_main(parent: int) -> None:
     """A helper: settings first, then batches until end of input."""
-    _die_with_parent(parent)
+    die_with_parent(parent)
     # Ctrl-C reaches the whole process group; the fixity process decides what stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer

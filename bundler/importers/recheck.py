@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -157,7 +158,7 @@ class _Verifier:
         self._out = open(work / "verifier.out", "w+b")  # noqa: SIM115 - closed in __exit__
         self._err = open(work / "verifier.err", "w+b")  # noqa: SIM115 - closed in __exit__
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "bundler.importers.verifier_child", *command],
+            [sys.executable, "-m", "bundler.importers.verifier_child", str(os.getpid()), *command],
             stdin=subprocess.DEVNULL,
             stdout=self._out,
             stderr=self._err,

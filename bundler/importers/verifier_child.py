@@ -1,7 +1,7 @@
 """The verifier as ``--check`` runs it: in a process of its own, beside the re-import.
 
-``python -m bundler.importers.verifier_child verify BUNDLE`` (or ``extract BUNDLE DIR``)
-verifies as ``evalbook-bundle verify`` (or ``extract``) does and writes one short JSON
+``python -m bundler.importers.verifier_child PARENT verify BUNDLE`` (or ``PARENT extract
+BUNDLE DIR``; PARENT the pid of the process it must not outlive) verifies as ``evalbook-bundle verify`` (or ``extract``) does and writes one short JSON
 line, what ``--check`` needs of the verdict: the exit code, the error of a bundle that
 could not be read, the number of failed claims and the first few of them, and the
 SHA-256 of the archive read. The verification record itself, which for a hostile bundle
@@ -49,4 +49,7 @@ def outcome(argv: list[str]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.stdout.buffer.write(orjson.dumps(outcome(sys.argv[1:])) + b"\n")
+    from bundler.core.orphans import die_with_parent
+
+    die_with_parent(int(sys.argv[1]))
+    sys.stdout.buffer.write(orjson.dumps(outcome(sys.argv[2:])) + b"\n")
