@@ -504,7 +504,7 @@ def _read_text(path: Path | None) -> str | None:
     from bundler.trust import sshsig
 
     sshsig.load_allowed_signers(path)  # a malformed file is refused before any work
-    return path.read_text(encoding="utf-8")
+    return path.read_bytes().decode("utf-8")  # bytes: a lone CR stays inside its line
 
 
 def _task(c: Candidate, level: str) -> Task:

@@ -102,6 +102,14 @@ _KEY_TYPES = frozenset(
     }
 )
 _WHITESPACE = " \t\r\n"
+# An allowed_signers file as ssh-keygen reads it (sshsig.c): lines end at LF alone (a
+# CR before it is CRLF's); a line's leading space and tabs are skipped; the principals
+# end at a space, tab or CR (strdelimw), the options and each key field at a space or
+# tab. Every other character, CR, VT, FF, NEL and U+2028 included, is part of a token,
+# never the end of a line: what ssh-keygen reads as one comment line is one here too.
+_LINE_LEAD = " \t"
+_PRINCIPALS_END = " \t\r"
+_FIELD_END = " \t"
 
 
 def _quoted(value: object) -> str:
@@ -503,7 +511,7 @@ class AllowedSigner:
 
 def _split_principals(line: str, where: str) -> tuple[str, str]:
     """ssh-keygen's strdelimw: the first token, a quoted one taken whole."""
-    cut = next((i for i, ch in enumerate(line) if ch in _WHITESPACE + '"'), -1)
+    cut = next((i for i, ch in enumerate(line) if ch in _PRINCIPALS_END + '"'), -1)
     if cut < 0:
         raise InputError(f"{where}: line has principals but no key")
     if line[cut] == '"':
@@ -514,7 +522,12 @@ def _split_principals(line: str, where: str) -> tuple[str, str]:
         rest = line[close + 1 :]
     else:
         token, rest = line[:cut], line[cut:]
-    return token, rest.lstrip(_WHITESPACE)
+    return token, rest.lstrip(_PRINCIPALS_END)
+
+
+def _first_field(text: str) -> str:
+    """The text up to the first space or tab."""
+    return next((text[:i] for i, ch in enumerate(text) if ch in _FIELD_END), text)
 
 
 def _split_options(text: str, where: str) -> tuple[str, str]:
@@ -529,7 +542,7 @@ def _split_options(text: str, where: str) -> tuple[str, str]:
         i += 1
     if quoted:
         raise InputError(f"{where}: unterminated quote in options")
-    return text[:i], text[i:].lstrip(" \t")
+    return text[:i], text[i:].lstrip(_FIELD_END)
 
 
 def _dequote(text: str, where: str, option: str) -> tuple[str, str]:
@@ -588,11 +601,12 @@ def _parse_options(text: str, where: str) -> dict[str, object]:
 
 
 def _parse_key(text: str, where: str) -> tuple[str, bytes, bytes | None, str]:
-    parts = text.split(None, 2)
-    if len(parts) < 2:
+    key_type = _first_field(text)
+    rest = text[len(key_type) :].lstrip(_FIELD_END)
+    encoded = _first_field(rest)
+    if not key_type or not encoded:
         raise InputError(f"{where}: missing key (want keytype base64-key)")
-    key_type, encoded = parts[0], parts[1]
-    comment = parts[2].strip() if len(parts) > 2 else ""
+    comment = rest[len(encoded) :].strip(_FIELD_END)
     try:
         blob = base64.b64decode(encoded.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError) as exc:
@@ -604,17 +618,17 @@ def _parse_key(text: str, where: str) -> tuple[str, bytes, bytes | None, str]:
 
 
 def _parse_line(line: str, where: str, source: str, number: int) -> AllowedSigner | None:
-    text = line.lstrip(_WHITESPACE)
+    text = line.removesuffix("\r").lstrip(_LINE_LEAD)
     if not text or text.startswith("#"):
         return None
     principals, rest = _split_principals(text, where)
     if not principals:
         raise InputError(f"{where}: empty principals")
     options: dict[str, object] = {}
-    first = rest.split(None, 1)[0] if rest else ""
+    first = _first_field(rest)
     if first and first not in _KEY_TYPES:
         option_text, rest = _split_options(rest, where)
-        if not rest.strip(_WHITESPACE):
+        if not rest:
             raise InputError(f"{where}: options but no key")
         options = _parse_options(option_text, where)
     key_type, blob, raw, comment = _parse_key(rest, where)
@@ -643,7 +657,7 @@ def parse_allowed_signers(text: str, *, source: str) -> list[AllowedSigner]:
     the file holds no signer line at all (it would trust nobody).
     """
     signers: list[AllowedSigner] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
         signer = _parse_line(line, f"{source}:{number}", source, number)
         if signer is not None:
             signers.append(signer)
@@ -655,7 +669,8 @@ def parse_allowed_signers(text: str, *, source: str) -> list[AllowedSigner]:
 def load_allowed_signers(path: Path) -> list[AllowedSigner]:
     """Read and parse an allowed_signers file; raises InputError if unreadable or bad."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # Bytes, decoded: a text-mode read would turn a lone CR into a line end.
+        text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read allowed signers file ({exc})") from exc
     return parse_allowed_signers(text, source=str(path))

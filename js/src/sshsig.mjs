@@ -305,7 +305,8 @@ export function parseAllowedSigners(text, source) {
     // principals: first token; a quoted token taken whole
     let rest;
     let principals;
-    const cut = line.search(/[ \t"]/);
+    // As ssh-keygen's strdelimw: the principals end at a space, a tab or a CR.
+    const cut = line.search(/[ \t\r"]/);
     if (cut < 0) throw new TrustError(`${where}: line has principals but no key`);
     if (line[cut] === '"') {
       const close = line.indexOf('"', cut + 1);
@@ -317,7 +318,7 @@ export function parseAllowedSigners(text, source) {
       rest = line.slice(cut);
     }
     if (!principals) throw new TrustError(`${where}: empty principals`);
-    rest = rest.replace(/^[ \t]+/, '');
+    rest = rest.replace(/^[ \t\r]+/, '');
     /** @type {AllowedSigner} */
     const signer = { where, principals, keyType: '', keyBlob: new Uint8Array(0), publicKey: null, namespaces: null, certAuthority: false, validAfter: null, validBefore: null };
     // options, unless the next token is a key type
@@ -364,7 +365,8 @@ export function parseAllowedSigners(text, source) {
         throw new TrustError(`${where}: "valid-before" is not after "valid-after"`);
       }
     }
-    const km = /^(\S+)[ \t]+(\S+)/.exec(rest);
+    // The key type and the base64 key each end at a space or a tab (sshkey_read).
+    const km = /^([^ \t]+)[ \t]+([^ \t]+)/.exec(rest);
     if (!km) throw new TrustError(`${where}: missing key (want keytype base64-key)`);
     signer.keyType = km[1];
     let blob;
