@@ -227,12 +227,6 @@ function maxBytesOption(v) {
 }
 
 /**
- * The signature named with --signature: input, so one that cannot be read or is over
- * the 64 KiB a signature may hold is an input error (exit 3), as in the Python
- * verifier, not a usage error.
- * @param {string} path
- */
-/**
  * What `read` makes of the file an option names; an error says which file it was (the
  * `input` of evalbook.error.v1 is the file that failed, not the bundle, as in Python).
  * @template T @param {string} path @param {(path: string) => T} read @returns {T}
@@ -246,6 +240,12 @@ function optionFile(path, read) {
   }
 }
 
+/**
+ * The signature named with --signature: input, so one that cannot be read or is over
+ * the 64 KiB a signature may hold is an input error (exit 3), as in the Python
+ * verifier, not a usage error.
+ * @param {string} path
+ */
 function readSignatureFile(path) {
   let st;
   try {
@@ -256,6 +256,36 @@ function readSignatureFile(path) {
   if (!st.isFile()) throw new Error(`--signature ${path}: not a regular file`);
   if (st.size > MAX_SIDECAR_BYTES) throw new Error(`--signature ${path}: signature of ${st.size} bytes, over the ${MAX_SIDECAR_BYTES} bytes a signature may hold`);
   return readFileSync(path);
+}
+
+/**
+ * `--signature -`: the signature from standard input, as the Python command reads it
+ * (named `<signature>`), read to its end and refused past the 64 KiB a signature may
+ * hold, without reading more than one byte past them.
+ */
+function readSignatureInput() {
+  const chunks = [];
+  let total = 0;
+  const buf = Buffer.alloc(MAX_SIDECAR_BYTES + 1);
+  for (;;) {
+    let n;
+    try {
+      n = readSync(0, buf, 0, buf.length - total, null);
+    } catch (e) {
+      const code = /** @type {any} */ (e).code;
+      if (code === 'EOF') break;
+      if (code === 'EAGAIN') {
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+        continue;
+      }
+      throw new Error(`--signature -: cannot read standard input (${code ?? e})`);
+    }
+    if (n === 0) break;
+    chunks.push(Buffer.from(buf.subarray(0, n)));
+    total += n;
+    if (total > MAX_SIDECAR_BYTES) throw new Error(`--signature -: over the ${MAX_SIDECAR_BYTES} bytes a signature may hold`);
+  }
+  return Buffer.concat(chunks);
 }
 
 /**
@@ -427,12 +457,14 @@ async function verifyCommand(/** @type {string[]} */ argv) {
   if ((opts['--identity'] !== undefined || opts['--signature'] !== undefined) && opts['--allowed-signers'] === undefined) {
     throw new UsageError('--identity and --signature need --allowed-signers');
   }
+  if (opts['--identity'] === '') throw new UsageError('--identity: empty');
   if (opts['--signature'] !== undefined && positional.length > 1) throw new UsageError('--signature takes a single BUNDLE');
   const maxBytes = maxBytesOption(opts['--max-bytes']);
   // The signature file is read first, as the Python command reads it: with both files
   // bad, both name the same one.
   const sidecars = [];
-  if (opts['--signature'] !== undefined) sidecars.push({ name: opts['--signature'], text: optionFile(opts['--signature'], readSignatureFile) });
+  if (opts['--signature'] === '-') sidecars.push({ name: '<signature>', text: optionFile('-', readSignatureInput) });
+  else if (opts['--signature'] !== undefined) sidecars.push({ name: opts['--signature'], text: optionFile(opts['--signature'], readSignatureFile) });
   const allowedSigners = opts['--allowed-signers'] !== undefined ? optionFile(opts['--allowed-signers'], readAllowedSigners) : null;
   const json = !!opts['--json'];
   const services = nodeServices();
@@ -501,6 +533,7 @@ async function checkProofCommand(/** @type {string[]} */ argv) {
   }
   if (positional.length !== 1) throw new UsageError(positional.length ? 'check-proof takes one PROOF' : 'missing argument PROOF');
   if (opts['--identity'] !== undefined && opts['--allowed-signers'] === undefined) throw new UsageError('--identity needs --allowed-signers');
+  if (opts['--identity'] === '') throw new UsageError('--identity: empty');
   const expectBundleDigest = digestOption(opts['--expect-bundle-digest'], '--expect-bundle-digest');
   const allowedSigners = opts['--allowed-signers'] !== undefined ? optionFile(opts['--allowed-signers'], readAllowedSigners) : null;
   const source = positional[0];

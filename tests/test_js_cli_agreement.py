@@ -218,3 +218,59 @@ def test_examples_of_an_unreadable_manifest_are_not_said_missing_from_it(
     ]
     assert len(failed) >= 5
     assert all(d.startswith("no dataset manifest to find it in") for d in failed), failed
+
+
+@pytest.fixture(scope="module")
+def stdin_signature(
+    bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """A bundle, its signature moved away from it (no sidecar is found beside it) and
+    an allowed_signers file naming the key."""
+    import shutil
+
+    tmp = tmp_path_factory.mktemp("stdin-signature")
+    key = tmp / "key"
+    shutil.copyfile(ROOT / "conformance" / "keys" / "conformance.key", key)
+    key.chmod(0o600)
+    bundle = tmp / "b.tar.zst"
+    shutil.copyfile(bundles["rpt-clean/alice"], bundle)
+    assert _run([*PYTHON, "sign", str(bundle), "--key", str(key)]).returncode == 0
+    signature = tmp / "head.sig"
+    (tmp / "b.tar.zst.sig").rename(signature)
+    pub = " ".join((ROOT / "conformance/keys/conformance.key.pub").read_text().split()[:2])
+    allowed = tmp / "allowed_signers"
+    allowed.write_text(f"auditor@example.org {pub}\n")
+    return {"bundle": bundle, "signature": signature, "allowed": allowed}
+
+
+@pytest.mark.parametrize("tool", sorted(COMMANDS))
+def test_signature_from_standard_input_is_read_alike(
+    stdin_signature: dict[str, Path], tool: str
+) -> None:
+    """`--signature -` reads the signature from standard input in both verifiers: a good
+    one anchors the bundle, an empty one is an invalid signature (1), one over the 64 KiB
+    a signature may hold is an input error (3)."""
+    args = [str(stdin_signature["bundle"]), "--allowed-signers", str(stdin_signature["allowed"]),
+            "--signature", "-", "--json"]  # fmt: skip
+    for data, code in (
+        (stdin_signature["signature"].read_bytes(), 0),
+        (b"", 1),
+        (b"x" * 70_000, 3),
+    ):
+        done = subprocess.run([*COMMANDS[tool], *args], input=data, capture_output=True,
+                              timeout=60)  # fmt: skip
+        assert done.returncode == code, (len(data), done.stderr)
+        if code == 0:
+            record = json.loads(done.stdout)
+            assert record["anchor"]["signer"].startswith("auditor@example.org, key SHA256:")
+
+
+@pytest.mark.parametrize("tool", sorted(COMMANDS))
+def test_an_empty_identity_is_a_usage_error(
+    stdin_signature: dict[str, Path], proof: Path, tool: str
+) -> None:
+    for cmd, target in ((COMMANDS[tool], stdin_signature["bundle"]), (CHECK_PROOF[tool], proof)):
+        done = _run([*cmd, str(target), "--allowed-signers", str(stdin_signature["allowed"]),
+                     "--identity", ""])  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert b"--identity: empty" in done.stderr
