@@ -151,3 +151,29 @@ def test_node_record_of_a_run_is_the_python_summary_and_render_reads_it(
     )
     assert done.returncode == 0, done.stderr.decode()
     assert node["summary"]["run_id"].encode() in page.read_bytes()
+
+
+@pytest.mark.parametrize("removed", ["yaml", "script"])
+def test_a_definition_file_removed_fails_the_same_claims_in_both(
+    removed: str, tmp_path: Path
+) -> None:
+    """A check's YAML (or its script) taken out of the bag, every digest resealed: both
+    verifiers fail the same claims. Without the YAML nothing names a script, so neither
+    says bundle.json maps another script (a claim no file could decide)."""
+    from test_export_eb import RUNS
+
+    out = tmp_path / "b.tar.zst"
+    do_export(copy_run(tmp_path, RUNS["default"]), PROJECT, out)
+    bag = extract(out, tmp_path / "x")
+    pattern = "eval_checks/fails.yaml" if removed == "yaml" else "scripts/fails.py"
+    victim = next(p for p in bag.rglob("*") if p.as_posix().endswith(pattern))
+    victim.unlink()
+    tampered = _resealed(out, bag, tmp_path / "t.tar.zst")
+    py = verify_bundle(str(tampered), VerifyOptions())
+    node = _node(tampered)
+    assert py.verdict is Verdict.FAILED and node["verdict"] == "failed"
+    ours = {(c.group, c.subject, c.path) for c in py.failures()}
+    theirs = {(c["group"], c["subject"], c["path"]) for c in node["claims"] if c["state"] == "failed"}
+    assert ours == theirs
+    maps_other = [s for _, s, _ in ours if "bundle.json's script is the one its YAML names" in s]
+    assert (maps_other == []) == (removed == "yaml"), ours

@@ -579,7 +579,11 @@ class _BundleVerifier:
                     )
                 continue
             definition = bundled_definition(run, check, self.c.kept)
-            self.check_script_entry(check, entry, definition)
+            if definition.state in (DefinitionState.MATCHES, DefinitionState.DIGEST_MISMATCH):
+                # Only a YAML read names a script: without one (missing, outside the
+                # project, unreadable) its own claim fails, and nothing is said of the
+                # script bundle.json maps, as the JavaScript verifier does.
+                self.check_script_entry(check, entry, definition)
             if definition.state is DefinitionState.MATCHES:
                 self.claims.proven(
                     7,
