@@ -274,3 +274,18 @@ def test_an_empty_identity_is_a_usage_error(
                      "--identity", ""])  # fmt: skip
         assert done.returncode == 2, done.stderr
         assert b"--identity: empty" in done.stderr
+
+
+@pytest.mark.parametrize("tool", sorted(COMMANDS))
+def test_a_bundle_with_no_verdict_is_an_error_on_stderr_without_json(
+    bundles: dict[str, Path], tmp_path: Path, tool: str
+) -> None:
+    """SPEC 5, 7: the summaries are on stdout; the error of a bundle that could not be
+    checked is on stderr too, one line, with or without --json, in both verifiers."""
+    junk = tmp_path / "junk.tar.zst"
+    junk.write_bytes(b"junk\n")
+    done = _run([*COMMANDS[tool], str(junk), str(bundles["rpt-clean/alice"])])
+    assert done.returncode == 3
+    errors = done.stderr.decode().splitlines()
+    assert len(errors) == 1 and str(junk) in errors[0] and "zstd" in errors[0], errors
+    assert b"VERIFIED" in done.stdout

@@ -195,6 +195,7 @@ def _verify_each(
             human = _altered_text(result) if kind == "altered" else verification_text(result)
             sys.stdout.write(option_text(human))
             sys.stdout.flush()
+            _say_error(result)  # and the error of a bundle with no verdict, on stderr
         stem = names.stem(result.report_id, several)
         if output_dir is not None:
             from bundler.core.outputs import write_new_file
@@ -243,7 +244,8 @@ def _verify_each(
 
 
 def _say_error(result: Any) -> None:
-    """With --json: the error of a bundle that could not be checked, on stderr."""
+    """The error of a bundle that could not be checked, on stderr (with or without
+    --json; the human summary on stdout names it too)."""
     if result.error is not None and result.verdict.value == "error":
         from bundler.cli.invoked import option_text
 
