@@ -410,7 +410,13 @@ def chain_name_bytes(name_bytes: int, top: str = "evalbook-bundle-r1") -> int:
 
 
 def unlisted_members_bundle(
-    clean: Any, out: Any, count: int, name_bytes: int, fill: str = "x", depth: int = 1
+    clean: Any,
+    out: Any,
+    count: int,
+    name_bytes: int,
+    fill: str = "x",
+    depth: int = 1,
+    lead: str = "",
 ) -> Any:
     """A real bundle with ``count`` empty files of ``name_bytes``-byte names added under
     data/, in no manifest and named by nothing: each is two failed claims (BagIt's
@@ -418,7 +424,9 @@ def unlisted_members_bundle(
     (members, name bytes) gives a record of as many failed claims with long subjects as
     a bundle can: about 120,000 and 100 MB of JSON at 61,000 names of 540 bytes. ``fill``
     pads the names: ``"`` makes every padding byte two in the record's JSON. ``depth``
-    directories of 250 bytes of it hold the files (16: names of about 4 KB)."""
+    directories of 250 bytes of it hold the files (16: names of about 4 KB). ``lead``
+    begins each file's name: one character past Latin-1 (U+0100) makes a JavaScript
+    engine hold every such name, quotes and all, at two bytes a character."""
     import repack
 
     eb = repack.open_bundle(clean)
@@ -433,7 +441,8 @@ def unlisted_members_bundle(
         members.append(pax_member([("path", base + "/")]) + header("d/", typeflag=b"5"))
     room = min(name_bytes - len(base.encode()) - 1, 250)
     for i in range(count):
-        name = base + "/" + f"{i:08d}" + fill * ((room - 8) // width)
+        stem = lead + f"{i:08d}"
+        name = base + "/" + stem + fill * ((room - len(stem.encode())) // width)
         members.append(pax_member([("path", name)]) + header("f"))
     body = tar + b"".join(members)
     data = body + end_of_archive(len(body))

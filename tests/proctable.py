@@ -12,6 +12,7 @@ class Proc(NamedTuple):
     ppid: int
     cmdline: bytes
     rss_bytes: int  # 0 when not known (a kernel thread, a process gone meanwhile)
+    hwm_bytes: int = 0  # the peak resident size so far (VmHWM): no peak is missed between samples
 
 
 def processes() -> list[Proc]:
@@ -28,8 +29,10 @@ def processes() -> list[Proc]:
             continue
         rss = next((ln for ln in status.splitlines() if ln.startswith("VmRSS:")), None)
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        hwm = next((ln for ln in status.splitlines() if ln.startswith("VmHWM:")), None)
         rss_bytes = int(rss.split()[1]) * 1024 if rss is not None else 0
-        found.append(Proc(int(entry.name), ppid, cmdline, rss_bytes))
+        hwm_bytes = int(hwm.split()[1]) * 1024 if hwm is not None else 0
+        found.append(Proc(int(entry.name), ppid, cmdline, rss_bytes, hwm_bytes))
     return found
 
 

@@ -552,6 +552,50 @@ function reproduce(fileName, used) {
   return [`node js/verify-bundle.mjs ${args}`, `evalbook-bundle verify ${args}`];
 }
 
+/** The record's JSON is written in strings of about this many characters (young ones). */
+const SAVE_PIECE_CHARS = 1 << 13;
+/** ...into one buffer of this many bytes, which becomes a Blob each time it is full. */
+const SAVE_BUFFER_BYTES = 1 << 20;
+
+/**
+ * The verification record as a JSON Blob, built so that this page never holds it: the
+ * JSON is written in small strings (short-lived, collected as it goes), each encoded
+ * into one reused 1 MiB buffer; each full buffer is copied into a Blob of its own, whose
+ * bytes the browser takes to its side while this page waits a turn, and the record's
+ * Blob is made of those. The record of a hostile bundle is 150 MB and more of JSON:
+ * gathered here as one string, a stream read into one blob, or megabyte strings (which
+ * only a full collection frees), it took the tab past 600 MB right after a
+ * verification, whose garbage is still there.
+ * @param {any} r @returns {Promise<Blob>}
+ */
+async function recordBlob(r) {
+  const encoder = new TextEncoder();
+  const buffer = new Uint8Array(SAVE_BUFFER_BYTES);
+  /** @type {Blob[]} */
+  const parts = [];
+  let used = 0;
+  const flush = async () => {
+    parts.push(new Blob([buffer.subarray(0, used)]));
+    used = 0;
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  };
+  /** @param {string} piece */
+  const write = async (piece) => {
+    let rest = piece;
+    for (;;) {
+      const { read, written } = encoder.encodeInto(rest, buffer.subarray(used));
+      used += written;
+      if (read === rest.length) return;
+      rest = rest.slice(read);
+      await flush();
+    }
+  };
+  for (const piece of recordPieces(r, SAVE_PIECE_CHARS)) await write(piece);
+  await write('\n');
+  if (used) await flush();
+  return new Blob(parts, { type: 'application/json' });
+}
+
 // Failed claims shown one by one, at most (as the auditor's page of SPEC 14 lists them):
 // a hostile bundle of 62 KB gives 40,000 failed claims, and a page element for each
 // took the tab past 1.8 GB and never finished drawing. The counts by group are whole.
@@ -630,21 +674,7 @@ function render(r, fileName, used) {
   const save = /** @type {HTMLButtonElement} */ ($('save'));
   save.disabled = false;
   save.onclick = async () => {
-    // The record's JSON goes out in pieces through a stream that the browser gathers into
-    // the blob on its own side, not in this page: the record of a hostile bundle is 100
-    // MB and more of JSON, never held here as one string or as one blob.
-    const pieces = recordPieces(r);
-    const encoder = new TextEncoder();
-    const stream = new ReadableStream({
-      pull(controller) {
-        const next = pieces.next();
-        if (next.done) {
-          controller.enqueue(encoder.encode('\n'));
-          controller.close();
-        } else controller.enqueue(encoder.encode(next.value));
-      },
-    });
-    const blob = new Blob([await new Response(stream).blob()], { type: 'application/json' });
+    const blob = await recordBlob(r);
     const a = document.createElement('a');
     a.href = URL.createObjectURL(blob);
     a.download = 'verification.json';
