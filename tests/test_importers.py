@@ -588,9 +588,12 @@ def test_check_of_a_bundle_that_does_not_verify_names_the_failed_documents(
     named = {d.path for d in result.differences}
     assert edited in named, named
     assert all("does not verify" in d.problem for d in result.differences)
+    assert result.verified is False and result.to_json()["verified"] is False
     done = run_cli("import-inspect", "--check", str(forged))
     assert done.returncode == 1
     assert f"Differs:   {edited}: the bundle does not verify" in done.stdout.decode()
+    assert "Verified:  no" in done.stdout.decode() and b"Mismatch" not in done.stdout
+    assert done.stderr == b"evalbook-bundle: the bundle does not verify\n"
 
 
 def test_check_gives_the_verifiers_failure_before_its_own_refusal(
@@ -764,3 +767,82 @@ def test_the_verifier_beside_check_ends_with_it_even_when_it_is_killed(
     while any(p.pid == pid for p in proctable.processes()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(p.pid == pid and b"verifier_child" in p.cmdline for p in proctable.processes())
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("samples", b'"doc_hash": "'),
+        ("results", b'"acc,none": '),
+    ],
+    ids=["doc_hash", "results value"],
+)
+def test_check_names_run_files_the_importer_refuses_as_a_difference(
+    imported: dict[str, Any], edit: tuple[str, bytes], tmp_path: Path
+) -> None:
+    """Run files tampered in the store before the export, every digest that names them
+    rewritten (the bundle verifies): --check re-imports them, the importer refuses them,
+    and that is a difference (exit 1) naming the file's place in the bundle, never
+    "cannot be read" (3) nor the temporary copy's name."""
+    import shutil
+
+    role, old = edit
+    store = tmp_path / "store"
+    shutil.copytree(imported["store"], store)
+    rid = imported["lm-eval"]["report_id"]
+    body = body_of(store, rid)
+    entry = next(f for f in body["subject"]["files"] if f["role"] == role)
+    hex_old = entry["digest"].removeprefix("sha256:")
+    path = next(
+        p
+        for p in (store / "blobs" / "sha256" / hex_old, store / "sso" / "sha256" / hex_old)
+        if p.exists()
+    )
+    data = path.read_bytes()
+    assert old in data
+    # One character of the value after ``old`` changed in place (a hash's first hex
+    # digit; a metric's first decimal), the length kept.
+    at = data.index(old) + len(old) + (0 if role == "samples" else 2)
+    changed = data[:at] + (b"1" if data[at : at + 1] != b"1" else b"2") + data[at + 1 :]
+    assert changed != data and len(changed) == len(data)
+    hex_new = hashlib.sha256(changed).hexdigest()
+    path.unlink()
+    (path.parent / hex_new).write_bytes(changed)
+    for f in (store / "reports" / rid).rglob("*"):
+        if f.is_file() and hex_old.encode() in f.read_bytes():
+            f.write_bytes(f.read_bytes().replace(hex_old.encode(), hex_new.encode()))
+    bundle = tmp_path / "b.tar.zst"
+    export_bundle(ExportConfig(str(store), rid, "alice", EXPORTED_AT, out=bundle))
+    assert run_cli("verify", str(bundle), "-q").returncode == 0
+    result = recheck_bundle(str(bundle), Runner.LM_EVAL)
+    assert result.exit_code == 1, result
+    [difference] = result.differences
+    assert difference.path.endswith(hex_new)
+    assert "do not import" in difference.problem and "evalbook-check-" not in difference.problem
+    done = run_cli("import-lm-eval", "--check", str(bundle), "--json")
+    assert done.returncode == 1 and json.loads(done.stdout)["differences"][0]["path"] == difference.path
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--task", "task.py"), ("--dataset", "data.json"), ("--decision", "decision.json"),
+     ("--report-id", "rpt-x"), ("--principal", "carol")],  # fmt: skip
+)
+def test_check_refuses_options_it_would_not_use(
+    imported: dict[str, Any], option: str, value: str, tmp_path: Path
+) -> None:
+    """--check re-imports with the files and the report id the bundle holds: a task,
+    dataset or decision file, a report id or a principal given beside it would seem to be
+    checked and is not, so it is a usage error (exit 2), one line; with --json the error
+    record's input is the bundle. A principal from $EVALBOOK_PRINCIPAL is no such claim."""
+    (tmp_path / value).write_text("{}")
+    bundle = str(imported["inspect/alice"])
+    args = ("import-inspect", "--check", bundle, option, str(tmp_path / value))
+    done = run_cli(*args)
+    assert done.returncode == 2 and done.stderr.count(b"\n") == 1, done.stderr
+    assert f"takes no {option}".encode() in done.stderr
+    record = json.loads(run_cli(*args, "--json").stdout)
+    assert (record["exit_code"], record["input"]) == (2, bundle)
+    if option == "--principal":
+        done = run_cli("import-inspect", "--check", bundle, "-q", env={"EVALBOOK_PRINCIPAL": "x"})
+        assert done.returncode == 0, done.stderr

@@ -219,10 +219,14 @@ def _failure_json(
 
 def _primary_input(ctx: click.Context) -> str | None:
     """The command's input: its first argument given, else its first required option
-    given (``reports --store``, ``export --store``)."""
+    given (``reports --store``, ``export --store``), else the bundle an option names
+    (``import-inspect --check BUNDLE``)."""
     params = ctx.command.params
-    for param in [p for p in params if isinstance(p, click.Argument)] + [
-        p for p in params if isinstance(p, click.Option) and p.required
+    options = [p for p in params if isinstance(p, click.Option)]
+    for param in [
+        *(p for p in params if isinstance(p, click.Argument)),
+        *(p for p in options if p.required),
+        *(p for p in options if p.metavar == "BUNDLE"),
     ]:
         value = ctx.params.get(param.name or "")
         if value not in (None, (), ""):

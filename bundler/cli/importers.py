@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from bundler.cli.app import cli
 from bundler.cli.common import _emit_json, _LocalPath, _note, _quiet_option, _say
@@ -86,6 +87,26 @@ def _run(
     if check_bundle is not None:
         if run_files or store is not None:
             raise UsageError("--check BUNDLE takes no run files and no --store")
+        # --check re-imports with what the bundle holds (its task, dataset and decision
+        # files, its report id): an option that seems to say otherwise is refused, never
+        # silently ignored. A principal from $EVALBOOK_PRINCIPAL is no such claim.
+        source = click.get_current_context().get_parameter_source("principal")
+        given = [
+            name
+            for name, value in (
+                ("--task", task_files),
+                ("--dataset", dataset_files),
+                ("--decision", decision),
+                ("--report-id", report_id),
+                ("--principal", principal if source is ParameterSource.COMMANDLINE else None),
+            )
+            if value
+        ]
+        if given:
+            raise UsageError(
+                f"--check BUNDLE takes no {', '.join(given)}: it re-imports with the task, "
+                "dataset and decision files and the report id the bundle holds"
+            )
         _check(check_bundle, runner, as_json)
         return
     if not run_files:
@@ -138,6 +159,10 @@ def _check(bundle: str, runner: Any, as_json: bool) -> None:
         click.echo(f"Report:    {shown(result.report_id or '-')}")
         if result.not_rederivable is not None:
             click.echo(f"Cannot re-derive: {shown(result.not_rederivable)}")
+        elif not result.verified:
+            for d in result.differences:
+                click.echo(f"Differs:   {shown(d.path)}: {shown(d.problem)}")
+            click.echo("Verified:  no: the bundle does not verify, so nothing was compared")
         else:
             click.echo(f"Compared:  {result.compared} documents")
             for d in result.differences:
@@ -149,7 +174,11 @@ def _check(bundle: str, runner: Any, as_json: bool) -> None:
             )
     if result.exit_code:
         if not as_json:
-            why = result.not_rederivable or "the bundle does not hold what its run gives"
+            why = (
+                result.not_rederivable
+                or (not result.verified and "the bundle does not verify")
+                or "the bundle does not hold what its run gives"
+            )
             _say(f"evalbook-bundle: {shown(why)}\n")
         sys.exit(result.exit_code)
 

@@ -62,6 +62,9 @@ class RecheckResult:
     compared: int
     differences: list[Difference] = field(default_factory=list)
     not_rederivable: str | None = None
+    # False: the verifier failed the bundle (its failed claims are the differences),
+    # nothing was compared
+    verified: bool = True
 
     @property
     def exit_code(self) -> int:
@@ -74,6 +77,7 @@ class RecheckResult:
             "schema": "evalbook.import_check.v1",
             "bundle": self.bundle,
             "report_id": self.report_id,
+            "verified": self.verified,
             "compared": self.compared,
             "matches": self.exit_code == 0,
             "differences": [{"path": d.path, "problem": d.problem} for d in self.differences],
@@ -209,7 +213,7 @@ class _Verifier:
             why = said[-1] if said else f"the verifier ended with status {code}"
             raise InputError(f"{self.bundle}: cannot be read as a bundle ({why})")
         if answer["exit_code"] == 1:
-            return RecheckResult(self.bundle, None, 0, _failures(answer))
+            return RecheckResult(self.bundle, None, 0, _failures(answer), verified=False)
         if answer["exit_code"] != 0:
             why = answer.get("error") or "unreadable"
             raise InputError(f"{self.bundle}: cannot be read as a bundle ({why})")
@@ -476,6 +480,7 @@ def _compare(held: _Held, runner: Runner, work: Path) -> RecheckResult:
     paths = _by(subject, lambda _digest, role: role)
     held.take_out(_by(subject, lambda digest, _role: _blob(digest)))
     tasks: tuple[Path, ...] = ()
+    task_places: list[tuple[str, str]] = []
     for scorer in manifest["scorers"][:1]:
         count = held.task_counts.get(scorer["path"], 0)
         if count > MAX_TASK_FILES or count < 0:
@@ -492,6 +497,7 @@ def _compare(held: _Held, runner: Runner, work: Path) -> RecheckResult:
             return RecheckResult(bundle, report_id, 1, [Difference(where, problem)])
         if scorer["path"] in held.task_dirs:
             tasks = tuple(sorted(held.task_dirs[scorer["path"]].iterdir()))
+            task_places = [(str(t), f"{scorer['path']}/files/{t.name}") for t in tasks]
     if runner is Runner.INSPECT:
         run_files = tuple(paths.get(Role.LOG.value, []))
     else:
@@ -505,20 +511,39 @@ def _compare(held: _Held, runner: Runner, work: Path) -> RecheckResult:
         if c["check_id"] in limited and c["cases"]["path"] is not None
     }
     keep = frozenset(s for path in cut for s in _store_path(path, report_id))
-    given = rederive_run(
-        ImportConfig(
-            runner,
-            run_files,
-            work / "store",
-            task_files=tasks,
-            dataset_files=tuple(paths.get(Role.DATASET.value, [])),
-            decision=paths.get(Role.DECISION.value, [None])[0],
-            report_id=report_id,
-        ),
-        keep,
-        progress=held.abandon,
-    )
+    try:
+        given = rederive_run(
+            ImportConfig(
+                runner,
+                run_files,
+                work / "store",
+                task_files=tasks,
+                dataset_files=tuple(paths.get(Role.DATASET.value, [])),
+                decision=paths.get(Role.DECISION.value, [None])[0],
+                report_id=report_id,
+            ),
+            keep,
+            progress=held.abandon,
+        )
+    except InputError as exc:
+        # The bundle was read and verified; the run files it carries are what the
+        # importer refuses (an lm-eval hash that does not recompute, a value the samples
+        # do not give): the bundle does not hold what a run gives, exit 1, named by the
+        # file's place in the bundle, never by the temporary copy.
+        places = [(str(target), _blob(digest)) for digest, _, target in subject] + task_places
+        return RecheckResult(bundle, report_id, 0, [_refused(exc.message, places)])
     return RecheckResult(bundle, report_id, *_differences(held, given, manifest, cut))
+
+
+def _refused(message: str, places: list[tuple[str, str]]) -> Difference:
+    """The importer's refusal of the bundle's files as a difference: the temporary
+    copies' names in its message (``places``: copy, place) replaced by their places in
+    the bundle."""
+    named = next((place for copy, place in places if copy in message), None)
+    for copy, place in places:
+        message = message.replace(copy, place)
+    where = named or (places[0][1] if places else "data/report/body.json")
+    return Difference(where, f"the run files it carries do not import: {message}")
 
 
 def _differences(
