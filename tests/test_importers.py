@@ -825,8 +825,13 @@ def test_check_names_run_files_the_importer_refuses_as_a_difference(
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("--task", "task.py"), ("--dataset", "data.json"), ("--decision", "decision.json"),
-     ("--report-id", "rpt-x"), ("--principal", "carol")],  # fmt: skip
+    [
+        ("--task", "task.py"),
+        ("--dataset", "data.json"),
+        ("--decision", "decision.json"),
+        ("--report-id", "rpt-x"),
+        ("--principal", "carol"),
+    ],
 )
 def test_check_refuses_options_it_would_not_use(
     imported: dict[str, Any], option: str, value: str, tmp_path: Path
@@ -846,3 +851,55 @@ def test_check_refuses_options_it_would_not_use(
     if option == "--principal":
         done = run_cli("import-inspect", "--check", bundle, "-q", env={"EVALBOOK_PRINCIPAL": "x"})
         assert done.returncode == 0, done.stderr
+
+
+def test_check_sweeps_what_a_killed_check_left_and_nothing_else(
+    imported: dict[str, Any], tmp_path: Path
+) -> None:
+    """A --check killed outright leaves its temporary directory (a copy of the run
+    files); the next --check removes it once it is a minute old and unlocked. A live
+    one's (locked), a young one, another user's name and a link are left alone."""
+    import fcntl
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import proctable
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp)}
+    bundle = str(imported["inspect/alice"])
+    check = subprocess.Popen(
+        [sys.executable, "-m", "bundler", "import-inspect", "--check", bundle],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(
+        p.ppid == check.pid and b"verifier_child" in p.cmdline for p in proctable.processes()
+    ):
+        time.sleep(0.01)
+    check.send_signal(signal.SIGKILL)
+    check.wait()
+    [killed] = [p for p in tmp.iterdir() if p.name.startswith("evalbook-check-")]
+    live, young = tmp / "evalbook-check-live0000", tmp / "evalbook-check-young000"
+    other, link = tmp / "evalbook-check-notes", tmp / "evalbook-check-link0000"
+    for d in (live, young, other):
+        d.mkdir()
+    link.symlink_to(killed)
+    old = time.time() - 120
+    for d in (killed, live, other):
+        os.utime(d, (old, old))
+    holder = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        done = run_cli("import-inspect", "--check", bundle, "-q", env=env)
+        assert done.returncode == 0, done.stderr
+    finally:
+        os.close(holder)
+    assert sorted(p.name for p in tmp.iterdir()) == sorted(
+        p.name for p in (live, young, other, link)
+    )

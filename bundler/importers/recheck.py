@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,7 @@ from typing import Any
 from bundler.archive.bag import parse_manifest
 from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES, open_members
 from bundler.archive.reader import ArchiveTap, Member
-from bundler.core import canonical
+from bundler.core import canonical, leftovers
 from bundler.core.digests import is_digest
 from bundler.core.errors import BundlerError, InputError
 from bundler.importers.importing import (
@@ -107,34 +108,52 @@ def recheck_bundle(bundle: str, runner: Runner) -> RecheckResult:
     this runner. A bundle that does not verify is a difference (exit 1), never compared
     further: the verifier's verdict comes first, whatever the comparison found.
     """
-    with tempfile.TemporaryDirectory(prefix="evalbook-check-") as tmp:
-        work = Path(tmp)
-        if bundle.startswith("s3://") or not Path(bundle).is_file():
-            # A bag directory or a URL is extracted (and verified) first, then read.
-            with _Verifier(bundle, work, extract_to=work / "bag") as verifier:
-                failed = verifier.verdict()
-            if failed is not None:
-                return failed
-            held = _Held(bundle, str(next((work / "bag").iterdir())), None)
-            return _compared(held, runner, work)
-        # An archive is verified in a process of its own while this one reads it and
-        # re-imports its run (two cores, and each process within its own memory bound);
-        # every read here is hashed whole and, once the verifier is done, held to the
-        # digest it verified, so the bytes compared are the bytes verified.
-        with _Verifier(bundle, work) as verifier:
-            held = _Held(bundle, bundle, None, abandon=verifier.abandon)
-            try:
-                result = _compared(held, runner, work)
-            except (InputError, _Abandoned):
-                failed = verifier.verdict()
-                if failed is not None:
-                    return failed
-                raise
+    # What a --check killed outright left (a copy of its run files) goes first; this
+    # one's directory is locked for as long as it exists (core.leftovers).
+    leftovers.sweep(tempfile.gettempdir(), _CHECK_NAME)
+    lock = None
+    try:
+        with tempfile.TemporaryDirectory(prefix=_CHECK_PREFIX) as tmp:
+            lock = leftovers.hold(tmp)
+            return _recheck_in(bundle, runner, Path(tmp))
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+_CHECK_PREFIX = "evalbook-check-"
+# tempfile's names: the prefix and eight of [a-z0-9_]
+_CHECK_NAME = re.compile(re.escape(_CHECK_PREFIX) + "[a-z0-9_]{8}")
+
+
+def _recheck_in(bundle: str, runner: Runner, work: Path) -> RecheckResult:
+    """``recheck_bundle`` with its temporary directory ``work``."""
+    if bundle.startswith("s3://") or not Path(bundle).is_file():
+        # A bag directory or a URL is extracted (and verified) first, then read.
+        with _Verifier(bundle, work, extract_to=work / "bag") as verifier:
+            failed = verifier.verdict()
+        if failed is not None:
+            return failed
+        held = _Held(bundle, str(next((work / "bag").iterdir())), None)
+        return _compared(held, runner, work)
+    # An archive is verified in a process of its own while this one reads it and
+    # re-imports its run (two cores, and each process within its own memory bound);
+    # every read here is hashed whole and, once the verifier is done, held to the
+    # digest it verified, so the bytes compared are the bytes verified.
+    with _Verifier(bundle, work) as verifier:
+        held = _Held(bundle, bundle, None, abandon=verifier.abandon)
+        try:
+            result = _compared(held, runner, work)
+        except (InputError, _Abandoned):
             failed = verifier.verdict()
             if failed is not None:
                 return failed
-            held.hold_to(verifier.archive_sha256)
-            return result
+            raise
+        failed = verifier.verdict()
+        if failed is not None:
+            return failed
+        held.hold_to(verifier.archive_sha256)
+        return result
 
 
 def _compared(held: _Held, runner: Runner, work: Path) -> RecheckResult:

@@ -27,7 +27,6 @@ opened is checked to be still at its path before the report's rename.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
@@ -36,7 +35,6 @@ import shutil
 import signal
 import stat
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -44,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, NoReturn
 
+from bundler.core import leftovers
 from bundler.core.errors import InputError, OutputError, StoreError
 from bundler.evalbook.contract import INLINE_PAYLOAD_MAX_BYTES
 from bundler.importers.batchwrite import BatchWriter
@@ -325,48 +324,17 @@ class Staged(NamedTuple):
 
 # A staging directory younger than this is never swept: it may be one whose import has
 # made it and not yet locked it.
-STALE_AFTER = 60.0
+STALE_AFTER = leftovers.STALE_AFTER
 # The one form of a staging directory's name (the prefix and 16 hex digits): nothing else
 # in the store root is ever swept, whatever it is called.
 _STAGING_NAME = re.compile(re.escape(STAGING_PREFIX) + "[0-9a-f]{16}")
 
 
 def sweep_stale_staging(root: str) -> list[str]:
-    """Remove the staging directories that imports killed outright (SIGKILL, a machine
-    that lost power) left in the store ``root``; return their names. Every running
-    import holds an exclusive ``flock`` on its staging directory until it has removed
-    it, and the kernel drops the lock of a process that dies: a staging directory whose
-    lock can be taken has no import behind it. Entries that are not directories (a
-    symbolic link included) are left alone, and so is anything that changes meanwhile or
-    whose name is not of the staging form."""
-    swept: list[str] = []
-    now = time.time()
-    try:
-        entries = [e for e in os.scandir(root) if _STAGING_NAME.fullmatch(e.name)]
-    except OSError:
-        return swept
-    for entry in entries:
-        try:
-            st = entry.stat(follow_symlinks=False)
-            if not stat.S_ISDIR(st.st_mode) or now - st.st_mtime < STALE_AFTER:
-                continue
-            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)  # a live import's
-            continue
-        try:
-            if os.path.samestat(os.fstat(fd), os.stat(entry.path, follow_symlinks=False)):
-                shutil.rmtree(entry.path, ignore_errors=True)
-                swept.append(entry.name)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return swept
+    """Remove the staging directories that imports killed outright left in the store
+    ``root`` (``core.leftovers``: every running import holds the lock of its own);
+    return their names. Nothing whose name is not of the staging form is swept."""
+    return leftovers.sweep(root, _STAGING_NAME, STALE_AFTER)
 
 
 def _remove_empty_tree(root: str) -> None:
@@ -403,8 +371,7 @@ class StoreWriter:
             self.staging.mkdir()
             # Held until the staging directory is gone (the kernel lets go of it if this
             # process dies): what tells a live import's staging from a dead one's.
-            self._lock = os.open(self.staging, os.O_RDONLY | os.O_DIRECTORY)
-            fcntl.flock(self._lock, fcntl.LOCK_EX)
+            self._lock = leftovers.hold(str(self.staging))
         # Paths are kept as text and files written with os calls: an import stages tens of
         # thousands of small files, and pathlib's objects cost more than the writes.
         self._root = str(self.root)
