@@ -903,3 +903,24 @@ def test_check_sweeps_what_a_killed_check_left_and_nothing_else(
     assert sorted(p.name for p in tmp.iterdir()) == sorted(
         p.name for p in (live, young, other, link)
     )
+
+
+@pytest.mark.parametrize("principal", ["alice", "carol"])
+def test_an_import_says_when_the_store_does_not_grant_its_principal(
+    imported: dict[str, Any], principal: str, tmp_path: Path
+) -> None:
+    """An import changes no access.json it did not create: into a store that exists (or
+    that a concurrent import made first), a principal the store does not grant is said
+    on stderr and in --json, never silently left without access."""
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(imported["store"], store)
+    before = (store / "access.json").read_bytes()
+    done = run_cli(*inspect_args(store, "--principal", principal))
+    assert done.returncode == 0, done.stderr
+    said = b"does not grant carol report.export" in done.stderr
+    assert said == (principal == "carol"), done.stderr
+    record = json.loads(run_cli(*inspect_args(store, "--principal", principal, "--json")).stdout)
+    assert record["not_granted"] == (principal if principal == "carol" else None)
+    assert (store / "access.json").read_bytes() == before

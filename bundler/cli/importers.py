@@ -141,6 +141,13 @@ def _run(
     click.echo(f"Result:    {result.result}")
     for check_id, status in result.checks:
         click.echo(f"  {shown(check_id)}: {status}")
+    if result.not_granted is not None:
+        _note(
+            f"note: {shown(result.store)}/access.json does not grant "
+            f"{shown(result.not_granted)} report.export: the store was there before this "
+            "import (or another import made it first), and an import changes no "
+            "access.json it did not create\n"
+        )
     if result.result == "inconclusive":
         _note(
             "note: without --decision every check is optional with no threshold, so the "

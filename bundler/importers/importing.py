@@ -19,7 +19,7 @@ from typing import Any
 
 from bundler.archive import names
 from bundler.core import canonical
-from bundler.core.errors import InputError, StoreError, UsageError
+from bundler.core.errors import BundlerError, InputError, StoreError, UsageError
 from bundler.evalbook.contract import EXPORT, READ_BODY
 from bundler.evalbook.store import check_relative_path
 from bundler.importers.decision import Decision, check_known, read_decision
@@ -71,6 +71,10 @@ class ImportResult:
     written: bool
     files_written: int
     checks: list[tuple[str, str]] = field(default_factory=list)
+    # The principal given that the store's access.json does not grant report.export
+    # (a store that existed, or that a concurrent import created first): an import
+    # changes no access.json it did not create, so the import says so.
+    not_granted: str | None = None
 
     @property
     def outcome(self) -> str:
@@ -91,6 +95,7 @@ class ImportResult:
             "outcome": self.outcome,
             "files_written": self.files_written,
             "checks": [{"check_id": c, "status": s} for c, s in self.checks],
+            "not_granted": self.not_granted,
         }
 
 
@@ -259,6 +264,24 @@ def _read_and_build(
     )
 
 
+_ACCESS_READ = 4 * 1024 * 1024  # what _grants reads of an access.json, at most
+
+
+def _grants(store: Path, principal: str) -> bool:
+    """Whether the store's access.json grants ``principal`` report.export (False when
+    it cannot be read as one)."""
+    try:
+        with open(store / "access.json", "rb") as f:
+            data = f.read(_ACCESS_READ + 1)
+        if len(data) > _ACCESS_READ:
+            return False
+        access = canonical.loads(data, source="access.json", max_values=canonical.MAX_VALUES)
+    except (OSError, BundlerError):
+        return False
+    granted = access.get("principals", {}).get(principal) if isinstance(access, dict) else None
+    return isinstance(granted, list) and EXPORT in granted
+
+
 def rederive_run(
     config: ImportConfig,
     keep: frozenset[str] = frozenset(),
@@ -318,6 +341,7 @@ def import_run(config: ImportConfig, progress: Callable[[int], None] | None = No
             access = canonical.dumps({"principals": {principal: sorted([EXPORT, READ_BODY])}})
         committed = writer.commit(f"reports/{built.report_id}", access)
     return ImportResult(
+        not_granted=None if principal is None or _grants(config.store, principal) else principal,
         store=str(config.store),
         report_id=built.report_id,
         report_digest=built.body_digest,
