@@ -831,6 +831,8 @@ def test_check_names_run_files_the_importer_refuses_as_a_difference(
         ("--decision", "decision.json"),
         ("--report-id", "rpt-x"),
         ("--principal", "carol"),
+        ("--report-id", ""),
+        ("--principal", ""),
     ],
 )
 def test_check_refuses_options_it_would_not_use(
@@ -840,9 +842,11 @@ def test_check_refuses_options_it_would_not_use(
     dataset or decision file, a report id or a principal given beside it would seem to be
     checked and is not, so it is a usage error (exit 2), one line; with --json the error
     record's input is the bundle. A principal from $EVALBOOK_PRINCIPAL is no such claim."""
-    (tmp_path / value).write_text("{}")
+    given = str(tmp_path / value) if "." in value else value
+    if "." in value:
+        (tmp_path / value).write_text("{}")
     bundle = str(imported["inspect/alice"])
-    args = ("import-inspect", "--check", bundle, option, str(tmp_path / value))
+    args = ("import-inspect", "--check", bundle, option, given)
     done = run_cli(*args)
     assert done.returncode == 2 and done.stderr.count(b"\n") == 1, done.stderr
     assert f"takes no {option}".encode() in done.stderr
@@ -917,10 +921,36 @@ def test_an_import_says_when_the_store_does_not_grant_its_principal(
     store = tmp_path / "store"
     shutil.copytree(imported["store"], store)
     before = (store / "access.json").read_bytes()
-    done = run_cli(*inspect_args(store, "--principal", principal))
+    done = run_cli(*inspect_args(store, "--principal", principal, "-q"))
     assert done.returncode == 0, done.stderr
-    said = b"does not grant carol report.export" in done.stderr
+    said = b"warning: " in done.stderr and b"does not grant carol report.export" in done.stderr
     assert said == (principal == "carol"), done.stderr
     record = json.loads(run_cli(*inspect_args(store, "--principal", principal, "--json")).stdout)
     assert record["not_granted"] == (principal if principal == "carol" else None)
     assert (store / "access.json").read_bytes() == before
+
+
+def test_a_local_write_that_fails_is_one_line_and_exit_3_never_a_difference(
+    imported: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A full temporary directory (any OSError no layer below named) is an error, exit
+    3, one line and with --json one evalbook.error.v1 record: never a traceback, never
+    exit 1, which would say the bundle differs."""
+    import errno
+
+    from bundler.cli.app import main
+    from bundler.importers import recheck
+
+    def full(content: Any, targets: list[Path]) -> None:
+        for _ in content:
+            if targets:
+                raise OSError(errno.ENOSPC, "No space left on device", str(targets[0]))
+
+    monkeypatch.setattr(recheck, "_write", full)
+    with pytest.raises(SystemExit) as ended:
+        main(["import-inspect", "--check", str(imported["inspect/alice"]), "--json"])
+    assert ended.value.code == 3
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "No space left on device" in err and "Traceback" not in err
+    record = json.loads(out)
+    assert (record["schema"], record["exit_code"]) == ("evalbook.error.v1", 3)

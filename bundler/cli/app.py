@@ -407,6 +407,16 @@ def main(argv: list[str] | None = None) -> NoReturn:
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(1)
+    except OSError as exc:
+        # A local file the command could not read or write that no layer below named
+        # (a full temporary directory, a disk gone): one line naming it, exit 3, never a
+        # traceback, and never 1, which says a bundle failed.
+        where = exc.filename if exc.filename is not None else "a local file"
+        message = f"{where}: {exc.strerror or exc}"
+        _say(f"evalbook-bundle: error: {shown(message)}\n")
+        if _json_requested(args):
+            _failure_json(args, message, 3)
+        sys.exit(3)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -94,13 +94,13 @@ def _run(
         given = [
             name
             for name, value in (
-                ("--task", task_files),
-                ("--dataset", dataset_files),
+                ("--task", task_files or None),
+                ("--dataset", dataset_files or None),
                 ("--decision", decision),
                 ("--report-id", report_id),
                 ("--principal", principal if source is ParameterSource.COMMANDLINE else None),
             )
-            if value
+            if value is not None
         ]
         if given:
             raise UsageError(
@@ -142,8 +142,9 @@ def _run(
     for check_id, status in result.checks:
         click.echo(f"  {shown(check_id)}: {status}")
     if result.not_granted is not None:
-        _note(
-            f"note: {shown(result.store)}/access.json does not grant "
+        # A warning, whatever -q says: the principal cannot export what it imported.
+        _say(
+            f"warning: {shown(result.store)}/access.json does not grant "
             f"{shown(result.not_granted)} report.export: the store was there before this "
             "import (or another import made it first), and an import changes no "
             "access.json it did not create\n"
