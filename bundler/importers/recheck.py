@@ -387,11 +387,20 @@ def _write(content: Iterator[bytes], targets: list[Path]) -> None:
     files = [open(t, "xb") for t in targets]  # noqa: SIM115 - closed below
     try:
         for chunk in content:
-            for f in files:
-                f.write(chunk)
+            for f, target in zip(files, targets, strict=True):
+                try:
+                    f.write(chunk)
+                except OSError as exc:  # a full temporary directory: name the file
+                    raise OSError(exc.errno, exc.strerror, str(target)) from None
     finally:
-        for f in files:
-            f.close()
+        failed: OSError | None = None
+        for f, target in zip(files, targets, strict=True):
+            try:
+                f.close()  # flushes: may fail as a write does
+            except OSError as exc:
+                failed = failed or OSError(exc.errno, exc.strerror, str(target))
+        if failed is not None and sys.exc_info()[1] is None:
+            raise failed
 
 
 def _small(bundle: dict[str, Any]) -> dict[str, Any]:
