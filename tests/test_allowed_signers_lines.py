@@ -48,7 +48,15 @@ SHAPES: dict[str, str] = {
     **{f"comment then {sep!r}": f"# revoked{sep}a@x {PUB}\n" for sep in SEPARATORS},
     **{f"signer then {sep!r}": f"b@x {PUB}{sep}a@x {PUB}\n" for sep in SEPARATORS},
     **{f"{sep!r} between principals and key": f"a@x{sep}{PUB}\n" for sep in SEPARATORS[1:]},
+    # ssh-keygen ends a line at a NUL (a C string): what follows it is never read there.
+    "nul after a principal list": f"a@x,b\0 {PUB}\n",
+    "nul after a negated principal": f"!a@x\0,* {PUB}\n",
+    "nul inside a principal": f"a\0@x {PUB}\n",
+    "nul after the key": f"a@x {PUB}\0 trailing\n",
+    "nul line before a signer": f"\0\na@x {PUB}\n",
 }
+# Lines ssh-keygen reads as ending at a NUL: both verifiers refuse the whole file (exit 3).
+NUL_SHAPES = [n for n in SHAPES if n.startswith("nul ")]
 
 
 def _keygen_trusts(tmp: Path, text: str) -> bool:
@@ -141,6 +149,7 @@ def test_every_line_shape_is_read_as_ssh_keygen_reads_it(signed: Path) -> None:
     assert wrongly_trusted == {}
     missed = {n: r for n, r in rows.items() if r[0] and r[1] == "not trusted"}
     assert missed == {}
+    assert {n: rows[n][1:] for n in NUL_SHAPES} == {n: ("refused",) * 3 for n in NUL_SHAPES}
     # The shapes that matter read as they must.
     for n in ("plain", "crlf", "crlf with blank and comment lines", "tab between fields",
               "cr between principals and key", "cr inside the comment", "no final newline"):  # fmt: skip

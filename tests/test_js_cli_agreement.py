@@ -289,3 +289,27 @@ def test_a_bundle_with_no_verdict_is_an_error_on_stderr_without_json(
     errors = done.stderr.decode().splitlines()
     assert len(errors) == 1 and str(junk) in errors[0] and "zstd" in errors[0], errors
     assert b"VERIFIED" in done.stdout
+
+
+@pytest.mark.parametrize("tool", sorted(COMMANDS))
+def test_a_signature_from_standard_input_is_read_to_its_cap_only(
+    stdin_signature: dict[str, Path], tool: str
+) -> None:
+    """`--signature -` reads at most one byte past the 64 KiB a signature may hold: a
+    pipe that never ends is refused at once (exit 3, one line), never read into memory
+    without end; standard input closed by the caller is an empty one."""
+    args = [*COMMANDS[tool], str(stdin_signature["bundle"]), "--allowed-signers",
+            str(stdin_signature["allowed"]), "--signature", "-"]  # fmt: skip
+    endless = subprocess.Popen(["yes"], stdout=subprocess.PIPE)
+    try:
+        done = subprocess.run(args, stdin=endless.stdout, capture_output=True, timeout=30)
+    finally:
+        endless.kill()
+        endless.wait()
+        assert endless.stdout is not None
+        endless.stdout.close()
+    assert done.returncode == 3 and done.stderr.count(b"\n") == 1, done.stderr
+    closed = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
+                            preexec_fn=lambda: os.close(0))  # fmt: skip
+    # Closed, it reads as empty (Node opens /dev/null in its place): no signature, 1.
+    assert closed.returncode == 1 and b"Traceback" not in closed.stderr, closed.stderr

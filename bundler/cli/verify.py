@@ -260,9 +260,11 @@ def _names_directory(path: str) -> bool:
 def _signature_argument(value: str | None) -> str | bytes | None:
     """``--signature``: ``-`` is standard input (read here), anything else a file or URL."""
     if value == "-":
-        from bundler.cli.common import _read_input
+        from bundler.core.signatures import MAX_SIDECAR_BYTES
+        from bundler.trust.proof import read_bounded
 
-        return _read_input("-")
+        # Bounded as a signature file is: never more than one byte past the cap is read.
+        return read_bounded("-", limit=MAX_SIDECAR_BYTES, what="signature")
     return value
 
 

@@ -286,7 +286,12 @@ def read_bounded(path: str, *, limit: int, what: str, follow: bool = True) -> by
     3) naming the file and the rule.
     """
     if path == "-":
-        data = sys.stdin.buffer.read(limit + 1)
+        if sys.stdin is None:  # the caller closed it: nothing to read, as Node reads it
+            return b""
+        try:
+            data = sys.stdin.buffer.read(limit + 1)
+        except OSError as exc:
+            raise InputError(f"<stdin>: cannot read ({exc.strerror or exc})") from exc
         if len(data) > limit:
             raise InputError(f"<stdin>: {what} over the {limit} bytes a {what} may hold")
         return data

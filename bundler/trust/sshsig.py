@@ -658,6 +658,14 @@ def parse_allowed_signers(text: str, *, source: str) -> list[AllowedSigner]:
     """
     signers: list[AllowedSigner] = []
     for number, line in enumerate(text.split("\n"), start=1):
+        if "\0" in line:
+            # ssh-keygen reads a line as a C string, ending it at the NUL: what follows
+            # would be read here and not there (a principal list widened, a key that is
+            # not its). Refused, as any line ssh-keygen would read otherwise.
+            raise InputError(
+                f"{source}:{number}: a NUL character (ssh-keygen ends the line there); "
+                "not a valid allowed_signers file"
+            )
         signer = _parse_line(line, f"{source}:{number}", source, number)
         if signer is not None:
             signers.append(signer)

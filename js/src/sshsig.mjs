@@ -300,6 +300,9 @@ export function parseAllowedSigners(text, source) {
   const out = [];
   text.split('\n').forEach((raw, i) => {
     const where = `${source}:${i + 1}`;
+    // ssh-keygen reads a line as a C string, ending it at a NUL: what follows would be
+    // read here and not there (a principal list widened), so such a file is refused.
+    if (raw.includes('\0')) throw new TrustError(`${where}: a NUL character (ssh-keygen ends the line there); not a valid allowed_signers file`);
     const line = raw.replace(/\r$/, '').replace(/^[ \t]+/, '');
     if (!line || line.startsWith('#')) return;
     // principals: first token; a quoted token taken whole
