@@ -458,6 +458,7 @@ async function verifyCommand(/** @type {string[]} */ argv) {
     throw new UsageError('--identity and --signature need --allowed-signers');
   }
   if (opts['--identity'] === '') throw new UsageError('--identity: empty');
+  if (opts['--signature'] === '') throw new UsageError('--signature: an empty path');
   if (opts['--signature'] !== undefined && positional.length > 1) throw new UsageError('--signature takes a single BUNDLE');
   const maxBytes = maxBytesOption(opts['--max-bytes']);
   // The signature file is read first, as the Python command reads it: with both files

@@ -313,3 +313,20 @@ def test_a_signature_from_standard_input_is_read_to_its_cap_only(
                             preexec_fn=lambda: os.close(0))  # fmt: skip
     # Closed, it reads as empty (Node opens /dev/null in its place): no signature, 1.
     assert closed.returncode == 1 and b"Traceback" not in closed.stderr, closed.stderr
+
+
+@pytest.mark.parametrize("tool", sorted(COMMANDS))
+def test_a_named_signature_is_for_one_bundle_and_never_empty(
+    bundles: dict[str, Path], stdin_signature: dict[str, Path], tool: str
+) -> None:
+    """A signature is over one bundle's head: --signature with several bundles, or an
+    empty path, is a usage error (exit 2) in both verifiers."""
+    allowed = str(stdin_signature["allowed"])
+    two = [str(stdin_signature["bundle"]), str(bundles["rpt-clean/alice"])]
+    sig = str(stdin_signature["signature"])
+    for args in (
+        [*two, "--allowed-signers", allowed, "--signature", sig],
+        [two[0], "--allowed-signers", allowed, "--signature", ""],
+    ):
+        done = _run([*COMMANDS[tool], *args])
+        assert done.returncode == 2, (args, done.stderr)

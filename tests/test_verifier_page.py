@@ -239,6 +239,8 @@ def test_saving_the_record_downloads_it(
     target = _save_record(browser, session, tmp_path)
     time.sleep(0.2)
     assert json.loads(target.read_text()) == record
+    # As the Node command writes it: the input checked and the exit code it gives.
+    assert (record["input"], record["exit_code"]) == (inputs["good"].name, 0)
     assert all(u == PAGE.as_uri() or u.startswith("blob:") for u in _requests(browser, session))
 
 

@@ -407,9 +407,10 @@ def _anchor_options(command: F) -> F:
             ),
             click.option(
                 "--signature",
-                help="A signature file or s3:// object to check instead of the bundle's own "
-                "(needs --allowed-signers; default: embedded, <archive>.sig and its "
-                "countersignatures, or those stored beside an s3:// bundle).",
+                help="A signature file (- for standard input) or s3:// object to check as "
+                "well (needs --allowed-signers; a single BUNDLE): every signature present "
+                "is checked too, the embedded one, <archive>.sig and its "
+                "countersignatures, or those stored beside an s3:// bundle (SPEC 11.3).",
             ),
         ]
     ):

@@ -107,6 +107,10 @@ def verify(
     if (signature is not None or identity is not None) and allowed_signers is None:
         raise UsageError("--identity and --signature need --allowed-signers")
     several = len(bundles) > 1
+    if signature is not None and several:
+        # A signature is over one bundle's head: named for several, it would be checked
+        # against each and anchor at most one (the Node command refuses it alike).
+        raise UsageError("--signature takes a single BUNDLE")
     for location in bundles:
         if location.startswith("s3://"):
             from bundler import storage

@@ -751,6 +751,10 @@ async function run() {
   }
   if (mine !== generation) return; // the inputs changed while it ran
   endWorkers();
+  // As the Node command writes it (SPEC 7): the input checked and the exit code the
+  // command would give (the page has no --strict).
+  record.input = file.name;
+  record.exit_code = record.verdict === 'verified' ? 0 : record.verdict === 'failed' ? 1 : 3;
   const seconds = (performance.now() - started) / 1000;
   /** @type {any} */ (window).verifySeconds = seconds;
   const outcome = record.verdict === 'verified' ? 'VERIFIED' : record.verdict === 'failed' ? 'FAILED' : 'ERROR (no verdict possible)';
