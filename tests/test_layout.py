@@ -42,7 +42,9 @@ ALLOWED: dict[str, set[str]] = {
         "core", "archive", "trust", "storage", "evalbook", "evalbanana", "bundles", "fixity",
         "report", "api", "importers",
     },
-    "__main__": {"cli"},
+    # The command's entry point: its signals first, then the command line.
+    "entry": {"cli"},
+    "__main__": {"entry"},
 }
 MAX_LINES = 800
 

@@ -170,7 +170,7 @@ class _Abandoned(Exception):
 
 
 class _Verifier:
-    """``verifier_child`` run on ``bundle``, its short answer written to a file under
+    """``api.verifier_child`` run on ``bundle``, its short answer written to a file under
     ``work`` (never a pipe this process must drain while it works). Leaving the ``with``
     block ends it if it still runs."""
 
@@ -181,7 +181,7 @@ class _Verifier:
         self._out = open(work / "verifier.out", "w+b")  # noqa: SIM115 - closed in __exit__
         self._err = open(work / "verifier.err", "w+b")  # noqa: SIM115 - closed in __exit__
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "bundler.importers.verifier_child", str(os.getpid()), *command],
+            [sys.executable, "-m", "bundler.api.verifier_child", str(os.getpid()), *command],
             stdin=subprocess.DEVNULL,
             stdout=self._out,
             stderr=self._err,

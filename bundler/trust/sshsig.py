@@ -102,11 +102,9 @@ _KEY_TYPES = frozenset(
     }
 )
 _WHITESPACE = " \t\r\n"
-# An allowed_signers file as ssh-keygen reads it (sshsig.c): lines end at LF alone (a
-# CR before it is CRLF's); a line's leading space and tabs are skipped; the principals
-# end at a space, tab or CR (strdelimw), the options and each key field at a space or
-# tab. Every other character, CR, VT, FF, NEL and U+2028 included, is part of a token,
-# never the end of a line: what ssh-keygen reads as one comment line is one here too.
+# allowed_signers as ssh-keygen reads it (sshsig.c): lines end at LF alone (a CR before
+# it is CRLF's), leading spaces and tabs skipped, the principals end at a space, tab or
+# CR, options and key fields at a space or tab; any other character is in its token.
 _LINE_LEAD = " \t"
 _PRINCIPALS_END = " \t\r"
 _FIELD_END = " \t"
