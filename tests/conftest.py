@@ -96,6 +96,20 @@ def export(tmp_path: Path) -> ExportFn:
 
 
 @pytest.fixture(scope="session")
+def keygen_signed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding ``m`` and ``m.sig``, its signature in namespace ``ns`` by the
+    conformance key, made by real ``ssh-keygen -Y sign``."""
+    tmp = tmp_path_factory.mktemp("keygen-signed")
+    key = tmp / "k"
+    shutil.copyfile(Path(__file__).resolve().parent.parent / "conformance/keys/conformance.key", key)
+    key.chmod(0o600)
+    (tmp / "m").write_bytes(b"m\n")
+    subprocess.run(["/usr/bin/ssh-keygen", "-Y", "sign", "-f", key, "-n", "ns", tmp / "m"],
+                   check=True, capture_output=True)  # fmt: skip
+    return tmp
+
+
+@pytest.fixture(scope="session")
 def bundles(fixture_store: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every scenario exported once by alice (all permissions) and once by bob (no read_body).
 

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from test_allowed_signers_times import keygen_verifies
 
 from bundler.core.errors import BundlerError
 from bundler.trust import sshsig
@@ -57,20 +57,6 @@ SHAPES: dict[str, str] = {
 }
 # Lines ssh-keygen reads as ending at a NUL: both verifiers refuse the whole file (exit 3).
 NUL_SHAPES = [n for n in SHAPES if n.startswith("nul ")]
-
-
-def _keygen_trusts(tmp: Path, text: str) -> bool:
-    if not Path(SSH_KEYGEN).is_file():
-        pytest.fail(f"{SSH_KEYGEN} is required")
-    signers = tmp / "signers"
-    signers.write_bytes(text.encode("utf-8"))
-    r = subprocess.run(
-        [SSH_KEYGEN, "-Y", "verify", "-f", signers, "-I", "a@x", "-n", "ns", "-s", tmp / "m.sig"],
-        input=b"m\n",
-        capture_output=True,
-        check=False,
-    )
-    return r.returncode == 0
 
 
 def _reading(signers: list[tuple[str, str]] | None) -> str:
@@ -117,26 +103,14 @@ def _node(texts: list[str]) -> list[str]:
     return [_reading(None if s is None else [tuple(x) for x in s]) for s in json.loads(r.stdout)]
 
 
-@pytest.fixture(scope="module")
-def signed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("lines")
-    key = tmp / "k"
-    shutil.copyfile(KEY, key)
-    key.chmod(0o600)
-    (tmp / "m").write_bytes(b"m\n")
-    subprocess.run([SSH_KEYGEN, "-Y", "sign", "-f", key, "-n", "ns", tmp / "m"], check=True,
-                   capture_output=True)  # fmt: skip
-    return tmp
-
-
-def test_every_line_shape_is_read_as_ssh_keygen_reads_it(signed: Path) -> None:
+def test_every_line_shape_is_read_as_ssh_keygen_reads_it(keygen_signed: Path) -> None:
     names = sorted(SHAPES)
     node = dict(zip(names, _node([SHAPES[n] for n in names]), strict=True))
     rows = {
         n: (
-            _keygen_trusts(signed, SHAPES[n]),
+            keygen_verifies(keygen_signed, SHAPES[n]),
             _python(SHAPES[n]),
-            _python_from_file(signed, SHAPES[n]),
+            _python_from_file(keygen_signed, SHAPES[n]),
             node[n],
         )
         for n in names

@@ -38,10 +38,16 @@ GLIBC_ONLY = ["2020 101Z"]
 
 
 def _keygen_accepts(tmp: Path, value: str) -> bool:
+    return keygen_verifies(tmp, f'a@x valid-after="{value}" {PUB}\n')
+
+
+def keygen_verifies(tmp: Path, text: str) -> bool:
+    """Whether ``ssh-keygen -Y verify`` trusts a@x's signature of ``tmp/m`` (``tmp``:
+    the ``keygen_signed`` fixture) with the allowed_signers file ``text``."""
     if not Path(SSH_KEYGEN).is_file():
         pytest.fail(f"{SSH_KEYGEN} is required")
     signers = tmp / "signers"
-    signers.write_text(f'a@x valid-after="{value}" {PUB}\n', encoding="utf-8")
+    signers.write_bytes(text.encode("utf-8"))
     r = subprocess.run(
         [SSH_KEYGEN, "-Y", "verify", "-f", signers, "-I", "a@x", "-n", "ns", "-s", tmp / "m.sig"],
         input=b"m\n",
@@ -77,24 +83,12 @@ def _node_reads(values: list[str]) -> list[int | None]:
     return list(json.loads(r.stdout))
 
 
-@pytest.fixture(scope="module")
-def signed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("times")
-    key = tmp / "k"
-    shutil.copyfile(KEY, key)
-    key.chmod(0o600)
-    (tmp / "m").write_bytes(b"m\n")
-    subprocess.run([SSH_KEYGEN, "-Y", "sign", "-f", key, "-n", "ns", tmp / "m"], check=True,
-                   capture_output=True)  # fmt: skip
-    return tmp
-
-
-def test_every_spelling_is_read_alike_by_ssh_keygen_python_and_node(signed: Path) -> None:
+def test_every_spelling_is_read_alike_by_ssh_keygen_python_and_node(keygen_signed: Path) -> None:
     node = _node_reads(SPELLINGS + GLIBC_ONLY)
     rows = []
     for value, by_node in zip(SPELLINGS + GLIBC_ONLY, node, strict=True):
         by_python = _python_reads(value)
-        keygen = _keygen_accepts(signed, value)
+        keygen = _keygen_accepts(keygen_signed, value)
         rows.append((value, keygen, by_python, by_node))
     differ = [
         r for r in rows if r[2] != r[3] or (r[0] not in GLIBC_ONLY and (r[2] is not None) != r[1])
