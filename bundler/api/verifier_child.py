@@ -1,8 +1,9 @@
 """The verifier as ``--check`` runs it: in a process of its own, beside the re-import.
 
 ``python -m bundler.api.verifier_child PARENT verify BUNDLE`` (or ``PARENT extract
-BUNDLE DIR``; PARENT the pid of the process it must not outlive) verifies as ``evalbook-bundle verify`` (or ``extract``) does and writes one short JSON
-line, what ``--check`` needs of the verdict: the exit code, the error of a bundle that
+BUNDLE DIR``; PARENT the pid of the process it must not outlive) verifies as
+``evalbook-bundle verify`` (or ``extract``) does and writes one short JSON line, what
+``--check`` needs of the verdict: the exit code, the error of a bundle that
 could not be read, the number of failed claims and the first few of them, and the
 SHA-256 of the archive read. The verification record itself, which for a hostile bundle
 is a hundred megabytes of JSON and more, is never written, so the reader never parses it.
