@@ -278,7 +278,8 @@ def _grants(store: Path, principal: str) -> bool:
         access = canonical.loads(data, source="access.json", max_values=canonical.MAX_VALUES)
     except (OSError, BundlerError):
         return False
-    granted = access.get("principals", {}).get(principal) if isinstance(access, dict) else None
+    principals = access.get("principals") if isinstance(access, dict) else None
+    granted = principals.get(principal) if isinstance(principals, dict) else None
     return isinstance(granted, list) and EXPORT in granted
 
 
