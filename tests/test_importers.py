@@ -954,3 +954,20 @@ def test_a_local_write_that_fails_is_one_line_and_exit_3_never_a_difference(
     assert err.count("\n") == 1 and "No space left on device" in err and "Traceback" not in err
     record = json.loads(out)
     assert (record["schema"], record["exit_code"]) == ("evalbook.error.v1", 3)
+
+
+@pytest.mark.parametrize(
+    "access",
+    [b'{"principals":[1]}', b"[]", b'{"principals":{"a":"report.export"}}', b"not json", b""],
+)
+def test_an_access_json_of_any_shape_grants_nothing_and_raises_nothing(
+    access: bytes, tmp_path: Path
+) -> None:
+    """Whether the store grants the importing principal is read from a file an import
+    did not write: any shape but a list of permissions is no grant, never an error."""
+    from bundler.importers.importing import _grants
+
+    (tmp_path / "access.json").write_bytes(access)
+    assert _grants(tmp_path, "a") is False
+    (tmp_path / "access.json").write_bytes(b'{"principals":{"a":["report.export"]}}')
+    assert _grants(tmp_path, "a") is True
