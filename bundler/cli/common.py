@@ -275,9 +275,33 @@ def _input_stream(path: str) -> Iterator[BinaryIO]:
         yield fh
 
 
-def _read_input(path: str) -> bytes:
+def _input_chunks(path: str) -> Iterator[bytes]:
+    """The bytes of FILE (``-``: standard input) a megabyte at a time, never held whole; a
+    read that fails (a directory, a disk gone) is an InputError naming it."""
     with _input_stream(path) as fh:
-        return fh.read()
+        while True:
+            try:
+                chunk = fh.read(1 << 20)
+            except OSError as exc:
+                raise InputError(
+                    f"{_source_name(path)}: cannot read ({exc.strerror or exc})"
+                ) from exc
+            if not chunk:
+                return
+            yield chunk
+
+
+def _read_input(path: str, *, limit: int, what: str) -> bytes:
+    """The bytes of FILE (or ``-``), refused past ``limit`` (SPEC 5's memory bound:
+    nothing is read whole without one)."""
+    data = bytearray()
+    for chunk in _input_chunks(path):
+        data += chunk
+        if len(data) > limit:
+            raise InputError(
+                f"{_source_name(path)}: over the {limit} bytes {what} may hold here; refused"
+            )
+    return bytes(data)
 
 
 def _source_name(path: str) -> str:

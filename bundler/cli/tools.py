@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from typing import Any
 
 import click
 
+from bundler.archive.bag_reader import MAX_DOCUMENT_BYTES
 from bundler.cli.app import cli
-from bundler.cli.common import F, _emit_json, _read_input, _say, _source_name
+from bundler.cli.common import F, _emit_json, _input_chunks, _read_input, _say, _source_name
 from bundler.core import canonical
-from bundler.core.digests import bytes_digest, framed_digest, json_digest
+from bundler.core.digests import PREFIX, FramedHasher, bytes_digest, json_digest
 from bundler.core.errors import InputError, UsageError
 from bundler.core.textsafe import shown
 
@@ -71,11 +73,14 @@ def digest(
     failed = 0
     for file in files:
         try:
-            data = _read_input(file)
             if mode == "canonical":
-                value = json_digest(canonical.loads(data, source=_source_name(file)))
+                value = json_digest(_json_document(file))
             else:
-                value = bytes_digest(data)
+                # Streamed: a file of any size is digested in a megabyte of memory.
+                hasher = hashlib.sha256()
+                for chunk in _input_chunks(file):
+                    hasher.update(chunk)
+                value = PREFIX + hasher.hexdigest()
         except InputError as exc:
             if len(files) == 1:
                 raise
@@ -101,6 +106,13 @@ def digest(
         sys.exit(3)
 
 
+def _json_document(file: str) -> Any:
+    """The JSON of FILE (or -), parsed strictly, at most as large as a document the bundle
+    reader takes (32 MiB) and with as many values: what memory allows (SPEC 5)."""
+    data = _read_input(file, limit=MAX_DOCUMENT_BYTES, what="a JSON document")
+    return canonical.loads(data, source=_source_name(file), max_values=canonical.MAX_VALUES)
+
+
 def _error_line(command: str, exc: InputError, file: str) -> dict[str, Any]:
     """One input's failure among several, in the shape ``main`` gives a failed command."""
     return {
@@ -124,8 +136,25 @@ def _framed(tag: str, parts: tuple[str, ...], as_json: bool) -> None:
         name, sep, path = part.partition("=")
         if not sep or not name:
             raise UsageError(f"{part!r}: --framed components are NAME=FILE")
-        pairs.append((name, _read_input(path)))
-    value = framed_digest(tag, pairs)
+        pairs.append((name, path))
+    hasher = FramedHasher(tag)
+    for name, path in pairs:
+        # Each component read twice (its size first, then streamed): never held whole.
+        size = sum(len(chunk) for chunk in _input_chunks(path)) if path != "-" else None
+        if size is None:
+            hasher.add(name, _read_input(path, limit=MAX_DOCUMENT_BYTES, what="a component"))
+            continue
+        hasher.begin(name, size)
+        read = 0
+        try:
+            for chunk in _input_chunks(path):
+                hasher.update(chunk)
+                read += len(chunk)
+        except ValueError:
+            read = -1  # longer than its size a moment ago
+        if read != size:
+            raise InputError(f"{path}: changed while it was read; nothing digested")
+    value = hasher.digest()
     if as_json:
         _emit_json(
             {
@@ -161,8 +190,7 @@ def canonicalize(file: str, as_json: bool, quiet: bool) -> None:
 
     sha256 of these bytes is the JSON digest `digest --canonical` prints.
     """
-    data = _read_input(file)
-    out = canonical.dumps(canonical.loads(data, source=_source_name(file)))
+    out = canonical.dumps(_json_document(file))
     if as_json:
         _emit_json(
             {
