@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 import sys
 from typing import Any
 
@@ -106,6 +108,18 @@ def digest(
         sys.exit(3)
 
 
+def _regular_size(path: str) -> int | None:
+    """The size of the regular file at ``path`` (None: ``-``, another kind of file, or
+    one that cannot be looked at, whose read then says why)."""
+    if path == "-":
+        return None
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
 def _json_document(file: str) -> Any:
     """The JSON of FILE (or -), parsed strictly, at most as large as a document the bundle
     reader takes (32 MiB) and with as many values: what memory allows (SPEC 5)."""
@@ -139,8 +153,9 @@ def _framed(tag: str, parts: tuple[str, ...], as_json: bool) -> None:
         pairs.append((name, path))
     hasher = FramedHasher(tag)
     for name, path in pairs:
-        # Each component read twice (its size first, then streamed): never held whole.
-        size = sum(len(chunk) for chunk in _input_chunks(path)) if path != "-" else None
+        # A regular file streams, sized by its metadata; standard input, a pipe or a
+        # device has no size to frame it by, so it is read whole, to the cap.
+        size = _regular_size(path)
         if size is None:
             hasher.add(name, _read_input(path, limit=MAX_DOCUMENT_BYTES, what="a component"))
             continue
