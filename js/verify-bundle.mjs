@@ -259,36 +259,6 @@ function readSignatureFile(path) {
 }
 
 /**
- * `--signature -`: the signature from standard input, as the Python command reads it
- * (named `<signature>`), read to its end and refused past the 64 KiB a signature may
- * hold, without reading more than one byte past them.
- */
-function readSignatureInput() {
-  const chunks = [];
-  let total = 0;
-  const buf = Buffer.alloc(MAX_SIDECAR_BYTES + 1);
-  for (;;) {
-    let n;
-    try {
-      n = readSync(0, buf, 0, buf.length - total, null);
-    } catch (e) {
-      const code = /** @type {any} */ (e).code;
-      if (code === 'EOF') break;
-      if (code === 'EAGAIN') {
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
-        continue;
-      }
-      throw new Error(`--signature -: cannot read standard input (${code ?? e})`);
-    }
-    if (n === 0) break;
-    chunks.push(Buffer.from(buf.subarray(0, n)));
-    total += n;
-    if (total > MAX_SIDECAR_BYTES) throw new Error(`--signature -: over the ${MAX_SIDECAR_BYTES} bytes a signature may hold`);
-  }
-  return Buffer.concat(chunks);
-}
-
-/**
  * Output written synchronously to its file descriptor, never through process.stdout:
  * Node queues a stream's writes to a pipe in memory, so a slow reader (`| less`) of a
  * 122,000-claim summary took the process to 800 MB. Lines are gathered into 64 KiB writes.
@@ -408,10 +378,11 @@ function writeAll(fd, bytes) {
 }
 
 /**
- * Standard input to its end (a proof given as -), refused past ``cap`` bytes.
- * @param {number} cap
+ * Standard input to its end (a proof or a signature given as -), refused with
+ * ``tooLarge`` past ``cap`` bytes, never reading more than 64 KiB past them.
+ * @param {number} cap @param {string} tooLarge
  */
-function readStdin(cap) {
+function readStdin(cap, tooLarge) {
   const parts = [];
   let size = 0;
   const buffer = Buffer.alloc(1 << 16);
@@ -429,7 +400,7 @@ function readStdin(cap) {
     }
     if (n === 0) break;
     size += n;
-    if (size > cap) throw new Error('over 64 MiB, larger than any proof');
+    if (size > cap) throw new Error(tooLarge);
     parts.push(Buffer.from(buffer.subarray(0, n)));
   }
   return Buffer.concat(parts);
@@ -464,7 +435,7 @@ async function verifyCommand(/** @type {string[]} */ argv) {
   // The signature file is read first, as the Python command reads it: with both files
   // bad, both name the same one.
   const sidecars = [];
-  if (opts['--signature'] === '-') sidecars.push({ name: '<signature>', text: optionFile('-', readSignatureInput) });
+  if (opts['--signature'] === '-') sidecars.push({ name: '<signature>', text: optionFile('-', () => readStdin(MAX_SIDECAR_BYTES, `--signature -: over the ${MAX_SIDECAR_BYTES} bytes a signature may hold`)) });
   else if (opts['--signature'] !== undefined) sidecars.push({ name: opts['--signature'], text: optionFile(opts['--signature'], readSignatureFile) });
   const allowedSigners = opts['--allowed-signers'] !== undefined ? optionFile(opts['--allowed-signers'], readAllowedSigners) : null;
   const json = !!opts['--json'];
@@ -540,7 +511,7 @@ async function checkProofCommand(/** @type {string[]} */ argv) {
   const source = positional[0];
   let data;
   try {
-    if (source === '-') data = readStdin(64 * 1024 * 1024);
+    if (source === '-') data = readStdin(64 * 1024 * 1024, 'over 64 MiB, larger than any proof');
     else {
       const st = statSync(source);
       if (!st.isFile()) throw new Error('not a regular file');
