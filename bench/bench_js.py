@@ -141,9 +141,7 @@ def page_verify(archive: Path, timeout: float = 600) -> dict[str, Any]:
                     if time.monotonic() > end:
                         raise SystemExit("bench: the page did not finish")
                     await asyncio.sleep(0.2)
-                verdict = await value(
-                    "window.verificationRecord && window.verificationRecord.verdict"
-                )
+                verdict = await value("window.verificationView && window.verificationView.verdict")
                 if verdict != "verified":
                     raise SystemExit(f"bench: the page says {verdict!r} for {archive}")
                 return float(await value("window.verifySeconds"))

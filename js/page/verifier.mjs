@@ -1,0 +1,157 @@
+// @ts-check
+/**
+ * The page's verification in a worker of its own (SPEC 15 admits `worker-src blob:`),
+ * started from the page's own script, so that each verification's memory ends with it:
+ * a hostile bundle's record and the garbage of checking it (hundreds of MB) go when its
+ * worker is ended, not when the page's collector gets round to them, and one tab
+ * verifying such bundles one after another stays under the bound. The worker keeps the
+ * record (for saving) and sends the page only its view (page/engine.mjs `viewOf`).
+ * Where no worker can start (the constructor throws, or a policy refuses it with an
+ * error event before it runs), the page's thread verifies, as before.
+ *
+ * Messages: the worker says {ready} first; the page sends {verify: inputs}; the worker
+ * answers {progress: n} (when the whole percentage moves), then {view} or {failed:
+ * message}; the page may then send {save} any number of times, each answered {blob} or
+ * {failed: message}.
+ */
+import { fillPool, recordBlob, verifyFile, viewOf } from './engine.mjs';
+
+/** @typedef {import('./engine.mjs').Inputs} Inputs */
+/** @typedef {{view: ReturnType<typeof viewOf>, save: () => Promise<Blob>}} Verified */
+
+/** The verifying worker of the run in progress (or done, kept for saving). @type {Worker|null} */
+let current = null;
+
+/** The verifying worker ended, with all it held (its own hashing workers too). */
+export function endVerification() {
+  if (current !== null) {
+    current.terminate();
+    current = null;
+  }
+}
+
+/**
+ * Verify on this thread: the fallback, and the whole of it where workers cannot start.
+ * @param {Inputs} inputs @param {(n: number) => void} progress @returns {Promise<Verified>}
+ */
+async function onThisThread(inputs, progress) {
+  const record = await verifyFile(inputs, progress);
+  return { view: viewOf(record), save: () => recordBlob(record) };
+}
+
+/** @param {unknown} e */
+function messageOf(e) {
+  return String((e && /** @type {Error} */ (e).message) || e);
+}
+
+/**
+ * Verify `inputs` in a worker started from `source` (the page's own script), or on this
+ * thread when none can start. Rejects with what stopped the verification.
+ * @param {string|null} source @param {Inputs} inputs @param {(n: number) => void} progress
+ * @returns {Promise<Verified>}
+ */
+export function startVerification(source, inputs, progress) {
+  endVerification();
+  if (source === null) return onThisThread(inputs, progress);
+  const url = URL.createObjectURL(new Blob([source], { type: 'text/javascript' }));
+  /** @type {Worker} */
+  let worker;
+  try {
+    worker = new Worker(url);
+  } catch {
+    URL.revokeObjectURL(url);
+    return onThisThread(inputs, progress);
+  }
+  current = worker;
+  const w = worker;
+  return new Promise((resolve, reject) => {
+    let state = /** @type {'starting'|'verifying'|'done'} */ ('starting');
+    /** The saves asked for and not yet answered, in order. @type {{resolve: (b: Blob) => void, reject: (e: Error) => void}[]} */
+    const saves = [];
+    const save = () =>
+      new Promise((res, rej) => {
+        if (current !== w) {
+          rej(new Error('the verification was forgotten'));
+          return;
+        }
+        saves.push({ resolve: res, reject: rej });
+        w.postMessage({ save: true });
+      });
+    w.onmessage = (e) => {
+      const m = e.data ?? {};
+      if (state === 'starting' && m.ready === true) {
+        URL.revokeObjectURL(url);
+        state = 'verifying';
+        w.postMessage({ verify: inputs });
+      } else if (state === 'verifying' && typeof m.progress === 'number') progress(m.progress);
+      else if (state === 'verifying' && m.view) {
+        state = 'done';
+        resolve({ view: m.view, save });
+      } else if (state === 'verifying' && typeof m.failed === 'string') {
+        state = 'done';
+        reject(new Error(m.failed));
+      } else if (state === 'done' && saves.length) {
+        const s = /** @type {{resolve: (b: Blob) => void, reject: (e: Error) => void}} */ (saves.shift());
+        if (m.blob instanceof Blob) s.resolve(m.blob);
+        else s.reject(new Error(`saving the record failed: ${m.failed ?? 'no record'}`));
+      }
+    };
+    w.onerror = (e) => {
+      e.preventDefault();
+      if (state === 'starting') {
+        // It never ran, so it holds nothing: this thread verifies.
+        w.terminate();
+        URL.revokeObjectURL(url);
+        if (current === w) current = null;
+        onThisThread(inputs, progress).then(resolve, reject);
+        return;
+      }
+      w.terminate();
+      if (current === w) current = null;
+      const err = new Error(`the verifying worker failed${e.message ? `: ${e.message}` : ''}`);
+      if (state === 'verifying') reject(err);
+      for (const s of saves.splice(0)) s.reject(err);
+      state = 'done';
+    };
+  });
+}
+
+/**
+ * The worker's side: answer the page's messages (above) from the script the page runs.
+ * The record stays here, for saving, until the page ends this worker.
+ */
+export function serveVerification() {
+  const scope = /** @type {any} */ (self);
+  /** @type {any} */
+  let record = null;
+  const pool = fillPool().catch(() => {});
+  scope.onmessage = async (/** @type {MessageEvent<any>} */ e) => {
+    const m = e.data ?? {};
+    if (m.verify) {
+      /** @type {Inputs} */
+      const inputs = m.verify;
+      const size = Math.max(1, inputs.file.size);
+      let last = -1;
+      try {
+        await pool;
+        record = await verifyFile(inputs, (n) => {
+          const pct = Math.floor((100 * n) / size);
+          if (pct === last) return;
+          last = pct;
+          scope.postMessage({ progress: n });
+        });
+        scope.postMessage({ view: viewOf(record) });
+      } catch (err) {
+        scope.postMessage({ failed: messageOf(err) });
+      }
+    } else if (m.save) {
+      try {
+        if (record === null) throw new Error('no record');
+        scope.postMessage({ blob: await recordBlob(record) });
+      } catch (err) {
+        scope.postMessage({ failed: messageOf(err) });
+      }
+    }
+  };
+  scope.postMessage({ ready: true });
+}
