@@ -1,5 +1,5 @@
 // Builds dist/verify-bundle.html (the package's bundler/report/templates/verify-bundle.html links to it): page/main.mjs and the core bundled by esbuild into
-// one IIFE (the archive hasher's worker, page/hash-worker.mjs, and the members' hasher,
+// one IIFE (the same script, started from a blob: URL, is the verifying worker; the archive hasher's worker, page/hash-worker.mjs, and the members' hasher,
 // page/member-worker.mjs, each inlined as source text for a blob: URL; the zstd WebAssembly module inlined as base64 in src/zstd-wasm.mjs, the
 // contract's schemas inlined as JSON), placed in page/template.html under a
 // Content-Security-Policy that admits exactly that script by its SHA-256. The same

@@ -60,9 +60,23 @@ function quote(id, suffix = '') {
  */
 let generation = 0;
 
+/**
+ * The URL of the record last saved: a URL keeps its Blob (the whole record, 150 MB and
+ * more for a hostile bundle) in the browser for as long as the page lives, so only the
+ * last one is kept, for its download to start, and none once the result is cleared.
+ * @type {string|null}
+ */
+let savedUrl = null;
+
+function forgetSaved() {
+  if (savedUrl !== null) URL.revokeObjectURL(savedUrl);
+  savedUrl = null;
+}
+
 function clearResult() {
   generation++;
   endVerification();
+  forgetSaved();
   endWorkers();
   $('result').replaceChildren();
   const save = /** @type {HTMLButtonElement} */ ($('save'));
@@ -177,7 +191,9 @@ function render(r, saveRecord, fileName, used) {
       return;
     }
     const a = document.createElement('a');
-    a.href = URL.createObjectURL(blob);
+    forgetSaved();
+    savedUrl = URL.createObjectURL(blob);
+    a.href = savedUrl;
     a.download = 'verification.json';
     document.body.appendChild(a);
     a.click();
