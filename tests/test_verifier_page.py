@@ -632,6 +632,45 @@ def test_the_verifying_worker_failing_mid_run_is_an_error_never_a_verdict_nor_a_
     assert _verdict_shown(browser, session)[0] == "verified"
 
 
+_PAGE_CUT = " ... (cut: the saved record gives it whole) ... "
+
+
+def test_the_listed_claims_are_bounded_as_shown_escapes_and_all(
+    browser: Browser, bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    """Names of 4,000 bytes of U+202E, each shown as a six-character escape: a field
+    shows at most 4,096 characters as shown (its first and last halves, the cut marked),
+    the list at most 512 KiB of such text, and the count of those not listed adds up.
+    (Counted before escaping, a 15 KB bundle put 6.1 million characters on the page.)"""
+    import hostile
+
+    bundle = hostile.unlisted_members_bundle(
+        bundles["rpt-clean/alice"], tmp_path / "rlo.tar.zst", 600, 4000, fill="\u202e", depth=15
+    )
+    session = browser.open(PAGE.as_uri())
+    browser.call("DOM.enable", session)
+    _set_file(browser, session, "bundle", bundle)
+    _press_verify(browser, session)
+    listed = browser.evaluate(
+        session,
+        "[...document.querySelectorAll('#failed ol.failed > li')].map(li =>"
+        " [...li.querySelectorAll('p, dd')].map(e => e.textContent))",
+    )
+    more = browser.evaluate(session, "document.querySelector('#failed .more')?.textContent")
+    failed = browser.evaluate(session, "window.verificationView.counts.failed")
+    text = browser.evaluate(session, "document.body.innerText")
+    assert "\u202e" not in text and "\\u202e" in text
+    assert failed >= 1200 and 1 <= len(listed) < failed
+    assert more.startswith(f"and {failed - len(listed)} more failed claims, not listed here")
+    fields = [f for claim in listed for f in claim]
+    assert any(_PAGE_CUT in f for f in fields), "no field was cut"
+    for f in fields:
+        head, _, tail = f.partition(_PAGE_CUT)
+        assert len(head) + len(tail) <= 4096 + 64, len(f)
+        assert "\\" not in re.sub(r"\\u202e", "", f), f"an escape was split: {f[:80]!r}"
+    assert sum(len(f) for f in fields) <= 2**19 + 64 * len(listed)
+
+
 def _renderer_peak(root: int, stop: threading.Event, peak: list[int]) -> None:
     """The largest resident size of any renderer process below ``root`` until ``stop``:
     each one's own high-water mark (VmHWM), read every 10 ms, so that a peak between two

@@ -12,6 +12,7 @@ import { createSHA256 } from 'hash-wasm';
 import { verifyBundle } from '../src/verify.mjs';
 import { validators } from '../src/schema.mjs';
 import { recordPieces } from '../src/record.mjs';
+import { shownClipped } from '../src/textsafe.mjs';
 import { GROUPS } from '../src/claims.mjs';
 import bundle from '../../schemas/bundle.schema.json';
 import ebBundle from '../../schemas/eb-bundle.schema.json';
@@ -555,37 +556,30 @@ export async function verifyFile(inputs, progress) {
 // a hostile bundle of 62 KB gives 40,000 failed claims, and a page element for each
 // took the tab past 1.8 GB and never finished drawing. The counts by group are whole.
 export const MAX_LISTED_CLAIMS = 1000;
-// ...and at most this many characters of them: a thousand claims of 8 KB (names of 540
-// characters, each in several fields) cost the tab 170 MB to lay out, and a second
-// such page before the first was collected took it past 600 MB. The first failed claim
-// is always listed.
-export const MAX_LISTED_CHARS = 1 << 20;
-// Each field of a listed claim is shown up to this many characters (a name's bound,
-// SPEC 5), the rest counted: the saved record holds every character.
+// ...and at most this many characters of them as shown (escapes included): a thousand
+// claims of 8 KB (names of 540 characters, each in several fields) cost the tab 170 MB
+// to lay out, and a second such page before the first was collected took it past 600
+// MB. The first failed claim is always listed.
+export const MAX_LISTED_CHARS = 1 << 19;
+// Each field of a listed claim shows at most this many characters as shown (the
+// console's cut, at a larger limit): its first and last halves, the cut marked.
 export const MAX_FIELD_CHARS = 4096;
+const PAGE_CUT = ' ... (cut: the saved record gives it whole) ... ';
 
 /**
- * A field of a listed claim as shown: whole when short, else its first MAX_FIELD_CHARS
- * characters (never half a surrogate pair) and how many more there are.
- * @param {unknown} v
+ * A field of a listed claim as the page shows it: through the one escaping function,
+ * cut as above; null stays null.
+ * @param {unknown} v @returns {string|null}
  */
-function clipped(v) {
-  if (typeof v !== 'string' || v.length <= MAX_FIELD_CHARS) return v;
-  let end = MAX_FIELD_CHARS;
-  const c = v.charCodeAt(end - 1);
-  if (c >= 0xd800 && c <= 0xdbff) end--;
-  return `${v.slice(0, end)}... (${v.length - end} more characters, in the saved record)`;
-}
-
-/** @param {unknown} v */
-function charsOf(v) {
-  return typeof v === 'string' ? v.length : v === null || v === undefined ? 0 : 16;
+function shownField(v) {
+  return v === null || v === undefined ? null : shownClipped(v, MAX_FIELD_CHARS, PAGE_CUT);
 }
 
 /**
  * What the page shows of a record: its facts, the counts of its claims by group and
- * state, its first MAX_LISTED_CLAIMS failed claims and how many failed in all; never
- * the claims themselves (a hostile bundle's are 150 MB and more).
+ * state, its first failed claims (within the bounds above; their fields already shown,
+ * escaped and cut) and how many failed in all; never the claims themselves (a hostile
+ * bundle's are 150 MB and more).
  * @param {any} r
  */
 export function viewOf(r) {
@@ -603,8 +597,9 @@ export function viewOf(r) {
     if (c.state !== 'failed') continue;
     failedCount++;
     if (!listing) continue;
-    const shown = { group: c.group, group_name: c.group_name, subject: clipped(c.subject), detail: clipped(c.detail), path: clipped(c.path), expected: clipped(c.expected), observed: clipped(c.observed) };
-    const chars = charsOf(shown.subject) + charsOf(shown.detail) + charsOf(shown.path) + charsOf(shown.expected) + charsOf(shown.observed);
+    const shown = { group: c.group, group_name: c.group_name, subject: shownField(c.subject), detail: shownField(c.detail), path: shownField(c.path), expected: shownField(c.expected), observed: shownField(c.observed) };
+    let chars = 0;
+    for (const v of [shown.subject, shown.detail, shown.path, shown.expected, shown.observed]) chars += v === null ? 0 : v.length;
     if (failed.length && (failed.length >= MAX_LISTED_CLAIMS || listedChars + chars > MAX_LISTED_CHARS)) {
       listing = false;
       continue;

@@ -23,24 +23,27 @@ function $(id) {
 
 /**
  * An element with text (always through textContent) and children.
- * @param {string} tag @param {{text?: unknown, cls?: string, attrs?: Record<string, string>}} [o]
+ * @param {string} tag @param {{text?: unknown, shownText?: string, cls?: string, attrs?: Record<string, string>}} [o]
  * @param {Node[]} [children]
  */
 function el(tag, o = {}, children = []) {
   const e = document.createElement(tag);
   if (o.text !== undefined) e.textContent = shown(o.text);
+  // Text the view already put through shown() (and cut): never escaped twice.
+  if (o.shownText !== undefined) e.textContent = o.shownText;
   if (o.cls) e.className = o.cls;
   for (const [k, v] of Object.entries(o.attrs ?? {})) e.setAttribute(k, v);
   for (const c of children) e.appendChild(c);
   return e;
 }
 
-/** @param {[string, unknown][]} rows */
-function facts(rows) {
+/** @param {[string, unknown][]} rows @param {boolean} [alreadyShown] the values came through shown() */
+function facts(rows, alreadyShown = false) {
   const dl = el('dl', { cls: 'facts' });
   for (const [k, v] of rows) {
     dl.appendChild(el('dt', { text: k }));
-    dl.appendChild(el('dd', { text: v === null || v === undefined ? '-' : v }));
+    if (v === null || v === undefined) dl.appendChild(el('dd', { text: '-' }));
+    else dl.appendChild(el('dd', alreadyShown ? { shownText: String(v) } : { text: v }));
   }
   return dl;
 }
@@ -151,9 +154,9 @@ function render(r, saveRecord, fileName, used) {
       const list = el('ol', { cls: 'failed' });
       for (const c of failed) {
         list.appendChild(el('li', {}, [
-          el('p', { cls: 'subject', text: `[${c.group} ${c.group_name}] ${c.subject}` }),
-          el('p', { text: c.detail }),
-          facts([['Path', c.path], ['Expected', c.expected], ['Observed', c.observed]]),
+          el('p', { cls: 'subject', shownText: `[${shown(c.group)} ${shown(c.group_name)}] ${c.subject}` }),
+          el('p', { shownText: c.detail ?? '-' }),
+          facts([['Path', c.path], ['Expected', c.expected], ['Observed', c.observed]], true),
         ]));
       }
       const more = r.failed_count - failed.length;

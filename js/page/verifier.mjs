@@ -21,12 +21,26 @@ import { fillPool, recordBlob, verifyFile, viewOf } from './engine.mjs';
 
 /** The verifying worker of the run in progress (or done, kept for saving). @type {Worker|null} */
 let current = null;
+/** Counts the verifications asked for and ended: a run waiting to start checks it is still the last. */
+let ticket = 0;
+/** When a verifying worker was last ended (performance.now()). */
+let endedAt = -Infinity;
+/**
+ * A new verifying worker starts at least this long after the last one was ended: ending
+ * one returns at once, but its thread gives its memory back only as it winds down, and
+ * runs started one on another's heels (an auditor pressing Verify again and again, or
+ * changing the bundle mid-run) held several runs' memory at once: 850 MB for twenty
+ * presses. Presses within the wait are one run: the last.
+ */
+const SETTLE_MS = 1000;
 
 /** The verifying worker ended, with all it held (its own hashing workers too). */
 export function endVerification() {
+  ticket++;
   if (current !== null) {
     current.terminate();
     current = null;
+    endedAt = performance.now();
   }
 }
 
@@ -50,8 +64,12 @@ function messageOf(e) {
  * @param {string|null} source @param {Inputs} inputs @param {(n: number) => void} progress
  * @returns {Promise<Verified>}
  */
-export function startVerification(source, inputs, progress) {
+export async function startVerification(source, inputs, progress) {
   endVerification();
+  const mine = ticket;
+  const wait = endedAt + SETTLE_MS - performance.now();
+  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+  if (mine !== ticket) throw new Error('the verification was forgotten before it started');
   if (source === null) return onThisThread(inputs, progress);
   const url = URL.createObjectURL(new Blob([source], { type: 'text/javascript' }));
   /** @type {Worker} */
@@ -64,7 +82,7 @@ export function startVerification(source, inputs, progress) {
   }
   current = worker;
   const w = worker;
-  return new Promise((resolve, reject) => {
+  return await new Promise((resolve, reject) => {
     let state = /** @type {'starting'|'verifying'|'done'} */ ('starting');
     /** The saves asked for and not yet answered, in order. @type {{resolve: (b: Blob) => void, reject: (e: Error) => void}[]} */
     const saves = [];

@@ -48,26 +48,27 @@ function width(piece, ch) {
 }
 
 /**
- * shown() of a value if it is at most CONSOLE_CHARS characters; else its first and
- * last CONSOLE_CHARS / 2, with the cut marked between them.
- * @param {unknown} value
+ * shown() of a value if it is at most `limit` characters as shown; else its first and
+ * last `limit` / 2, with `cut` between them. The page cuts the fields of the failed
+ * claims it lists the same way, at a larger limit and saying where the whole text is.
+ * @param {unknown} value @param {number} [limit] an even number @param {string} [cut]
  */
-export function shownClipped(value) {
+export function shownClipped(value, limit = CONSOLE_CHARS, cut = CUT) {
   const s = String(value);
   /** @type {string[]} */
-  const head = []; // the first characters, as long as they are within CONSOLE_CHARS shown
+  const head = []; // the first characters, as long as they are within the limit shown
   /** @type {number[]} */
   const widths = [];
   let size = 0;
   for (const ch of s) {
     const w = width(shownChar(ch), ch);
     size += w;
-    if (size > CONSOLE_CHARS) break;
+    if (size > limit) break;
     head.push(ch);
     widths.push(w);
   }
-  if (size <= CONSOLE_CHARS) return head.map(shownChar).join('');
-  const half = CONSOLE_CHARS / 2;
+  if (size <= limit) return head.map(shownChar).join('');
+  const half = limit / 2;
   let kept = 0;
   size = 0;
   for (; kept < head.length && size + widths[kept] <= half; kept++) size += widths[kept];
@@ -87,5 +88,5 @@ export function shownClipped(value) {
     if (size > half) break;
     tail.push(piece);
   }
-  return head.slice(0, kept).map(shownChar).join('') + CUT + tail.reverse().join('');
+  return head.slice(0, kept).map(shownChar).join('') + cut + tail.reverse().join('');
 }

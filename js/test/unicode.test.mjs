@@ -104,6 +104,9 @@ test('a console line shows at most 1000 characters of one text: its first and la
   assert.equal(shownClipped('\u{1f600}'.repeat(1001)), '\u{1f600}'.repeat(500) + cut + '\u{1f600}'.repeat(500));
   assert.equal(shownClipped('a' + '\u{1f600}'.repeat(1001)), 'a' + '\u{1f600}'.repeat(499) + cut + '\u{1f600}'.repeat(500));
   assert.equal(shownClipped(null), 'null');
+  // The page cuts the fields it lists the same way, at its own limit and marker.
+  assert.equal(shownClipped('\u202e'.repeat(700), 4096, ' [cut] '), '\\u202e'.repeat(341) + ' [cut] ' + '\\u202e'.repeat(341));
+  assert.equal(shownClipped('\u202e'.repeat(682), 4096, ' [cut] '), '\\u202e'.repeat(682));
   for (const ch of ['\\', '\u202e', '\u6f22', 'e\u0301', '\u{e0041}', '\x7f']) {
     const [head, tail] = shownClipped(ch.repeat(5000)).split(cut);
     assert.ok([...head].length <= 500 && [...tail].length <= 500, ch);
