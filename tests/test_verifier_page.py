@@ -313,6 +313,7 @@ def _page_state(browser: Browser, session: str) -> dict[str, Any]:
         ("expect", "sha256:" + "A" * 64, "expected digest must be sha256:"),
         ("identity", "auditor@example.org", "identity needs an allowed_signers file"),
         ("signers", "latin1", "is not UTF-8"),
+        ("signers", "huge", "is over 1 MiB"),
     ],
 )
 def test_a_refused_run_never_leaves_the_previous_verdict_on_screen(
@@ -325,8 +326,11 @@ def test_a_refused_run_never_leaves_the_previous_verdict_on_screen(
     assert _page_state(browser, session)["save"] is False
     _set_file(browser, session, "bundle", inputs["tampered"])
     if field == "signers":
-        bad = tmp_path / "signers-latin1"
-        bad.write_bytes(b"caf\xe9@example.org ssh-ed25519 AAAA\n")
+        bad = tmp_path / f"signers-{value}"
+        if value == "huge":  # read whole, so bounded before it is read
+            bad.write_bytes(b"# " + b"x" * (1 << 20) + b"\n")
+        else:
+            bad.write_bytes(b"caf\xe9@example.org ssh-ed25519 AAAA\n")
         _set_file(browser, session, "signers", bad)
     else:
         _set_text(browser, session, field, value)

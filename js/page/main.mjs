@@ -212,6 +212,9 @@ function refuse(message) {
   document.body.dataset.state = 'done';
 }
 
+/** An allowed_signers file is read whole, so it is refused past this (as node js/verify-bundle.mjs refuses it). */
+const MAX_SIGNERS_BYTES = 1024 * 1024;
+
 async function run() {
   clearResult();
   const mine = generation;
@@ -234,6 +237,10 @@ async function run() {
     return;
   }
   let allowedSigners = null;
+  if (signersFile && signersFile.size > MAX_SIGNERS_BYTES) {
+    refuse(`The allowed_signers file ${signersFile.name} is over 1 MiB (${signersFile.size} bytes), as the Node command refuses it.`);
+    return;
+  }
   if (signersFile) {
     try {
       // As ssh-keygen reads it: UTF-8, a BOM kept (it is not skipped).
