@@ -469,6 +469,64 @@ def test_page_verifies_on_its_own_thread_when_no_worker_can_start(
     ]
 
 
+def test_without_workers_a_large_run_asks_for_a_reload_before_the_next(
+    browser: Browser,
+    bundles: dict[str, Path],
+    inputs: dict[str, Path],
+    page_without_workers: Path,
+    tmp_path: Path,
+) -> None:
+    """Without a worker the page's own thread verifies, and the garbage of one large run
+    is still held when the next begins: after a run of over 5,000 claims the page asks
+    to be reloaded rather than go past its bound; small runs follow one another."""
+    import hostile
+
+    many = hostile.unlisted_members_bundle(
+        bundles["rpt-clean/alice"], tmp_path / "many.tar.zst", 3000, 200
+    )
+    session = browser.open(page_without_workers.as_uri())
+    browser.call("DOM.enable", session)
+    for name in ("good", "tampered", "good"):
+        _set_file(browser, session, "bundle", inputs[name])
+        _press_verify(browser, session)
+        assert _verdict_shown(browser, session)[0] == ("verified" if name == "good" else "failed")
+    _set_file(browser, session, "bundle", many)
+    _press_verify(browser, session)
+    assert _verdict_shown(browser, session)[0] == "failed"
+    _set_file(browser, session, "bundle", inputs["good"])
+    _press_verify(browser, session)
+    verdict, status = _verdict_shown(browser, session)
+    assert verdict is None and "reload the page to verify another" in status, status
+    browser.call("Page.reload", session)
+    browser.wait_event("Page.loadEventFired", session)
+    _set_file(browser, session, "bundle", inputs["good"])
+    _press_verify(browser, session)
+    assert _verdict_shown(browser, session)[0] == "verified"
+
+
+def test_a_save_pressed_just_before_the_bundle_changes_is_still_written(
+    browser: Browser, inputs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Save, then at once choose another bundle: the result is cleared, but the record
+    the auditor asked for is still written (it names its own bundle), never lost."""
+    session, record = _verify_on_page(browser, inputs["good"])
+    browser.call("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(tmp_path))
+    browser.evaluate(session, "document.getElementById('save').click(); true")
+    _set_file(browser, session, "bundle", inputs["tampered"])
+    browser.evaluate(
+        session, "document.getElementById('bundle').dispatchEvent(new Event('change')); true"
+    )
+    assert _page_state(browser, session)["result"] == ""
+    target = tmp_path / "verification.json"
+    deadline = time.monotonic() + 20
+    while not target.is_file():
+        assert time.monotonic() < deadline, "the save was lost"
+        time.sleep(0.05)
+    time.sleep(0.2)
+    saved = json.loads(target.read_text())
+    assert saved["input"] == inputs["good"].name and saved["claims"] == record["claims"]
+
+
 # The member worker, wrapped: the first batch of members (a message with spans) is
 # either answered with an error by the real worker (its spans made to reach past the
 # batch, so WebCrypto throws there) or lost to a worker that fails (an error event, and

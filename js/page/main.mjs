@@ -251,7 +251,6 @@ async function run() {
     }
   }
   const used = { signers: signersFile ? signersFile.name : null, identity, expect };
-  const started = performance.now();
   let lastPct = -1;
   /** @type {import('./verifier.mjs').Verified} */
   let done;
@@ -271,7 +270,7 @@ async function run() {
     return;
   }
   if (mine !== generation) return; // the inputs changed while it ran
-  const seconds = (performance.now() - started) / 1000;
+  const seconds = done.seconds;
   /** @type {any} */ (window).verifySeconds = seconds;
   const verdict = done.view.verdict;
   const outcome = verdict === 'verified' ? 'VERIFIED' : verdict === 'failed' ? 'FAILED' : 'ERROR (no verdict possible)';

@@ -17,14 +17,20 @@
 import { fillPool, recordBlob, verifyFile, viewOf } from './engine.mjs';
 
 /** @typedef {import('./engine.mjs').Inputs} Inputs */
-/** @typedef {{view: ReturnType<typeof viewOf>, save: () => Promise<Blob>}} Verified */
 
-/** The verifying worker of the run in progress (or done, kept for saving). @type {Worker|null} */
+/**
+ * The verifying worker of the run in progress (or done, kept for saving): `saving`
+ * counts the saves asked of it and not yet answered, `retire` ends it once they are.
+ * @typedef {{worker: Worker, saving: number, retire: (() => void)|null}} Current
+ * @type {Current|null}
+ */
 let current = null;
 /** Counts the verifications asked for and ended: a run waiting to start checks it is still the last. */
 let ticket = 0;
 /** When a verifying worker was last ended (performance.now()). */
 let endedAt = -Infinity;
+/** A worker ended while saving, kept until its saves are answered (at most SAVE_GRACE_MS). @type {Promise<void>|null} */
+let retiring = null;
 /**
  * A new verifying worker starts at least this long after the last one was ended: ending
  * one returns at once, but its thread gives its memory back only as it winds down, and
@@ -33,24 +39,64 @@ let endedAt = -Infinity;
  * presses. Presses within the wait are one run: the last.
  */
 const SETTLE_MS = 1000;
+/** A save asked for before the inputs changed is still written, if within this long. */
+const SAVE_GRACE_MS = 30_000;
+/**
+ * Where no worker starts, this thread verifies, and the garbage of one large run is
+ * still held when the next begins (three hostile bundles in a row took the tab to 672
+ * MB): after a run of more than this many claims, or an archive of more than
+ * FALLBACK_MAX_ARCHIVE bytes, the page asks to be reloaded before it verifies again.
+ */
+const FALLBACK_MAX_CLAIMS = 5000;
+const FALLBACK_MAX_ARCHIVE = 128 * 1024 * 1024;
+/** Whether this thread verified a large bundle since the page was loaded. */
+let threadHeld = false;
 
-/** The verifying worker ended, with all it held (its own hashing workers too). */
+/** @param {Worker} worker */
+function stop(worker) {
+  worker.terminate();
+  endedAt = performance.now();
+}
+
+/**
+ * The verifying worker ended, with all it held (its own hashing workers too); one
+ * writing a record the auditor asked to save is ended once that is done.
+ */
 export function endVerification() {
   ticket++;
-  if (current !== null) {
-    current.terminate();
-    current = null;
-    endedAt = performance.now();
+  const c = current;
+  current = null;
+  if (c === null) return;
+  if (c.saving === 0) {
+    stop(c.worker);
+    return;
   }
+  retiring = new Promise((resolve) => {
+    const timer = setTimeout(() => c.retire?.(), SAVE_GRACE_MS);
+    c.retire = () => {
+      c.retire = null;
+      clearTimeout(timer);
+      stop(c.worker);
+      retiring = null;
+      resolve();
+    };
+  });
 }
+
+/** @typedef {{view: ReturnType<typeof viewOf>, save: () => Promise<Blob>, seconds: number}} Verified */
 
 /**
  * Verify on this thread: the fallback, and the whole of it where workers cannot start.
  * @param {Inputs} inputs @param {(n: number) => void} progress @returns {Promise<Verified>}
  */
 async function onThisThread(inputs, progress) {
+  if (threadHeld) {
+    throw new Error('this page could not start a worker, and it still holds the memory of the large bundle it verified last: reload the page to verify another');
+  }
+  const began = performance.now();
   const record = await verifyFile(inputs, progress);
-  return { view: viewOf(record), save: () => recordBlob(record) };
+  threadHeld = record.claims.length > FALLBACK_MAX_CLAIMS || inputs.file.size > FALLBACK_MAX_ARCHIVE;
+  return { view: viewOf(record), save: () => recordBlob(record), seconds: (performance.now() - began) / 1000 };
 }
 
 /** @param {unknown} e */
@@ -60,13 +106,15 @@ function messageOf(e) {
 
 /**
  * Verify `inputs` in a worker started from `source` (the page's own script), or on this
- * thread when none can start. Rejects with what stopped the verification.
+ * thread when none can start. Rejects with what stopped the verification. `seconds` is
+ * the time it took, from when it started (not from when it was asked for).
  * @param {string|null} source @param {Inputs} inputs @param {(n: number) => void} progress
  * @returns {Promise<Verified>}
  */
 export async function startVerification(source, inputs, progress) {
   endVerification();
   const mine = ticket;
+  if (retiring !== null) await retiring;
   const wait = endedAt + SETTLE_MS - performance.now();
   if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
   if (mine !== ticket) throw new Error('the verification was forgotten before it started');
@@ -80,19 +128,27 @@ export async function startVerification(source, inputs, progress) {
     URL.revokeObjectURL(url);
     return onThisThread(inputs, progress);
   }
-  current = worker;
+  /** @type {Current} */
+  const c = { worker, saving: 0, retire: null };
+  current = c;
   const w = worker;
+  const began = performance.now();
   return await new Promise((resolve, reject) => {
     let state = /** @type {'starting'|'verifying'|'done'} */ ('starting');
     /** The saves asked for and not yet answered, in order. @type {{resolve: (b: Blob) => void, reject: (e: Error) => void}[]} */
     const saves = [];
+    const answered = () => {
+      c.saving = saves.length;
+      if (c.saving === 0) c.retire?.();
+    };
     const save = () =>
       new Promise((res, rej) => {
-        if (current !== w) {
+        if (current !== c) {
           rej(new Error('the verification was forgotten'));
           return;
         }
         saves.push({ resolve: res, reject: rej });
+        c.saving = saves.length;
         w.postMessage({ save: true });
       });
     w.onmessage = (e) => {
@@ -104,7 +160,7 @@ export async function startVerification(source, inputs, progress) {
       } else if (state === 'verifying' && typeof m.progress === 'number') progress(m.progress);
       else if (state === 'verifying' && m.view) {
         state = 'done';
-        resolve({ view: m.view, save });
+        resolve({ view: m.view, save, seconds: (performance.now() - began) / 1000 });
       } else if (state === 'verifying' && typeof m.failed === 'string') {
         state = 'done';
         reject(new Error(m.failed));
@@ -112,6 +168,7 @@ export async function startVerification(source, inputs, progress) {
         const s = /** @type {{resolve: (b: Blob) => void, reject: (e: Error) => void}} */ (saves.shift());
         if (m.blob instanceof Blob) s.resolve(m.blob);
         else s.reject(new Error(`saving the record failed: ${m.failed ?? 'no record'}`));
+        answered();
       }
     };
     w.onerror = (e) => {
@@ -120,15 +177,16 @@ export async function startVerification(source, inputs, progress) {
         // It never ran, so it holds nothing: this thread verifies.
         w.terminate();
         URL.revokeObjectURL(url);
-        if (current === w) current = null;
+        if (current === c) current = null;
         onThisThread(inputs, progress).then(resolve, reject);
         return;
       }
-      w.terminate();
-      if (current === w) current = null;
+      stop(w);
+      if (current === c) current = null;
       const err = new Error(`the verifying worker failed${e.message ? `: ${e.message}` : ''}`);
       if (state === 'verifying') reject(err);
       for (const s of saves.splice(0)) s.reject(err);
+      answered();
       state = 'done';
     };
   });
