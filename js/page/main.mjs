@@ -11,7 +11,7 @@ import { shown } from '../src/textsafe.mjs';
 import { REASON_WORDS, signatureLine } from '../src/record.mjs';
 import { UTF8 } from '../src/util.mjs';
 import { endWorkers, fillPool } from './engine.mjs';
-import { endVerification, serveVerification, startVerification } from './verifier.mjs';
+import { RELOAD, endVerification, reloadNeeded, serveVerification, startVerification } from './verifier.mjs';
 
 /** This page's own script, the verifying worker's source (null where it cannot be read). */
 const OWN_SOURCE = typeof document === 'undefined' ? null : document.currentScript?.textContent ?? null;
@@ -216,6 +216,12 @@ function refuse(message) {
 const MAX_SIGNERS_BYTES = 1024 * 1024;
 
 async function run() {
+  if (reloadNeeded()) {
+    // Before anything is cleared: the result shown, and its Save, stay.
+    $('status').textContent = shown(`Not verified: ${RELOAD}.`);
+    document.body.dataset.state = 'done';
+    return;
+  }
   clearResult();
   const mine = generation;
   const file = /** @type {HTMLInputElement} */ ($('bundle')).files?.[0];
@@ -274,7 +280,8 @@ async function run() {
   /** @type {any} */ (window).verifySeconds = seconds;
   const verdict = done.view.verdict;
   const outcome = verdict === 'verified' ? 'VERIFIED' : verdict === 'failed' ? 'FAILED' : 'ERROR (no verdict possible)';
-  $('status').textContent = shown(`Checked ${file.name} in ${seconds.toFixed(1)} s: ${outcome}.`);
+  const note = done.onThisThread ? ` This page could not start a worker, so it verifies one bundle per load: reload it to verify another.` : '';
+  $('status').textContent = shown(`Checked ${file.name} in ${seconds.toFixed(1)} s: ${outcome}.${note}`);
   render(done.view, done.save, file.name, used);
 }
 

@@ -42,15 +42,19 @@ const SETTLE_MS = 1000;
 /** A save asked for before the inputs changed is still written, if within this long. */
 const SAVE_GRACE_MS = 30_000;
 /**
- * Where no worker starts, this thread verifies, and the garbage of one large run is
- * still held when the next begins (three hostile bundles in a row took the tab to 672
- * MB): after a run of more than this many claims, or an archive of more than
- * FALLBACK_MAX_ARCHIVE bytes, the page asks to be reloaded before it verifies again.
+ * Where no worker starts, this thread verifies, and the garbage of one run is still
+ * held when the next begins: three hostile bundles in a row took the tab to 672 MB, and
+ * runs each under any threshold of size (claims, text, archive; or ending in an error
+ * after reading 15,000 names) added up past 600 MB all the same. So this thread verifies
+ * one bundle per load of the page: from the moment it starts one, the page asks to be
+ * reloaded before it verifies another.
  */
-const FALLBACK_MAX_CLAIMS = 5000;
-const FALLBACK_MAX_ARCHIVE = 128 * 1024 * 1024;
-/** Whether this thread verified a large bundle since the page was loaded. */
 let threadHeld = false;
+
+/** Whether this thread has verified (or is verifying) a bundle since the page was loaded. */
+export function reloadNeeded() {
+  return threadHeld;
+}
 
 /** @param {Worker} worker */
 function stop(worker) {
@@ -83,21 +87,22 @@ export function endVerification() {
   });
 }
 
-/** @typedef {{view: ReturnType<typeof viewOf>, save: () => Promise<Blob>, seconds: number}} Verified */
+/** @typedef {{view: ReturnType<typeof viewOf>, save: () => Promise<Blob>, seconds: number, onThisThread: boolean}} Verified */
 
 /**
  * Verify on this thread: the fallback, and the whole of it where workers cannot start.
  * @param {Inputs} inputs @param {(n: number) => void} progress @returns {Promise<Verified>}
  */
 async function onThisThread(inputs, progress) {
-  if (threadHeld) {
-    throw new Error('this page could not start a worker, and it still holds the memory of the large bundle it verified last: reload the page to verify another');
-  }
+  if (threadHeld) throw new Error(RELOAD);
+  threadHeld = true;
   const began = performance.now();
   const record = await verifyFile(inputs, progress);
-  threadHeld = record.claims.length > FALLBACK_MAX_CLAIMS || inputs.file.size > FALLBACK_MAX_ARCHIVE;
-  return { view: viewOf(record), save: () => recordBlob(record), seconds: (performance.now() - began) / 1000 };
+  return { view: viewOf(record), save: () => recordBlob(record), seconds: (performance.now() - began) / 1000, onThisThread: true };
 }
+
+/** What the page says when this thread has verified a bundle already. */
+export const RELOAD = 'this page could not start a worker, so it verifies one bundle per load: reload it to verify another';
 
 /** @param {unknown} e */
 function messageOf(e) {
@@ -160,7 +165,7 @@ export async function startVerification(source, inputs, progress) {
       } else if (state === 'verifying' && typeof m.progress === 'number') progress(m.progress);
       else if (state === 'verifying' && m.view) {
         state = 'done';
-        resolve({ view: m.view, save, seconds: (performance.now() - began) / 1000 });
+        resolve({ view: m.view, save, seconds: (performance.now() - began) / 1000, onThisThread: false });
       } else if (state === 'verifying' && typeof m.failed === 'string') {
         state = 'done';
         reject(new Error(m.failed));
