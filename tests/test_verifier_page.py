@@ -515,15 +515,24 @@ def test_without_workers_the_page_verifies_one_bundle_per_load(
         _press_verify(browser, session)
         shown, status = _verdict_shown(browser, session)
         assert shown == verdict and "reload it to verify another" in status, status
-        # Again, with the same or another bundle: refused, the result and Save kept.
-        for again in (bundle, inputs["tampered"]):
-            if again is not bundle:
-                _set_file(browser, session, "bundle", again)
-            _press_verify(browser, session)
+        # Again, with the same bundle, then another chosen (which clears nothing here),
+        # then an identity typed: refused, the result and its Save kept, and the status
+        # says whose result it is.
+        for step in ("same", "another", "identity"):
+            if step == "another":
+                _set_file(browser, session, "bundle", inputs["tampered"])
+            if step == "identity":
+                _set_text(browser, session, "identity", "someone@example.org")
+                _set_text(browser, session, "identity", "")
+            else:
+                _press_verify(browser, session)
             state = _page_state(browser, session)
-            assert state["status"].startswith("Not verified: this page could not start a worker")
-            if again is bundle:
-                assert (state["record"]["verdict"], state["save"]) == (verdict, False)
+            assert state["status"] == (
+                "Not verified: this page could not start a worker, so it verifies one bundle"
+                " per load: reload it to verify another. The result below is still that of"
+                f" {bundle.name}."
+            ), state["status"]
+            assert (state["record"]["verdict"], state["save"]) == (verdict, False), step
         browser.evaluate(session, "window.reloaded = true; true")
         browser.call("Page.reload", session)
         _wait_reloaded(browser, session)

@@ -63,6 +63,9 @@ function quote(id, suffix = '') {
  */
 let generation = 0;
 
+/** The bundle whose result is shown (null when none is). @type {string|null} */
+let shownFor = null;
+
 /**
  * The URL of the record last saved: a URL keeps its Blob (the whole record, 150 MB and
  * more for a hostile bundle) in the browser for as long as the page lives, so only the
@@ -85,6 +88,7 @@ function clearResult() {
   const save = /** @type {HTMLButtonElement} */ ($('save'));
   save.disabled = true;
   save.onclick = null;
+  shownFor = null;
   delete (/** @type {any} */ (window).verificationView);
 }
 
@@ -212,14 +216,23 @@ function refuse(message) {
   document.body.dataset.state = 'done';
 }
 
+/**
+ * Where this thread verified the one bundle a load allows: refused, nothing cleared (the
+ * result shown, and its Save, stay), and the status says whose result that is, since
+ * the form may name another bundle now.
+ */
+function refuseAnother() {
+  const whose = shownFor === null ? '' : ` The result below is still that of ${shownFor}.`;
+  $('status').textContent = shown(`Not verified: ${RELOAD}.${whose}`);
+  document.body.dataset.state = 'done';
+}
+
 /** An allowed_signers file is read whole, so it is refused past this (as node js/verify-bundle.mjs refuses it). */
 const MAX_SIGNERS_BYTES = 1024 * 1024;
 
 async function run() {
   if (reloadNeeded()) {
-    // Before anything is cleared: the result shown, and its Save, stay.
-    $('status').textContent = shown(`Not verified: ${RELOAD}.`);
-    document.body.dataset.state = 'done';
+    refuseAnother();
     return;
   }
   clearResult();
@@ -283,6 +296,7 @@ async function run() {
   const note = done.onThisThread ? ` This page could not start a worker, so it verifies one bundle per load: reload it to verify another.` : '';
   $('status').textContent = shown(`Checked ${file.name} in ${seconds.toFixed(1)} s: ${outcome}.${note}`);
   render(done.view, done.save, file.name, used);
+  shownFor = file.name;
 }
 
 /** The page: its form wired up. */
@@ -290,6 +304,10 @@ function page() {
   $('go').addEventListener('click', () => void run());
   for (const id of ['bundle', 'signers', 'identity', 'expect']) {
     $(id).addEventListener(id === 'bundle' || id === 'signers' ? 'change' : 'input', () => {
+      if (reloadNeeded()) {
+        refuseAnother();
+        return;
+      }
       clearResult();
       $('status').textContent = '';
       document.body.dataset.state = 'ready';
