@@ -413,7 +413,13 @@ def _consistent_verification(r: dict[str, Any]) -> None:
     summary = r["summary"]
     checks = summary.get("checks")
     if isinstance(checks, list) or "recomputed" in summary:
-        checks = checks if isinstance(checks, list) else []
+        # Each check once, whatever the verdict (an error record's summary is not made
+        # whole above, and render refuses a check listed twice in any record).
+        checks = (
+            list({c["check_id"]: c for c in checks}.values()) if isinstance(checks, list) else []
+        )
+        if "checks" in summary:
+            summary["checks"] = checks
         for c in checks:
             c["score"] = 1 if c["status"] == "passed" else 0
         threshold = summary.get("pass_threshold", 0.5)
