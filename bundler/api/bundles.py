@@ -31,6 +31,7 @@ from bundler.core.errors import (
     UsageError,
 )
 from bundler.core.limits import DEFAULT_MAX_BYTES
+from bundler.core.sizes import regular_size
 
 if TYPE_CHECKING:
     from bundler.core.claims import Verification
@@ -153,15 +154,7 @@ def bundle_at(location: str, endpoint_url: str | None) -> Iterator[BinaryIO | No
 
 
 def _archive_size(location: str) -> int | None:
-    import stat
-
-    if location.startswith("s3://"):
-        return None
-    try:
-        info = os.stat(location)
-    except OSError:
-        return None
-    return info.st_size if stat.S_ISREG(info.st_mode) else None
+    return None if location.startswith("s3://") else regular_size(location)
 
 
 def bytes_progress(

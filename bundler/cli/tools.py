@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 import sys
 from typing import Any
 
@@ -16,6 +14,7 @@ from bundler.cli.common import F, _emit_json, _input_chunks, _read_input, _say, 
 from bundler.core import canonical
 from bundler.core.digests import PREFIX, FramedHasher, bytes_digest, json_digest
 from bundler.core.errors import InputError, UsageError
+from bundler.core.sizes import regular_size
 from bundler.core.textsafe import shown
 
 
@@ -111,13 +110,7 @@ def digest(
 def _regular_size(path: str) -> int | None:
     """The size of the regular file at ``path`` (None: ``-``, another kind of file, or
     one that cannot be looked at, whose read then says why)."""
-    if path == "-":
-        return None
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    return info.st_size if stat.S_ISREG(info.st_mode) else None
+    return None if path == "-" else regular_size(path)
 
 
 def _json_document(file: str) -> Any:

@@ -6,7 +6,6 @@ import contextlib
 import itertools
 import os
 import re
-import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from bundler.cli.render import _html_option
 from bundler.core.errors import (
     UsageError,
 )
+from bundler.core.sizes import regular_size
 from bundler.core.textsafe import shown
 
 VERIFY_HELP = """Verify bundles offline: every digest the bundle can prove.
@@ -305,13 +305,7 @@ def _archive_size(location: str) -> int | None:
     """The size of a local archive, the total of the progress bar (which counts the
     archive's compressed bytes); None for a directory or an s3:// URL (its size comes
     with the object)."""
-    if location.startswith("s3://"):
-        return None
-    try:
-        info = os.stat(location)
-    except OSError:
-        return None
-    return info.st_size if stat.S_ISREG(info.st_mode) else None
+    return None if location.startswith("s3://") else regular_size(location)
 
 
 def _kind(result: Any) -> str:
